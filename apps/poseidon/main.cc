@@ -1,0 +1,48 @@
+// The `poseidon` command line: subcommands, --help, and the one place where errors turn
+// into one line on stderr and a non-zero exit.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "poseidon/config.h"
+#include "poseidon/errors.h"
+#include "train_command.h"
+#include "train_loop.h"
+
+namespace {
+
+// Under mpirun every rank parses the same flags; only rank 0 reports a usage error.
+bool isLeadRank() {
+  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+  return r == nullptr || std::atoi(r) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Poseidon: data-parallel deep learning over commodity Ethernet (LibTorch + MPI)", "poseidon"};
+  app.set_version_flag("--version", std::string(POSEIDON_VERSION));
+  app.require_subcommand(1);
+  app.footer("Run 'poseidon train --help' for the training flags. Launch distributed jobs with mpirun.");
+  poseidon::app::TrainOptions train_options;
+  auto* train = poseidon::app::addTrainCommand(app, train_options);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (!isLeadRank()) return e.get_exit_code();
+    return app.exit(e);
+  }
+
+  try {
+    if (train->parsed()) return poseidon::app::runTrain(train_options, &argc, &argv);
+  } catch (const poseidon::Error& e) {
+    std::fprintf(stderr, "poseidon: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "poseidon: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,43 @@
+#include "report.h"
+
+#include <nlohmann/json.hpp>
+
+namespace poseidon::app {
+
+std::string toJson(const TrainReport& r) {
+  nlohmann::ordered_json j;
+  j["ranks"] = r.ranks;
+  j["workers"] = r.workers;
+  j["model"] = r.model;
+  j["scheme"] = r.scheme;
+  j["wfbp"] = r.wfbp;
+  j["baseline"] = r.baseline;
+  j["synthetic"] = r.synthetic;
+  j["threads"] = r.threads;
+  j["batch"] = r.batch;
+  j["iterations"] = r.iterations;
+  j["s_per_iter_median"] = r.s_per_iter_median;
+  j["images_per_s"] = r.images_per_s;
+  j["train_loss"] = r.train_loss;
+  j["test_accuracy"] = r.test_accuracy ? nlohmann::ordered_json(*r.test_accuracy) : nlohmann::ordered_json(nullptr);
+  j["bytes_sent_per_iter"] = r.bytes_sent_per_iter;
+  j["bytes_model_per_iter"] = r.bytes_model_per_iter;
+  j["param_digest"] = r.param_digest;
+  auto layers = nlohmann::ordered_json::array();
+  for (const auto& l : r.layers) {
+    nlohmann::ordered_json o;
+    o["name"] = l.name;
+    o["kind"] = l.kind;
+    o["M"] = l.M;
+    o["N"] = l.N;
+    o["params"] = l.params;
+    o["scheme"] = l.scheme;
+    o["bytes_sent_per_iter"] = l.bytes_sent_per_iter;
+    o["bytes_model_per_iter"] = l.bytes_model_per_iter;
+    layers.push_back(o);
+  }
+  j["layers"] = layers;
+  return j.dump();
+}
+
+}  // namespace poseidon::app

@@ -1,0 +1,43 @@
+// What `poseidon train --json` prints as the last line of rank 0's stdout.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace poseidon::app {
+
+struct LayerReport {
+  std::string name;
+  std::string kind;
+  std::int64_t M = 0, N = 0, params = 0;
+  std::string scheme;
+  double bytes_sent_per_iter = 0;   // measured, mean per worker
+  double bytes_model_per_iter = 0;  // the cost model's figure (what a node sends)
+};
+
+struct TrainReport {
+  int ranks = 1;
+  int workers = 1;
+  std::string model;
+  std::string scheme;
+  bool wfbp = true;
+  bool baseline = false;
+  bool synthetic = false;
+  int threads = 1;
+  std::int64_t batch = 0;
+  std::int64_t iterations = 0;
+  double s_per_iter_median = 0;
+  double images_per_s = 0;
+  double train_loss = 0;
+  std::optional<double> test_accuracy;
+  double bytes_sent_per_iter = 0;
+  double bytes_model_per_iter = 0;
+  std::string param_digest;
+  std::vector<LayerReport> layers;
+};
+
+std::string toJson(const TrainReport& report);
+
+}  // namespace poseidon::app

@@ -1,0 +1,12 @@
+// Compute threads of a rank: ATen's intra-op pool and OpenBLAS's own pool, so ranks
+// sharing a host do not fight over its cores.
+#pragma once
+
+namespace poseidon::app {
+
+// Ranks on this host, as the launcher says (1 without mpirun).
+int localRanks();
+// `requested` threads, or cores / local ranks (at least 1) when 0; returns what it set.
+int setComputeThreads(int requested);
+
+}  // namespace poseidon::app

@@ -1,0 +1,45 @@
+#include "train_command.h"
+
+namespace poseidon::app {
+
+CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
+  auto* cmd = app.add_subcommand("train", "Train a model data-parallel; run it under mpirun, one process per worker");
+  cmd->footer(
+      "Examples:\n"
+      "  mpirun -np 4 --oversubscribe poseidon train --model fcnet --epochs 1\n"
+      "  mpirun -np 2 poseidon train --model-file my.net --iterations 200 --json\n"
+      "  poseidon train --baseline --model fcnet --iterations 20   # plain LibTorch, no Poseidon\n"
+      "Model files: one layer per line: input C H W | classes N | conv OUT K [stride=S] [pad=P] |\n"
+      "  pool K | relu | flatten | dropout P | fc OUT   (the last layer is 'fc N', N = classes)");
+  cmd->add_option("--model", o.model, "Built-in model: fcnet, convnet or mlp")->capture_default_str();
+  cmd->add_option("--model-file", o.model_file, "Sequential net described in a text file (overrides --model)");
+  cmd->add_option("--data", o.data, "Folder with the Fashion-MNIST IDX files (.gz or raw)")->capture_default_str();
+  cmd->add_flag("--synthetic", o.synthetic, "Random inputs and labels of the model's shape (for throughput runs)");
+  cmd->add_option("--batch", o.batch, "Examples per worker per iteration")->capture_default_str();
+  cmd->add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
+  cmd->add_option("--iterations", o.iterations, "Run exactly this many iterations (overrides --epochs)");
+  cmd->add_option("--lr", o.session.lr, "Learning rate (SGD on the parameter servers)")->capture_default_str();
+  cmd->add_option("--momentum", o.session.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", o.session.weight_decay, "SGD weight decay")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the initial parameters and of the data order")->capture_default_str();
+  cmd->add_option("--scheme", o.scheme, "Communication scheme per layer: ps (parameter server)")->capture_default_str();
+  cmd->add_flag("--no-wfbp", o.no_wfbp, "Sync all layers after the whole backward pass (no wait-free backprop)");
+  cmd->add_option("--server-ranks", o.session.server_ranks, "The last N ranks only serve parameters, they do not train")
+      ->capture_default_str();
+  cmd->add_option("--shards", o.session.shards, "Parameter-server shards, on the last ranks (0: one per rank)")
+      ->capture_default_str();
+  cmd->add_option("--kv-pair-bytes", o.session.kv_pair_bytes, "Largest KV pair the parameters are cut into")
+      ->capture_default_str();
+  cmd->add_option("--timeout", o.timeout_s, "Seconds any wait for a peer may last before the job fails")
+      ->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Compute threads per rank (0: cores / ranks on this host)")
+      ->capture_default_str();
+  cmd->add_option("--log-every", o.log_every, "Print progress every N iterations (0: about every 5 s)");
+  cmd->add_flag("--no-eval", o.no_eval, "Skip the test-set evaluation after each epoch");
+  cmd->add_flag("--json", o.json, "Rank 0 prints a JSON summary as its last line of stdout");
+  cmd->add_option("--save-params", o.save_params, "Rank 0 writes the final parameters (raw float32) to this file");
+  cmd->add_flag("--baseline", o.baseline, "Plain LibTorch loop with torch::optim::SGD in one process, for comparison");
+  return cmd;
+}
+
+}  // namespace poseidon::app

@@ -1,0 +1,361 @@
+#include "train_loop.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+
+#include "comm/control_channel.h"
+#include "common/digest.h"
+#include "coordinator/cost_model.h"
+#include "coordinator/information_book.h"
+#include "data/dataset.h"
+#include "data/partition.h"
+#include "models/model_spec.h"
+#include "poseidon/errors.h"
+#include "poseidon/runtime.h"
+#include "poseidon/torch.h"
+#include "report.h"
+#include "threads.h"
+#include "torch/model_builder.h"
+
+namespace poseidon::app {
+
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+
+struct Data {
+  Dataset train_set, test_set;
+  torch::Tensor train_x, train_y, test_x, test_y;  // views of the sets above
+};
+
+Data loadData(const TrainOptions& o, const ModelSpec& spec) {
+  Data d;
+  if (o.synthetic) {
+    d.train_set = syntheticDataset(8192, spec.channels, spec.height, spec.width, spec.classes, o.seed);
+    d.test_set = syntheticDataset(2048, spec.channels, spec.height, spec.width, spec.classes, o.seed + 1);
+  } else {
+    d.train_set = loadFashionMnist(o.data, true);
+    d.test_set = loadFashionMnist(o.data, false);
+    if (d.train_set.channels != spec.channels || d.train_set.height != spec.height ||
+        d.train_set.width != spec.width || spec.classes != 10) {
+      throw InputError(detail::cat("model ", spec.name, " expects input ", spec.channels, "x", spec.height, "x",
+                                   spec.width, " and ", spec.classes, " classes; Fashion-MNIST is 1x28x28 with 10 "
+                                   "classes (use --synthetic for other shapes)"));
+    }
+  }
+  auto view = [](Dataset& s, torch::Tensor& x, torch::Tensor& y) {
+    x = torch::from_blob(s.images.data(), {s.count, s.channels, s.height, s.width}, torch::kFloat);
+    y = torch::from_blob(s.labels.data(), {s.count}, torch::kLong);
+  };
+  view(d.train_set, d.train_x, d.train_y);
+  view(d.test_set, d.test_x, d.test_y);
+  return d;
+}
+
+std::string paramDigest(torch::nn::Sequential& net) {
+  Digest d;
+  for (const auto& p : net->parameters()) d.update(p.data_ptr<float>(), p.numel() * sizeof(float));
+  return d.hex();
+}
+
+void saveParams(torch::nn::Sequential& net, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError("cannot write --save-params file " + tmp);
+    for (const auto& p : net->parameters()) out.write(reinterpret_cast<const char*>(p.data_ptr<float>()), p.numel() * sizeof(float));
+    if (!out.flush()) throw InputError("cannot write --save-params file " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError("cannot rename " + tmp + " to " + path);
+}
+
+// Correct predictions and count on test examples [begin, end).
+std::pair<double, double> evaluate(torch::nn::Sequential& net, const Data& d, std::int64_t begin, std::int64_t end) {
+  torch::NoGradGuard no_grad;
+  net->eval();
+  double correct = 0;
+  for (std::int64_t i = begin; i < end; i += 500) {
+    const std::int64_t n = std::min<std::int64_t>(500, end - i);
+    auto pred = net->forward(d.test_x.narrow(0, i, n)).argmax(1);
+    correct += pred.eq(d.test_y.narrow(0, i, n)).sum().item<double>();
+  }
+  net->train();
+  return {correct, static_cast<double>(end - begin)};
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Test hook for failure tests: POSEIDON_FAULT_EXIT="RANK:ITERATION" makes that rank die
+// abruptly (as a crash would) when it reaches that iteration.
+void maybeInjectFault(int rank, std::int64_t iteration) {
+  static const char* spec = std::getenv("POSEIDON_FAULT_EXIT");
+  if (!spec) return;
+  int r = -1;
+  long long it = -1;
+  if (std::sscanf(spec, "%d:%lld", &r, &it) == 2 && r == rank && it == iteration) {
+    std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT_EXIT: dying at iteration %lld\n", rank, it);
+    std::_Exit(17);
+  }
+}
+
+class ProgressPrinter {
+ public:
+  ProgressPrinter(bool enabled, int every) : enabled_(enabled), every_(every) {}
+  void iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs, double loss,
+                 double s_per_iter, double images_per_iter, bool force) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    const bool due = every_ > 0 ? (it + 1) % every_ == 0 : Seconds(now - last_).count() >= 5.0;
+    if (!due && !force) return;
+    last_ = now;
+    std::printf("poseidon: epoch %lld/%lld iter %lld/%lld loss %.4f %.3f s/iter %.1f images/s\n",
+                static_cast<long long>(epoch + 1), static_cast<long long>(epochs), static_cast<long long>(it + 1),
+                static_cast<long long>(total), loss, s_per_iter, s_per_iter > 0 ? images_per_iter / s_per_iter : 0.0);
+    std::fflush(stdout);
+  }
+
+ private:
+  bool enabled_;
+  int every_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+namespace {
+int train(const TrainOptions& o, Runtime* runtime);
+}  // namespace
+
+int runTrain(const TrainOptions& o, int* argc, char*** argv) {
+  if (o.baseline) {
+    const char* ranks = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (ranks && std::atoi(ranks) > 1) {
+      throw InputError("--baseline runs a plain LibTorch loop in one process; start it without mpirun -np > 1");
+    }
+    return train(o, nullptr);
+  }
+  Runtime runtime(argc, argv);
+  try {
+    return train(o, &runtime);
+  } catch (const std::exception& e) {
+    if (runtime.size() == 1) throw;
+    // Other ranks may be waiting for this one: end the whole job now rather than let them
+    // run into their timeouts (and MPI_Finalize would wait for them).
+    std::fprintf(stderr, "poseidon: error: rank %d: %s\n", runtime.rank(), e.what());
+    std::fflush(stderr);
+    runtime.abortJob(2);
+  }
+}
+
+namespace {
+
+int train(const TrainOptions& o, Runtime* runtime) {
+  if (o.batch <= 0) throw InputError(detail::cat("--batch ", o.batch, ": the batch must hold at least one example"));
+  if (o.epochs <= 0 && o.iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
+  if (o.scheme != "ps") {
+    throw InputError("--scheme " + o.scheme + " is not available in this build; use --scheme ps");
+  }
+  const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
+  const int threads = setComputeThreads(o.threads);
+  const int rank = runtime ? runtime->rank() : 0;
+  const bool lead = rank == 0;
+
+  Data data = loadData(o, spec);
+  torch::manual_seed(o.seed);
+  torch::nn::Sequential net = buildSequential(spec);
+
+  std::unique_ptr<TorchModel> model;
+  std::unique_ptr<torch::optim::SGD> optimizer;
+  Options session_options = o.session;
+  session_options.wfbp = !o.no_wfbp;
+  session_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
+  session_options.agreement = detail::cat("batch=", o.batch, " epochs=", o.epochs, " iterations=", o.iterations,
+                                          " seed=", o.seed, " scheme=", o.scheme, " synthetic=", o.synthetic,
+                                          " eval=", !o.no_eval, " server_ranks=", session_options.server_ranks,
+                                          " shards=", session_options.shards, " pair=", session_options.kv_pair_bytes,
+                                          " train=", data.train_set.count);
+  if (o.baseline) {
+    optimizer = std::make_unique<torch::optim::SGD>(
+        net->parameters(), torch::optim::SGDOptions(o.session.lr).momentum(o.session.momentum).weight_decay(o.session.weight_decay));
+  } else {
+    model = std::make_unique<TorchModel>(runtime->transport(), net, spec.name, session_options);
+  }
+  Session* session = model ? &model->session() : nullptr;
+  const bool worker = !session || session->isWorker();
+  const int workers = session ? session->workers() : 1;
+  const ModelInfo info = describeSequential(net, spec.name);
+  // Dropout differs per worker; the initial parameters were already made from the seed.
+  torch::manual_seed(o.seed + 1 + static_cast<std::uint64_t>(rank));
+
+  Partition partition(data.train_set.count, workers, std::min(rank, workers - 1), o.batch, o.seed);
+  const std::int64_t per_epoch = partition.batchesPerEpoch();
+  const std::int64_t total = o.iterations > 0 ? o.iterations : o.epochs * per_epoch;
+  const std::int64_t epochs = (total + per_epoch - 1) / per_epoch;
+  std::vector<std::int64_t> eval_points;
+  if (!o.no_eval) {
+    for (std::int64_t e = 1; e * per_epoch <= total; ++e) eval_points.push_back(e * per_epoch);
+    if (eval_points.empty() || eval_points.back() != total) eval_points.push_back(total);
+  }
+
+  if (lead) {
+    std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
+                "batch %lld per worker, %lld iterations, scheme %s, WFBP %s, %d compute thread%s per rank%s\n",
+                spec.name.c_str(), info.numel() / 1e6, info.layers.size(), workers, workers == 1 ? "" : "s",
+                o.baseline ? " (plain LibTorch baseline)"
+                           : detail::cat(", ", session->book().cluster().shards(), " shards, ",
+                                         session->book().pairs().size(), " KV pairs").c_str(),
+                static_cast<long long>(o.batch), static_cast<long long>(total), o.scheme.c_str(),
+                o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "");
+    std::fflush(stdout);
+  }
+
+  ProgressPrinter progress(lead && worker, o.log_every);
+  std::vector<double> iter_seconds;
+  double last_loss = 0;
+  std::optional<double> accuracy;
+  const std::uint64_t bytes_before = session ? session->bytesSent() : 0;
+  std::vector<std::uint64_t> layer_bytes_before(info.layers.size(), 0);
+  for (std::size_t l = 0; session && l < info.layers.size(); ++l) layer_bytes_before[l] = session->bytesSentForLayer(static_cast<int>(l));
+
+  auto runEval = [&](std::int64_t done) {
+    double correct = 0, count = 0;
+    if (worker) {
+      if (model) model->synchronize();
+      const std::int64_t n = data.test_set.count;
+      std::tie(correct, count) = evaluate(net, data, n * rank / workers, n * (rank + 1) / workers);
+    } else {
+      session->serveUntil(static_cast<std::uint64_t>(done));
+    }
+    if (session) {
+      const auto sum = session->control().allreduceSum({correct, count}, "test accuracy");
+      correct = sum[0], count = sum[1];
+    }
+    accuracy = 100.0 * correct / count;
+    if (lead) {
+      std::printf("poseidon: after %lld iterations: test accuracy %.2f%% (%lld images)\n", static_cast<long long>(done),
+                  *accuracy, static_cast<long long>(count));
+      std::fflush(stdout);
+    }
+  };
+
+  std::size_t next_eval = 0;
+  if (worker) {
+    auto start = std::chrono::steady_clock::now();
+    for (std::int64_t it = 0; it < total; ++it) {
+      maybeInjectFault(rank, it);
+      const std::int64_t epoch = it / per_epoch;
+      const auto idx = partition.batch(epoch, it % per_epoch);
+      auto index = torch::from_blob(const_cast<std::int64_t*>(idx.data()), {static_cast<std::int64_t>(idx.size())}, torch::kLong);
+      auto x = data.train_x.index_select(0, index);
+      auto y = data.train_y.index_select(0, index);
+      torch::Tensor loss;
+      if (model) {
+        loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+        loss.backward();
+        model->step();
+      } else {
+        optimizer->zero_grad();
+        loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+        loss.backward();
+        optimizer->step();
+      }
+      last_loss = loss.item<double>();
+      const bool at_eval = next_eval < eval_points.size() && eval_points[next_eval] == it + 1;
+      if (at_eval || it + 1 == total) {
+        if (model) model->synchronize();
+      }
+      const auto now = std::chrono::steady_clock::now();
+      iter_seconds.push_back(Seconds(now - start).count());
+      progress.iteration(it, total, epoch, epochs, last_loss, median(iter_seconds), static_cast<double>(o.batch * workers),
+                         at_eval || it + 1 == total);
+      if (at_eval) {
+        runEval(it + 1);
+        ++next_eval;
+      }
+      start = std::chrono::steady_clock::now();
+    }
+  } else {
+    for (; next_eval < eval_points.size(); ++next_eval) runEval(eval_points[next_eval]);
+    session->serveUntil(static_cast<std::uint64_t>(total));
+  }
+
+  TrainReport report;
+  report.ranks = runtime ? runtime->size() : 1;
+  report.workers = workers;
+  report.model = spec.name;
+  report.scheme = o.scheme;
+  report.wfbp = !o.no_wfbp;
+  report.baseline = o.baseline;
+  report.synthetic = o.synthetic;
+  report.threads = threads;
+  report.batch = o.batch;
+  report.iterations = total;
+  report.s_per_iter_median = median(iter_seconds);
+  report.images_per_s = report.s_per_iter_median > 0 ? workers * o.batch / report.s_per_iter_median : 0;
+  report.test_accuracy = accuracy;
+  report.param_digest = paramDigest(net);
+  report.train_loss = last_loss;
+
+  if (session) {
+    const double iters = static_cast<double>(total);
+    const int L = static_cast<int>(info.layers.size());
+    // Per worker: loss, bytes sent, the cost model's figure; then the same per layer.
+    std::vector<double> mine(3 + 2 * L, 0.0);
+    if (worker) {
+      mine[0] = last_loss;
+      mine[1] = (session->bytesSent() - bytes_before) / iters;
+      mine[2] = CostModel::psSentFloats(info.numel(), session->book().cluster(), rank) * sizeof(float);
+      for (int l = 0; l < L; ++l) {
+        mine[3 + 2 * l] = (session->bytesSentForLayer(l) - layer_bytes_before[l]) / iters;
+        mine[4 + 2 * l] = CostModel::psSentFloats(info.layers[l].numel(), session->book().cluster(), rank) * sizeof(float);
+      }
+    }
+    const auto sum = session->control().allreduceSum(mine, "final statistics");
+    report.train_loss = sum[0] / workers;
+    report.bytes_sent_per_iter = sum[1] / workers;
+    report.bytes_model_per_iter = sum[2] / workers;
+    for (int l = 0; l < L; ++l) {
+      const auto& li = info.layers[l];
+      report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), o.scheme,
+                                          sum[3 + 2 * l] / workers, sum[4 + 2 * l] / workers});
+    }
+    // Every replica must end with the same parameters; a difference is a bug, not noise.
+    const auto digests = session->control().allgather(report.param_digest, "final parameter digests");
+    for (int r = 0; r < static_cast<int>(digests.size()); ++r) {
+      if (digests[r] != digests[0]) {
+        throw Error(detail::cat("parameters differ across ranks after training: rank 0 has digest ", digests[0],
+                                ", rank ", r, " has ", digests[r]));
+      }
+    }
+    model->finish();
+  } else {
+    for (const auto& li : info.layers) {
+      report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), "local", 0, 0});
+    }
+  }
+
+  if (lead) {
+    if (!o.save_params.empty()) saveParams(net, o.save_params);
+    std::printf("poseidon: done: %lld iterations, %.3f s/iter (median), %.1f images/s, final loss %.4f, "
+                "%.1f MB sent per iteration per worker, parameter digest %s\n",
+                static_cast<long long>(total), report.s_per_iter_median, report.images_per_s, report.train_loss,
+                report.bytes_sent_per_iter / 1e6, report.param_digest.c_str());
+    if (o.json) std::printf("%s\n", toJson(report).c_str());
+    std::fflush(stdout);
+  }
+  model.reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace poseidon::app

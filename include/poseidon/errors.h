@@ -1,0 +1,66 @@
+// The error model of the library: typed exceptions. The CLI turns each into one line
+// and a non-zero exit; nothing in the library calls abort() on a recoverable error.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace poseidon {
+
+// Base of every error the library throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The user gave something wrong: a flag, a file, a model description.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A wait ran past its deadline: a peer died, stalled, or the network is gone.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The transport failed or received bytes that are not a valid message.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+}  // namespace poseidon
+
+// Internal invariant: throws poseidon::Error with file:line and the message.
+#define POSEIDON_ENFORCE(cond, ...)                                                  \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      throw ::poseidon::Error(::poseidon::detail::cat(__FILE__, ":", __LINE__, ": ", \
+                                                      "check '" #cond "' failed: ",  \
+                                                      ##__VA_ARGS__));               \
+    }                                                                                \
+  } while (0)
+
+// Internal invariant on two values: names both values in the message.
+#define POSEIDON_ENFORCE_EQ(a, b, ...)                                                   \
+  do {                                                                                   \
+    const auto& _pa = (a);                                                               \
+    const auto& _pb = (b);                                                               \
+    if (!(_pa == _pb)) {                                                                 \
+      throw ::poseidon::Error(::poseidon::detail::cat(__FILE__, ":", __LINE__, ": ", #a, \
+                                                      " == ", #b, " failed (", _pa,      \
+                                                      " vs ", _pb, ") ", ##__VA_ARGS__)); \
+    }                                                                                    \
+  } while (0)

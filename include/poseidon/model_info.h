@@ -1,0 +1,39 @@
+// Model information as the coordinator sees it: layers, their kinds and parameter shapes.
+// The core moves float buffers described by this; it never sees an engine tensor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace poseidon {
+
+enum class LayerKind { kFC, kConv, kOther };
+
+const char* layerKindName(LayerKind kind);
+
+struct TensorInfo {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::int64_t numel() const;
+};
+
+struct LayerInfo {
+  std::string name;
+  LayerKind kind = LayerKind::kOther;
+  std::vector<TensorInfo> tensors;  // e.g. weight, bias
+  // For FC layers: the weight is M x N (M outputs, N inputs), the paper's notation.
+  std::int64_t M = 0;
+  std::int64_t N = 0;
+  std::int64_t numel() const;
+};
+
+struct ModelInfo {
+  std::string name;
+  std::vector<LayerInfo> layers;  // in forward order; syncs run in reverse
+  std::int64_t numel() const;
+  // Canonical text of the model, the same on ranks that run the same model.
+  std::string describe() const;
+};
+
+}  // namespace poseidon

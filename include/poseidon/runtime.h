@@ -1,0 +1,33 @@
+// The process-level runtime of one rank: MPI initialised for the lifetime of the object
+// and Poseidon's MPI transport on a duplicated communicator. Create one per process and
+// pass it to the objects that need it.
+#pragma once
+
+#include <memory>
+
+namespace poseidon {
+
+class Transport;
+class MpiContext;
+
+class Runtime {
+ public:
+  // Initialises MPI (works under mpirun and as a singleton without it).
+  Runtime(int* argc, char*** argv);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const;
+  int size() const;
+  Transport& transport();
+  // Ends every rank of the job: for an error that only this rank has seen, when the
+  // others would otherwise wait for it until their timeout.
+  [[noreturn]] void abortJob(int code);
+
+ private:
+  std::unique_ptr<MpiContext> mpi_;
+  std::unique_ptr<Transport> transport_;
+};
+
+}  // namespace poseidon

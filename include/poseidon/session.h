@@ -1,0 +1,63 @@
+// A Poseidon session: one model trained data-parallel by the ranks of a job. It owns the
+// coordinator's information book, this rank's parameter-server shard (if it holds one)
+// and this rank's client (if it is a worker). It moves float buffers described by a
+// ModelInfo; the LibTorch adapter (poseidon/torch.h) drives it from autograd hooks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "poseidon/model_info.h"
+#include "poseidon/options.h"
+
+namespace poseidon {
+
+class Transport;
+class ControlChannel;
+class InformationBook;
+
+class Session {
+ public:
+  // `params[l][t]` is where tensor t of layer l lives; rank 0's values are broadcast to
+  // every rank here. Checks that all ranks agree on model, options and information book.
+  // The session starts `transport`; one session per transport.
+  Session(Transport& transport, const ModelInfo& model, std::vector<std::vector<float*>> params,
+          const Options& options);
+  ~Session();
+
+  int rank() const;
+  int size() const;
+  bool isWorker() const;
+  bool hasShard() const;
+  int workers() const;
+  const InformationBook& book() const;
+  ControlChannel& control();
+
+  // Worker side, once per iteration: every layer's gradient, then endIteration().
+  void gradientsReady(int layer, std::vector<float*> grads);
+  void endIteration();
+  // Before layer l's forward: its parameters are those of the current iteration.
+  void waitLayer(int layer);
+  void waitAll();
+  std::uint64_t iteration() const;
+
+  // Server-only ranks: serve until every pair of the shard has had `iterations` steps.
+  void serveUntil(std::uint64_t iterations);
+
+  // Bytes this rank has sent so far (all traffic), and per layer (training traffic).
+  std::uint64_t bytesSent() const;
+  std::uint64_t bytesSentForLayer(int layer) const;
+
+  // Waits for outstanding syncs and for every rank to get here; stops the server and the
+  // client's threads. Called by the destructor if not called before.
+  void finish();
+
+ private:
+  void checkAgreementAndBroadcast(const ModelInfo& model);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace poseidon

@@ -1,0 +1,217 @@
+#include "poseidon/session.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include "client/client.h"
+#include "comm/control_channel.h"
+#include "comm/transport.h"
+#include "coordinator/information_book.h"
+#include "kvstore/parameter_server.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+namespace {
+
+// Routes incoming messages by type. Shared with the transport's callbacks so that a
+// message arriving while the session is torn down finds nothing instead of freed memory.
+struct Dispatch {
+  std::mutex mu;
+  ControlChannel* control = nullptr;  // guarded by mu
+  ParameterServer* server = nullptr;  // guarded by mu
+  Client* client = nullptr;           // guarded by mu
+  FailureState* failure = nullptr;
+
+  void route(Message m) {
+    std::lock_guard<std::mutex> lock(mu);
+    switch (m.type()) {
+      case MsgType::kControl:
+        if (control) control->onMessage(std::move(m));
+        return;
+      case MsgType::kPushGrad:
+        if (!server) throw CommError(detail::cat("rank ", m.header().source, " pushed a gradient to a rank with no shard"));
+        server->onPush(std::move(m));
+        return;
+      case MsgType::kParams:
+        if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent parameters to a rank that does not train"));
+        client->onParams(std::move(m));
+        return;
+    }
+  }
+};
+
+// Says where two descriptions first differ, with a little context.
+std::string firstDifference(const std::string& a, const std::string& b) {
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  const std::size_t from = i > 30 ? i - 30 : 0;
+  return detail::cat("'...", a.substr(from, 80), "' vs '...", b.substr(from, 80), "'");
+}
+
+}  // namespace
+
+struct Session::Impl {
+  Transport& transport;
+  Options options;
+  FailureState failure;
+  std::unique_ptr<InformationBook> book;
+  std::vector<std::vector<float*>> params;
+  std::shared_ptr<Dispatch> dispatch = std::make_shared<Dispatch>();
+  ControlChannel control;
+  std::unique_ptr<ParameterServer> server;
+  std::unique_ptr<Client> client;
+  bool finished = false;
+
+  Impl(Transport& t, const Options& o) : transport(t), options(o), control(t, o.timeout, failure) {}
+
+  // Unhooks the dispatcher from this session's components before they go away.
+  void detach() {
+    std::lock_guard<std::mutex> lock(dispatch->mu);
+    dispatch->control = nullptr;
+    dispatch->server = nullptr;
+    dispatch->client = nullptr;
+  }
+};
+
+Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::vector<float*>> params,
+                 const Options& options)
+    : impl_(std::make_unique<Impl>(transport, options)) {
+  Impl& s = *impl_;
+  if (options.lr <= 0.0f) throw InputError(detail::cat("--lr ", options.lr, ": the learning rate must be positive"));
+  if (options.momentum < 0.0f || options.momentum >= 1.0f) {
+    throw InputError(detail::cat("--momentum ", options.momentum, ": use a value in [0, 1)"));
+  }
+  if (options.weight_decay < 0.0f) throw InputError("--weight-decay must not be negative");
+  if (options.timeout.count() <= 0) throw InputError("--timeout must be positive");
+  POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
+
+  ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
+  s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes);
+  s.params = std::move(params);
+  const int me = transport.rank();
+
+  // Everything that can receive a message exists before the transport starts.
+  if (cluster.hasShard(me)) {
+    auto storage = [&s](const KVPair& kv) { return s.params[kv.layer][kv.tensor] + kv.offset; };
+    s.server = std::make_unique<ParameterServer>(
+        *s.book, transport, SgdOptions{options.lr, options.momentum, options.weight_decay}, storage,
+        [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure);
+  }
+  if (cluster.isWorker(me)) {
+    s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params,
+                                        ClientOptions{options.wfbp, options.timeout}, s.failure);
+  }
+  s.dispatch->control = &s.control;
+  s.dispatch->server = s.server.get();
+  s.dispatch->client = s.client.get();
+  s.dispatch->failure = &s.failure;
+  auto dispatch = s.dispatch;
+  transport.start(TransportCallbacks{
+      [dispatch](Message m) {
+        try {
+          dispatch->route(std::move(m));
+        } catch (...) {
+          dispatch->failure->set(std::current_exception());
+        }
+      },
+      [dispatch](std::exception_ptr e) { dispatch->failure->set(e); }});
+
+  try {
+    checkAgreementAndBroadcast(model);
+  } catch (...) {
+    s.detach();
+    throw;
+  }
+}
+
+void Session::checkAgreementAndBroadcast(const ModelInfo& model) {
+  Impl& s = *impl_;
+  const Options& options = s.options;
+  Transport& transport = s.transport;
+  // Agreement: model, options and the information book must be the same everywhere, or
+  // pushes would land on the wrong shards. A mismatch is an error on every rank.
+  const std::string mine = detail::cat(model.describe(), " | ", options.agreement, " | lr=", options.lr,
+                                       " momentum=", options.momentum, " wd=", options.weight_decay,
+                                       " wfbp=", options.wfbp, " book=", s.book->digest());
+  const auto all = s.control.allgather(mine, "start-up agreement check");
+  for (int r = 0; r < transport.size(); ++r) {
+    if (all[r] != all[0]) {
+      throw InputError(detail::cat("rank ", r, " runs a different model or configuration than rank 0: ",
+                                   firstDifference(all[0], all[r]), "; start every rank with the same flags"));
+    }
+  }
+  // Initial parameters come from rank 0.
+  for (std::size_t l = 0; l < model.layers.size(); ++l) {
+    for (std::size_t t = 0; t < model.layers[l].tensors.size(); ++t) {
+      s.control.broadcastFloats(s.params[l][t], model.layers[l].tensors[t].numel(), 0,
+                                "initial parameters of " + model.layers[l].name);
+    }
+  }
+}
+
+Session::~Session() {
+  try {
+    finish();
+  } catch (...) {
+    // A destructor never throws; the error was or will be reported by whoever waits.
+  }
+  impl_->detach();
+}
+
+int Session::rank() const { return impl_->transport.rank(); }
+int Session::size() const { return impl_->transport.size(); }
+bool Session::isWorker() const { return impl_->client != nullptr; }
+bool Session::hasShard() const { return impl_->server != nullptr; }
+int Session::workers() const { return impl_->book->cluster().workers(); }
+const InformationBook& Session::book() const { return *impl_->book; }
+ControlChannel& Session::control() { return impl_->control; }
+
+void Session::gradientsReady(int layer, std::vector<float*> grads) {
+  impl_->failure.rethrowIfFailed();
+  impl_->client->gradientsReady(layer, std::move(grads));
+}
+
+void Session::endIteration() {
+  impl_->failure.rethrowIfFailed();
+  impl_->client->endIteration();
+}
+
+void Session::waitLayer(int layer) { impl_->client->waitLayer(layer); }
+void Session::waitAll() {
+  if (impl_->client) impl_->client->waitAll();
+}
+std::uint64_t Session::iteration() const { return impl_->client ? impl_->client->iteration() : 0; }
+
+void Session::serveUntil(std::uint64_t iterations) {
+  POSEIDON_ENFORCE(impl_->server != nullptr, "serveUntil on a rank without a shard");
+  impl_->server->waitVersion(iterations, impl_->options.timeout);
+}
+
+std::uint64_t Session::bytesSent() const { return impl_->transport.traffic().sentTotal(); }
+
+std::uint64_t Session::bytesSentForLayer(int layer) const {
+  std::uint64_t b = 0;
+  if (impl_->client) b += impl_->client->bytesSentForLayer(layer);
+  if (impl_->server) b += impl_->server->bytesSentForLayer(layer);
+  return b;
+}
+
+void Session::finish() {
+  Impl& s = *impl_;
+  if (s.finished) return;
+  s.finished = true;
+  waitAll();
+  s.control.barrier("end of training");
+  {
+    std::lock_guard<std::mutex> lock(s.dispatch->mu);
+    s.dispatch->server = nullptr;
+    s.dispatch->client = nullptr;
+  }
+  if (s.server) s.server->stop();
+  s.client.reset();
+  s.failure.rethrowIfFailed();
+}
+
+}  // namespace poseidon

@@ -1,0 +1,95 @@
+#include "client/syncer.h"
+
+#include <cstring>
+
+#include "kvstore/parameter_server.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+Syncer::Syncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
+               std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure)
+    : layer_(layer),
+      book_(book),
+      transport_(transport),
+      local_server_(local_server),
+      params_(std::move(params)),
+      timeout_(timeout),
+      failure_(failure),
+      keys_(book.pairsOfLayer(layer)),
+      slots_(keys_.size()) {}
+
+void Syncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
+  POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradients for layer ", layer_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    awaited_ = iteration + 1;
+    fresh_ = 0;
+    for (const auto& s : slots_) fresh_ += s.version == awaited_ ? 1 : 0;
+  }
+  grads_ = grads;
+  const int me = transport_.rank();
+  for (std::uint32_t key : keys_) {
+    const KVPair& kv = book_.pair(key);
+    const float* src = grads[kv.tensor] + kv.offset;
+    const int owner = book_.cluster().shardRank(kv.shard);
+    if (owner == me && local_server_ != nullptr) {
+      local_server_->pushLocal(key, iteration, src);
+      continue;
+    }
+    const std::size_t bytes = static_cast<std::size_t>(kv.length) * sizeof(float);
+    Message m = Message::make(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration, bytes);
+    std::memcpy(m.payload(), src, bytes);
+    bytes_sent_ += m.wireBytes();
+    transport_.send(owner, std::move(m));
+  }
+}
+
+void Syncer::deliver(std::uint32_t key, std::uint64_t version, Message message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::size_t pos = key - keys_.front();
+    if (pos >= slots_.size()) {
+      throw CommError(detail::cat("fresh values for KV pair ", key, " reached the syncer of layer ", layer_));
+    }
+    if (!message.empty() && message.floatCount() != static_cast<std::size_t>(book_.pair(key).length)) {
+      throw CommError(detail::cat("fresh values for KV pair ", key, " carry ", message.floatCount(),
+                                  " floats, the information book says ", book_.pair(key).length));
+    }
+    Slot& slot = slots_[pos];
+    if (version != slot.version + 1) {
+      throw CommError(detail::cat("KV pair ", key, ": fresh values of version ", version,
+                                  " after version ", slot.version, " (BSP allows only the next)"));
+    }
+    slot.version = version;
+    slot.message = std::move(message);
+    if (version == awaited_) ++fresh_;
+  }
+  cv_.notify_all();
+}
+
+void Syncer::Receive(std::uint64_t iteration) {
+  std::unique_lock<std::mutex> lock(mu_);
+  waitFor(lock, cv_, [&] { return fresh_ == static_cast<int>(slots_.size()); }, timeout_, &failure_,
+          detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer_].name,
+                      "' for iteration ", iteration));
+}
+
+void Syncer::Move(std::uint64_t iteration) {
+  std::vector<Message> arrived(keys_.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::size_t i = 0; i < slots_.size(); ++i) arrived[i] = std::move(slots_[i].message);
+  }
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    if (arrived[i].empty()) continue;  // the local shard updated the engine memory in place
+    const KVPair& kv = book_.pair(keys_[i]);
+    std::memcpy(params_[kv.tensor] + kv.offset, arrived[i].floats(), kv.length * sizeof(float));
+  }
+  // Cleared here, off the compute thread, instead of by a zero_grad before the next
+  // forward: the gradient is consumed once every pair is fresh.
+  const auto& tensors = book_.model().layers[layer_].tensors;
+  for (std::size_t t = 0; t < grads_.size(); ++t) std::memset(grads_[t], 0, tensors[t].numel() * sizeof(float));
+}
+
+}  // namespace poseidon

@@ -1,0 +1,64 @@
+// Message framing. Every message carries a fixed 32-byte header (magic, version, type,
+// key, source, iteration, payload length) in front of its payload, so that a receiver can
+// reject truncated or foreign bytes before it trusts any length in them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace poseidon {
+
+enum class MsgType : std::uint16_t {
+  kControl = 1,   // collectives used at start-up and between epochs
+  kPushGrad = 2,  // worker -> shard: gradient of one KV pair
+  kParams = 3,    // shard -> worker: fresh parameters of one KV pair
+};
+
+struct MessageHeader {
+  static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
+  static constexpr std::uint16_t kVersion = 1;
+
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = kVersion;
+  std::uint16_t type = 0;
+  std::uint32_t key = 0;     // KV pair id, or collective sequence number
+  std::uint32_t source = 0;  // sender rank
+  std::uint64_t iteration = 0;
+  std::uint64_t payload_bytes = 0;
+};
+static_assert(sizeof(MessageHeader) == 32, "the wire header is 32 bytes");
+
+// A header plus payload in one contiguous buffer. Copies share the buffer: a message is
+// immutable once handed to a transport, so one buffer can go to many peers.
+class Message {
+ public:
+  Message() = default;
+  // A message with an uninitialised payload of `payload_bytes` for the caller to fill.
+  static Message make(MsgType type, std::uint32_t key, std::uint32_t source,
+                      std::uint64_t iteration, std::size_t payload_bytes);
+  // Validates raw bytes received from the wire: magic, version, known type, and a payload
+  // length that matches the byte count and stays under `max_payload_bytes`.
+  // Throws CommError naming what is wrong.
+  static Message decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
+                        std::size_t max_payload_bytes);
+
+  bool empty() const { return data_ == nullptr; }
+  const MessageHeader& header() const { return *reinterpret_cast<const MessageHeader*>(data_.get()); }
+  MsgType type() const { return static_cast<MsgType>(header().type); }
+  std::uint8_t* payload() { return data_.get() + sizeof(MessageHeader); }
+  const std::uint8_t* payload() const { return data_.get() + sizeof(MessageHeader); }
+  std::size_t payloadBytes() const { return size_ - sizeof(MessageHeader); }
+  float* floats() { return reinterpret_cast<float*>(payload()); }
+  const float* floats() const { return reinterpret_cast<const float*>(payload()); }
+  std::size_t floatCount() const { return payloadBytes() / sizeof(float); }
+
+  const std::uint8_t* wire() const { return data_.get(); }
+  std::size_t wireBytes() const { return size_; }
+
+ private:
+  std::shared_ptr<std::uint8_t[]> data_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace poseidon

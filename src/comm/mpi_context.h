@@ -1,0 +1,32 @@
+// MPI's lifetime tied to an object: MPI_Init_thread in the constructor, MPI_Finalize in a
+// destructor that never throws. Poseidon works on its own duplicate of MPI_COMM_WORLD so
+// that it cannot collide with anything else in the process that uses MPI.
+#pragma once
+
+#include <mpi.h>
+
+namespace poseidon {
+
+class MpiContext {
+ public:
+  // Requires MPI_THREAD_SERIALIZED: after start-up only the MPI transport's progress
+  // thread calls MPI, but that is not the thread that initialised it.
+  MpiContext(int* argc, char*** argv);
+  ~MpiContext();
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
+
+  MPI_Comm comm() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Ends every rank of the job (MPI_Abort); for errors that only some ranks see.
+  [[noreturn]] void abortJob(int code) const;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  bool we_initialised_ = false;
+};
+
+}  // namespace poseidon

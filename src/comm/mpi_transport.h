@@ -1,0 +1,72 @@
+// Transport over MPI point-to-point messages.
+//
+// Funneled: one progress thread issues every MPI call (MPI_Isend, MPI_Improbe +
+// MPI_Imrecv, MPI_Testsome), so MPI_THREAD_SERIALIZED is enough and no MPI call ever
+// races another. Other threads only enqueue. The thread spins (yielding) while transfers
+// are in flight and backs off to short sleeps when idle, because on an oversubscribed
+// machine a busy-polling rank steals the core its neighbours compute on.
+#pragma once
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/mpi_context.h"
+#include "comm/transport.h"
+
+namespace poseidon {
+
+class MpiTransport final : public Transport {
+ public:
+  // `max_payload_bytes` bounds what a received header may announce.
+  MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes);
+  ~MpiTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void start(TransportCallbacks callbacks) override;
+  std::shared_ptr<Work> send(int peer, Message message) override;
+  void stop() override;
+
+ private:
+  struct Outgoing {
+    int peer;
+    Message message;
+    std::shared_ptr<Work> work;
+  };
+  struct InFlight {
+    bool is_send;
+    Message message;                    // a send keeps its bytes alive until done
+    std::shared_ptr<Work> work;         // sends only
+    std::unique_ptr<std::uint8_t[]> buffer;  // receives only
+    std::size_t size = 0;
+  };
+
+  void runLoop();
+  bool postSends();
+  bool probeReceives();
+  bool testInFlight();
+  void check(int rc, const char* call);
+
+  const MPI_Comm comm_;
+  const int rank_;
+  const int size_;
+  const std::size_t max_payload_bytes_;
+  TransportCallbacks callbacks_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Outgoing> outbox_;  // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_
+
+  // Owned by the progress thread only.
+  std::vector<MPI_Request> requests_;
+  std::vector<InFlight> in_flight_;
+  std::thread thread_;
+};
+
+}  // namespace poseidon

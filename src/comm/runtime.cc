@@ -1,0 +1,30 @@
+#include "poseidon/runtime.h"
+
+#include "comm/control_channel.h"
+#include "comm/mpi_context.h"
+#include "comm/mpi_transport.h"
+
+namespace poseidon {
+
+namespace {
+// Largest payload a received header may announce: KV pairs are capped well below this,
+// control messages are chunked to ControlChannel::kMaxChunkBytes.
+constexpr std::size_t kMaxPayloadBytes = 256u << 20;
+}  // namespace
+
+Runtime::Runtime(int* argc, char*** argv)
+    : mpi_(std::make_unique<MpiContext>(argc, argv)),
+      transport_(std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes)) {}
+
+Runtime::~Runtime() {
+  transport_->stop();
+  transport_.reset();
+  mpi_.reset();
+}
+
+int Runtime::rank() const { return mpi_->rank(); }
+int Runtime::size() const { return mpi_->size(); }
+Transport& Runtime::transport() { return *transport_; }
+void Runtime::abortJob(int code) { mpi_->abortJob(code); }
+
+}  // namespace poseidon

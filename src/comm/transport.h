@@ -1,0 +1,45 @@
+// The transport interface (after gloo's transport/device.h): tagged asynchronous messages
+// between ranks. The MPI transport and the in-process loopback transport plug in the same
+// way, so every component above runs unchanged over either.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+
+#include "comm/message.h"
+#include "comm/traffic.h"
+#include "comm/work.h"
+
+namespace poseidon {
+
+struct TransportCallbacks {
+  // Called on the transport's own thread for every incoming message; keep it short.
+  std::function<void(Message)> on_message;
+  // Called on the transport's thread when it can no longer deliver (bad bytes, MPI error).
+  std::function<void(std::exception_ptr)> on_error;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Begins delivering incoming messages. Called once, before any send.
+  virtual void start(TransportCallbacks callbacks) = 0;
+  // Queues `message` for `peer` and returns at once; the handle completes when the bytes
+  // have left this process. Sending to oneself is allowed.
+  virtual std::shared_ptr<Work> send(int peer, Message message) = 0;
+  // Completes queued sends and stops delivery. Idempotent; called before destruction.
+  virtual void stop() = 0;
+
+  // Byte counters, per peer and per traffic class.
+  TrafficCounters& traffic() { return traffic_; }
+
+ private:
+  TrafficCounters traffic_;
+};
+
+}  // namespace poseidon

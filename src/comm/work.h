@@ -1,0 +1,33 @@
+// Handle of an asynchronous operation (after c10d's Work): completion, a bounded wait,
+// and the error if the operation failed.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+
+namespace poseidon {
+
+class Work {
+ public:
+  explicit Work(std::string what) : what_(std::move(what)) {}
+
+  bool isCompleted() const;
+  // Blocks until completion; throws TimeoutError after `timeout`, rethrows the op's error.
+  void wait(std::chrono::milliseconds timeout);
+  std::exception_ptr error() const;
+
+  // Called by the transport.
+  void markDone(std::exception_ptr error = nullptr);
+
+ private:
+  const std::string what_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;          // guarded by mu_
+  std::exception_ptr error_;   // guarded by mu_
+};
+
+}  // namespace poseidon

@@ -1,0 +1,35 @@
+// The paper's communication cost model: floats moved per iteration for one M x N layer.
+// ATC'17 Table 1 (per node; counts add what a node sends and what it receives) and the
+// 2015 paper's Algorithm 3 (whole cluster). BestScheme picks SFB for an FC layer when it
+// moves no more floats than the parameter server.
+#pragma once
+
+#include <cstdint>
+
+#include "coordinator/information_book.h"
+
+namespace poseidon {
+
+enum class Scheme { kPS, kSFB };
+const char* schemeName(Scheme scheme);
+
+enum class PsRole { kServerAndWorker, kWorkerOnly, kServerOnly };
+
+struct CostModel {
+  // ATC'17, P1 workers, P2 server shards.
+  static double psFloats(std::int64_t M, std::int64_t N, int P1, int P2, PsRole role);
+  static double sfbFloats(std::int64_t M, std::int64_t N, int P1, std::int64_t K);
+  // 2015 paper, whole-cluster counts, P workers.
+  static double psClusterFloats(std::int64_t M, std::int64_t N, int P);
+  static double sfbClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
+  static double adamClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
+
+  // ATC'17 Algorithm 1: SFB if the layer is FC and SFB moves no more than PS.
+  static Scheme bestScheme(const LayerInfo& layer, int P1, int P2, std::int64_t K, PsRole role);
+
+  // Floats one rank of `cluster` *sends* per iteration under PS for `numel` parameters:
+  // half of the Table 1 count, averaged over ranks of the same role.
+  static double psSentFloats(std::int64_t numel, const ClusterInfo& cluster, int rank);
+};
+
+}  // namespace poseidon

@@ -1,0 +1,48 @@
+#include "poseidon/model_info.h"
+
+#include <sstream>
+
+namespace poseidon {
+
+const char* layerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kFC: return "fc";
+    case LayerKind::kConv: return "conv";
+    case LayerKind::kOther: return "other";
+  }
+  return "?";
+}
+
+std::int64_t TensorInfo::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::int64_t LayerInfo::numel() const {
+  std::int64_t n = 0;
+  for (const auto& t : tensors) n += t.numel();
+  return n;
+}
+
+std::int64_t ModelInfo::numel() const {
+  std::int64_t n = 0;
+  for (const auto& l : layers) n += l.numel();
+  return n;
+}
+
+std::string ModelInfo::describe() const {
+  std::ostringstream os;
+  os << name << ":";
+  for (const auto& l : layers) {
+    os << " " << l.name << "/" << layerKindName(l.kind) << "[";
+    for (std::size_t t = 0; t < l.tensors.size(); ++t) {
+      if (t) os << ",";
+      for (std::size_t d = 0; d < l.tensors[t].shape.size(); ++d) os << (d ? "x" : "") << l.tensors[t].shape[d];
+    }
+    os << "]";
+  }
+  return os.str();
+}
+
+}  // namespace poseidon

@@ -1,0 +1,32 @@
+// Which training examples a worker reads: each epoch the whole set is shuffled with a
+// permutation every rank derives from the seed, and worker w takes its own contiguous
+// share of it, so the workers together see each example at most once per epoch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace poseidon {
+
+class Partition {
+ public:
+  Partition(std::int64_t examples, int workers, int worker, std::int64_t batch, std::uint64_t seed);
+
+  std::int64_t batchesPerEpoch() const { return per_worker_ / batch_; }
+  // Indices of batch `b` (0-based, within the epoch) of `epoch` for this worker.
+  std::vector<std::int64_t> batch(std::int64_t epoch, std::int64_t b);
+
+ private:
+  void shuffleFor(std::int64_t epoch);
+
+  std::int64_t examples_;
+  int workers_;
+  int worker_;
+  std::int64_t batch_;
+  std::uint64_t seed_;
+  std::int64_t per_worker_;
+  std::int64_t shuffled_epoch_ = -1;
+  std::vector<std::int64_t> order_;
+};
+
+}  // namespace poseidon

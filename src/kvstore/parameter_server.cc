@@ -1,0 +1,114 @@
+#include "kvstore/parameter_server.h"
+
+#include <pthread.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+ParameterServer::ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
+                                 const std::function<float*(const KVPair&)>& storage,
+                                 std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh,
+                                 FailureState& failure)
+    : book_(book),
+      transport_(transport),
+      shard_(book, book.cluster().shardOf(transport.rank()), options, storage),
+      on_local_fresh_(std::move(on_local_fresh)),
+      failure_(failure),
+      layer_bytes_(new std::atomic<std::uint64_t>[book.model().layers.size()]()) {
+  // An empty shard (a tiny model over many ranks) is always complete.
+  if (book.pairsOfShard(shard_.shard()).empty()) min_version_ = UINT64_MAX;
+  thread_ = std::thread([this] { runLoop(); });
+}
+
+ParameterServer::~ParameterServer() { stop(); }
+
+void ParameterServer::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ParameterServer::onPush(Message message) {
+  const auto& h = message.header();
+  if (message.payloadBytes() % sizeof(float) != 0 || h.key >= book_.pairs().size() ||
+      message.floatCount() != static_cast<std::size_t>(book_.pair(h.key).length)) {
+    throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ",
+                                h.key, ", which does not match the information book"));
+  }
+  Push p{h.key, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(p));
+  }
+  cv_.notify_one();
+}
+
+void ParameterServer::pushLocal(std::uint32_t key, std::uint64_t iteration, const float* grad) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Push{key, iteration, transport_.rank(), Contribution{grad, Message()}});
+  }
+  cv_.notify_one();
+}
+
+void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
+  const KVPair& kv = book_.pair(key);
+  const auto& cluster = book_.cluster();
+  const int me = transport_.rank();
+  const std::size_t bytes = static_cast<std::size_t>(kv.length) * sizeof(float);
+  Message fresh;
+  for (int w = 0; w < cluster.workers(); ++w) {
+    if (w == me) continue;
+    if (fresh.empty()) {
+      // One buffer serves every remote worker.
+      fresh = Message::make(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration, bytes);
+      std::memcpy(fresh.payload(), shard_.values(key), bytes);
+    }
+    transport_.send(w, fresh);
+    layer_bytes_[kv.layer] += fresh.wireBytes();
+  }
+  if (cluster.isWorker(me)) on_local_fresh_(key, iteration);
+}
+
+void ParameterServer::waitVersion(std::uint64_t iterations, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  waitFor(lock, version_cv_, [&] { return min_version_ >= iterations; }, timeout, &failure_,
+          detail::cat("shard on rank ", transport_.rank(), " completing iteration ", iterations));
+}
+
+void ParameterServer::runLoop() {
+  pthread_setname_np(pthread_self(), "poseidon-server");
+  const std::size_t pairs = book_.pairsOfShard(shard_.shard()).size();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;
+    Push p = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    try {
+      if (shard_.push(p.key, p.iteration, p.worker, std::move(p.contribution))) {
+        publish(p.key, p.iteration + 1);
+        const std::uint64_t version = p.iteration + 1;
+        if (completed_.size() <= version) completed_.resize(version + 1, 0);
+        if (++completed_[version] == pairs) {
+          std::lock_guard<std::mutex> guard(mu_);
+          min_version_ = version;
+        }
+        version_cv_.notify_all();
+      }
+    } catch (...) {
+      failure_.set(std::current_exception());
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace poseidon

@@ -1,0 +1,69 @@
+// The server side of one rank: a KVShard driven by its own thread. Pushes arrive from the
+// transport (remote workers) or directly from the co-located client (zero copy); when a
+// pair is final the fresh values go back to every worker.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/transport.h"
+#include "common/wait.h"
+#include "kvstore/kv_shard.h"
+
+namespace poseidon {
+
+class ParameterServer {
+ public:
+  // `on_local_fresh(key, iteration)` tells the co-located worker that a pair it pulls is
+  // fresh; its values are already in the engine's memory (they alias the shard's).
+  ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
+                  const std::function<float*(const KVPair&)>& storage,
+                  std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh, FailureState& failure);
+  ~ParameterServer();
+
+  // From the transport thread: a kPushGrad message.
+  void onPush(Message message);
+  // From the co-located client: its gradient for `key`, read in place. The memory must
+  // stay untouched until the pair is fresh again (BSP guarantees it).
+  void pushLocal(std::uint32_t key, std::uint64_t iteration, const float* grad);
+
+  // Blocks until every pair of this shard has completed `iterations` steps.
+  void waitVersion(std::uint64_t iterations, std::chrono::milliseconds timeout);
+  // Bytes of parameters this server sent, per layer.
+  std::uint64_t bytesSentForLayer(int layer) const { return layer_bytes_[layer]; }
+  void stop();
+
+ private:
+  struct Push {
+    std::uint32_t key;
+    std::uint64_t iteration;
+    int worker;
+    Contribution contribution;
+  };
+  void runLoop();
+  void publish(std::uint32_t key, std::uint64_t iteration);
+
+  const InformationBook& book_;
+  Transport& transport_;
+  KVShard shard_;
+  std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh_;
+  FailureState& failure_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> layer_bytes_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;          // wakes the server thread
+  std::condition_variable version_cv_;  // wakes waitVersion
+  std::deque<Push> queue_;          // guarded by mu_
+  bool stopping_ = false;           // guarded by mu_
+  std::uint64_t min_version_ = 0;   // guarded by mu_: steps completed by every pair
+  std::vector<std::uint64_t> completed_;  // server thread only: count of final pairs per version
+  std::thread thread_;
+};
+
+}  // namespace poseidon

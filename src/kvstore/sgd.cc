@@ -1,0 +1,43 @@
+#include "kvstore/sgd.h"
+
+namespace poseidon {
+
+namespace {
+// Block size keeps the summed gradient in L1 while it is consumed.
+constexpr std::int64_t kBlock = 1024;
+}  // namespace
+
+void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>& grads, float scale,
+             std::int64_t n, const SgdOptions& o, bool first_step) {
+  float g[kBlock];
+  const std::size_t k = grads.size();
+  for (std::int64_t start = 0; start < n; start += kBlock) {
+    const std::int64_t len = std::min(kBlock, n - start);
+    const float* g0 = grads[0] + start;
+    for (std::int64_t i = 0; i < len; ++i) g[i] = g0[i];
+    for (std::size_t w = 1; w < k; ++w) {
+      const float* gw = grads[w] + start;
+      for (std::int64_t i = 0; i < len; ++i) g[i] += gw[i];
+    }
+    if (k > 1) {
+      for (std::int64_t i = 0; i < len; ++i) g[i] *= scale;
+    }
+    float* p = params + start;
+    if (o.weight_decay != 0.0f) {
+      for (std::int64_t i = 0; i < len; ++i) g[i] = g[i] + p[i] * o.weight_decay;
+    }
+    if (o.momentum != 0.0f) {
+      float* b = momentum_buf + start;
+      if (first_step) {
+        for (std::int64_t i = 0; i < len; ++i) b[i] = g[i];
+      } else {
+        for (std::int64_t i = 0; i < len; ++i) b[i] = b[i] * o.momentum + g[i];
+      }
+      for (std::int64_t i = 0; i < len; ++i) p[i] = p[i] + b[i] * -o.lr;
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) p[i] = p[i] + g[i] * -o.lr;
+    }
+  }
+}
+
+}  // namespace poseidon

@@ -1,0 +1,24 @@
+// Server-side optimizer: SGD with momentum and weight decay, with PyTorch's semantics
+// (d = g + wd*p; buf = d on the first step, else momentum*buf + d; p -= lr*buf), fused
+// into one pass over the pair. The gradient is the mean of the workers' contributions,
+// summed in rank order so every run rounds the same way.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace poseidon {
+
+struct SgdOptions {
+  float lr = 0.01f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+};
+
+// One step over n parameters. `grads` are the workers' contributions in rank order,
+// averaged with weight `scale` (1/number of contributions). `momentum_buf` may be null
+// when momentum is 0; `first_step` initialises it.
+void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>& grads, float scale,
+             std::int64_t n, const SgdOptions& options, bool first_step);
+
+}  // namespace poseidon

@@ -1,0 +1,171 @@
+#include "models/model_spec.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+namespace {
+
+const std::map<std::string, std::string>& builtins() {
+  // DESIGN.md's benchmark models. fcnet: compute in convs, parameters in FC (~42.6 M).
+  static const std::map<std::string, std::string> models = {
+      {"fcnet",
+       "input 1 28 28\nclasses 10\n"
+       "conv 32 3 pad=1\nrelu\nconv 64 3 pad=1\nrelu\npool 2\nconv 128 3 pad=1\nrelu\npool 2\n"
+       "flatten\nfc 4096\nrelu\nfc 4096\nrelu\nfc 10\n"},
+      {"convnet",
+       "input 1 28 28\nclasses 10\n"
+       "conv 64 3 pad=1\nrelu\nconv 64 3 pad=1\nrelu\npool 2\n"
+       "conv 128 3 pad=1\nrelu\nconv 128 3 pad=1\nrelu\npool 2\nflatten\nfc 10\n"},
+      {"mlp", "input 1 28 28\nclasses 10\nflatten\nfc 256\nrelu\nfc 128\nrelu\nfc 10\n"},
+  };
+  return models;
+}
+
+std::int64_t parsePositive(const std::string& word, const std::string& where, const std::string& what) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(word, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != word.size() || v <= 0) throw InputError(where + ": " + what + " must be a positive integer, got '" + word + "'");
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> builtinModelNames() {
+  std::vector<std::string> names;
+  for (const auto& kv : builtins()) names.push_back(kv.first);
+  return names;
+}
+
+ModelSpec builtinModel(const std::string& name) {
+  auto it = builtins().find(name);
+  if (it == builtins().end()) {
+    std::string known;
+    for (const auto& n : builtinModelNames()) known += (known.empty() ? "" : ", ") + n;
+    throw InputError("unknown model '" + name + "': use one of " + known + ", or --model-file FILE");
+  }
+  return parseModelText(it->second, "built-in model " + name, name);
+}
+
+ModelSpec parseModelFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("cannot read model file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  name = name.substr(0, name.find('.'));
+  return parseModelText(ss.str(), "model file " + path, name.empty() ? "custom" : name);
+}
+
+ModelSpec parseModelText(const std::string& text, const std::string& source, const std::string& name) {
+  ModelSpec spec;
+  spec.name = name;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  bool flat = false;
+  std::int64_t c = 0, h = 0, w = 0, features = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::vector<std::string> tok;
+    for (std::string t; words >> t;) tok.push_back(t);
+    if (tok.empty()) continue;
+    const std::string where = detail::cat(source, " line ", number);
+    const std::string& op = tok[0];
+    auto need = [&](std::size_t n, const char* usage) {
+      if (tok.size() != n) throw InputError(where + ": expected '" + usage + "'");
+    };
+    if (op == "input") {
+      need(4, "input C H W");
+      if (spec.channels) throw InputError(where + ": 'input' given twice");
+      c = spec.channels = parsePositive(tok[1], where, "input channels");
+      h = spec.height = parsePositive(tok[2], where, "input height");
+      w = spec.width = parsePositive(tok[3], where, "input width");
+      continue;
+    }
+    if (op == "classes") {
+      need(2, "classes N");
+      spec.classes = static_cast<int>(parsePositive(tok[1], where, "class count"));
+      continue;
+    }
+    if (!spec.channels) throw InputError(where + ": the first layer line must come after 'input C H W'");
+    LayerSpec l;
+    l.line = number;
+    if (op == "conv") {
+      if (tok.size() < 3 || tok.size() > 5) throw InputError(where + ": expected 'conv OUT K [stride=S] [pad=P]'");
+      if (flat) throw InputError(where + ": conv after flatten");
+      l.op = LayerSpec::Op::kConv;
+      l.in = c;
+      l.out = parsePositive(tok[1], where, "conv output channels");
+      l.kernel = parsePositive(tok[2], where, "conv kernel size");
+      for (std::size_t i = 3; i < tok.size(); ++i) {
+        if (tok[i].rfind("stride=", 0) == 0) l.stride = parsePositive(tok[i].substr(7), where, "stride");
+        else if (tok[i].rfind("pad=", 0) == 0) l.pad = tok[i].substr(4) == "0" ? 0 : parsePositive(tok[i].substr(4), where, "pad");
+        else throw InputError(where + ": unknown conv option '" + tok[i] + "' (use stride=S or pad=P)");
+      }
+      const std::int64_t oh = (h + 2 * l.pad - l.kernel) / l.stride + 1;
+      const std::int64_t ow = (w + 2 * l.pad - l.kernel) / l.stride + 1;
+      if (h + 2 * l.pad < l.kernel || w + 2 * l.pad < l.kernel || oh <= 0 || ow <= 0) {
+        throw InputError(detail::cat(where, ": conv kernel ", l.kernel, " does not fit the ", h, "x", w, " input"));
+      }
+      c = l.out, h = oh, w = ow;
+    } else if (op == "pool") {
+      need(2, "pool K");
+      if (flat) throw InputError(where + ": pool after flatten");
+      l.op = LayerSpec::Op::kPool;
+      l.kernel = l.stride = parsePositive(tok[1], where, "pool size");
+      if (h < l.kernel || w < l.kernel) throw InputError(detail::cat(where, ": pool ", l.kernel, " on a ", h, "x", w, " input"));
+      h /= l.kernel, w /= l.kernel;
+    } else if (op == "relu") {
+      need(1, "relu");
+      l.op = LayerSpec::Op::kRelu;
+    } else if (op == "flatten") {
+      need(1, "flatten");
+      if (flat) throw InputError(where + ": flatten given twice");
+      l.op = LayerSpec::Op::kFlatten;
+      flat = true;
+      features = c * h * w;
+    } else if (op == "dropout") {
+      need(2, "dropout P");
+      l.op = LayerSpec::Op::kDropout;
+      try {
+        l.p = std::stod(tok[1]);
+      } catch (...) {
+        l.p = -1;
+      }
+      if (!(l.p >= 0.0 && l.p < 1.0)) throw InputError(where + ": dropout probability must be in [0, 1), got '" + tok[1] + "'");
+    } else if (op == "fc") {
+      need(2, "fc OUT");
+      if (!flat) throw InputError(where + ": fc needs 'flatten' before it");
+      l.op = LayerSpec::Op::kFC;
+      l.in = features;
+      l.out = features = parsePositive(tok[1], where, "fc output features");
+    } else {
+      throw InputError(where + ": unknown layer '" + op + "' (use conv, pool, relu, flatten, fc, dropout)");
+    }
+    spec.layers.push_back(l);
+  }
+  if (!spec.channels) throw InputError(source + ": missing 'input C H W'");
+  if (!spec.classes) throw InputError(source + ": missing 'classes N'");
+  if (spec.layers.empty() || spec.layers.back().op != LayerSpec::Op::kFC) {
+    throw InputError(source + ": the last layer must be 'fc " + std::to_string(spec.classes) + "'");
+  }
+  if (spec.layers.back().out != spec.classes) {
+    throw InputError(detail::cat(source, ": the last fc has ", spec.layers.back().out, " outputs but 'classes' is ",
+                                 spec.classes));
+  }
+  return spec;
+}
+
+}  // namespace poseidon

@@ -1,0 +1,128 @@
+#include "poseidon/torch.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <atomic>
+
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+ModelInfo describeSequential(torch::nn::Sequential& net, const std::string& name) {
+  ModelInfo info;
+  info.name = name;
+  int child = 0;
+  for (const auto& m : net->children()) {
+    auto params = m->parameters(/*recurse=*/true);
+    ++child;
+    if (params.empty()) continue;
+    LayerInfo layer;
+    layer.name = detail::cat(m->name(), child - 1);
+    if (auto* fc = m->as<torch::nn::Linear>()) {
+      layer.kind = LayerKind::kFC;
+      layer.M = fc->options.out_features();
+      layer.N = fc->options.in_features();
+      layer.name = detail::cat("fc", child - 1);
+    } else if (m->as<torch::nn::Conv2d>()) {
+      layer.kind = LayerKind::kConv;
+      layer.name = detail::cat("conv", child - 1);
+    }
+    for (const auto& p : m->named_parameters(/*recurse=*/true)) {
+      layer.tensors.push_back(TensorInfo{p.key(), p.value().sizes().vec()});
+    }
+    info.layers.push_back(std::move(layer));
+  }
+  return info;
+}
+
+// Post-hooks on the gradient accumulators of every parameter (as DDP's reducer does):
+// they run right after autograd has written a parameter's .grad. When the last tensor of
+// a layer is done, the layer's gradient is complete and its sync starts.
+struct TorchModel::Hooks {
+  struct PostHook : torch::autograd::FunctionPostHook {
+    PostHook(Hooks* hooks, int layer) : hooks(hooks), layer(layer) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list&) override {
+      hooks->tensorDone(layer);
+      return outputs;
+    }
+    Hooks* hooks;
+    int layer;
+  };
+
+  Hooks(TorchModel& owner) : owner(owner), pending(owner.info_.layers.size()) {
+    for (std::size_t l = 0; l < owner.layer_params_.size(); ++l) {
+      for (auto& p : owner.layer_params_[l]) {
+        auto acc = torch::autograd::impl::grad_accumulator(p);
+        acc->add_post_hook(std::make_unique<PostHook>(this, static_cast<int>(l)));
+        // The variable holds its accumulator weakly; keep it alive or the hook is lost.
+        accumulators.push_back(std::move(acc));
+      }
+    }
+    reset();
+  }
+
+  void reset() {
+    for (std::size_t l = 0; l < pending.size(); ++l) pending[l] = static_cast<int>(owner.layer_params_[l].size());
+  }
+
+  void tensorDone(int layer) {
+    if (--pending[layer] != 0) return;
+    std::vector<float*> grads;
+    for (auto& p : owner.layer_params_[layer]) {
+      POSEIDON_ENFORCE(p.grad().defined() && p.grad().is_contiguous(), "layer ", layer, " has no dense gradient");
+      grads.push_back(p.grad().data_ptr<float>());
+    }
+    owner.session_->gradientsReady(layer, std::move(grads));
+  }
+
+  TorchModel& owner;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<std::atomic<int>> pending;  // tensors of the layer still without gradient
+};
+
+TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const std::string& name,
+                       const Options& options)
+    : net_(std::move(net)), info_(describeSequential(net_, name)) {
+  std::vector<std::vector<float*>> buffers;
+  for (const auto& m : net_->children()) {
+    auto params = m->parameters(/*recurse=*/true);
+    layer_of_child_.push_back(params.empty() ? -1 : static_cast<int>(layer_params_.size()));
+    if (params.empty()) continue;
+    std::vector<float*> ptrs;
+    for (auto& p : params) {
+      if (p.scalar_type() != torch::kFloat || !p.is_contiguous() || !p.device().is_cpu()) {
+        throw InputError("Poseidon trains contiguous float32 CPU parameters only");
+      }
+      ptrs.push_back(p.data_ptr<float>());
+    }
+    layer_params_.push_back(params);
+    buffers.push_back(std::move(ptrs));
+  }
+  session_ = std::make_unique<Session>(transport, info_, std::move(buffers), options);
+  if (session_->isWorker()) hooks_ = std::make_unique<Hooks>(*this);
+}
+
+TorchModel::~TorchModel() = default;
+
+torch::Tensor TorchModel::forward(torch::Tensor x) {
+  std::size_t child = 0;
+  for (auto& m : *net_) {
+    const int layer = layer_of_child_[child++];
+    if (layer >= 0) session_->waitLayer(layer);
+    x = m.forward(x);
+  }
+  return x;
+}
+
+void TorchModel::step() {
+  session_->endIteration();
+  hooks_->reset();
+}
+
+void TorchModel::synchronize() { session_->waitAll(); }
+
+void TorchModel::finish() { session_->finish(); }
+
+}  // namespace poseidon
