@@ -329,9 +329,10 @@ int train(const TrainOptions& o, Runtime* runtime) {
       report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), o.scheme,
                                           sum[3 + 2 * l] / workers, sum[4 + 2 * l] / workers});
     }
-    // Every replica must end with the same parameters; a difference is a bug, not noise.
+    // Every worker's replica must end with the same parameters; a difference is a bug, not
+    // noise. (A server-only rank holds fresh values only for its own shard's pairs.)
     const auto digests = session->control().allgather(report.param_digest, "final parameter digests");
-    for (int r = 0; r < static_cast<int>(digests.size()); ++r) {
+    for (int r = 0; r < workers; ++r) {
       if (digests[r] != digests[0]) {
         throw Error(detail::cat("parameters differ across ranks after training: rank 0 has digest ", digests[0],
                                 ", rank ", r, " has ", digests[r]));

@@ -46,6 +46,30 @@ std::vector<std::string> builtinModelNames() {
   return names;
 }
 
+ModelInfo modelInfoFromSpec(const ModelSpec& spec) {
+  ModelInfo info;
+  info.name = spec.name;
+  for (std::size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    LayerInfo layer;
+    if (l.op == LayerSpec::Op::kConv) {
+      layer.kind = LayerKind::kConv;
+      layer.name = detail::cat("conv", i);
+      layer.tensors = {{"weight", {l.out, l.in, l.kernel, l.kernel}}, {"bias", {l.out}}};
+    } else if (l.op == LayerSpec::Op::kFC) {
+      layer.kind = LayerKind::kFC;
+      layer.name = detail::cat("fc", i);
+      layer.M = l.out;
+      layer.N = l.in;
+      layer.tensors = {{"weight", {l.out, l.in}}, {"bias", {l.out}}};
+    } else {
+      continue;
+    }
+    info.layers.push_back(std::move(layer));
+  }
+  return info;
+}
+
 ModelSpec builtinModel(const std::string& name) {
   auto it = builtins().find(name);
   if (it == builtins().end()) {

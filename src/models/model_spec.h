@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/model_info.h"
+
 namespace poseidon {
 
 struct LayerSpec {
@@ -39,5 +41,8 @@ ModelSpec parseModelFile(const std::string& path);
 // fcnet, convnet, mlp; throws InputError listing the known names otherwise.
 ModelSpec builtinModel(const std::string& name);
 std::vector<std::string> builtinModelNames();
+// The coordinator's view of a spec, as the LibTorch adapter derives it from the built net
+// (layer names are the kind and the Sequential position: conv0, fc9, ...).
+ModelInfo modelInfoFromSpec(const ModelSpec& spec);
 
 }  // namespace poseidon

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""End-to-end checks of `poseidon train` under mpirun: one case per ctest test.
+
+Usage: cli_test.py CASE --poseidon BIN --example BIN
+Each case runs real processes exchanging real bytes and fails with a message saying
+what differed. Bad-input cases require a non-zero exit, a clear one-line error and no
+hang (every run has a deadline).
+"""
+import argparse
+import array
+import gzip
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+DATA = "/usr/share/datasets/fashion-mnist"
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def mpirun(n):
+    return ["mpirun", "-np", str(n), "--oversubscribe", "--mca", "btl", "self,vader"]
+
+
+def run(cmd, timeout=300, env=None):
+    start = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env or ENV)
+    return p.returncode, p.stdout, p.stderr, time.time() - start
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def train(args, n, extra, timeout=300, env=None):
+    cmd = (mpirun(n) if n > 0 else []) + [args.poseidon, "train"] + extra
+    rc, out, err, secs = run(cmd, timeout, env)
+    check(rc == 0, f"{' '.join(cmd)} exited {rc}\nstdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}")
+    report = json.loads(out.strip().splitlines()[-1]) if "--json" in extra else None
+    return report, out
+
+
+def within(measured, model, tol, what):
+    check(model > 0 and abs(measured - model) <= tol * model,
+          f"{what}: measured {measured:.0f} bytes/iter, cost model {model:.0f} (tolerance {tol:.0%})")
+
+
+def expect_failure(args, cmd, phrase, timeout=120, env=None):
+    rc, out, err, secs = run(cmd, timeout, env)
+    check(rc != 0, f"{' '.join(cmd)} should fail but exited 0")
+    errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
+    check(errors, f"no 'poseidon: error:' line on stderr:\n{err[-2000:]}")
+    check(phrase in errors[0], f"error line does not mention '{phrase}': {errors[0]}")
+    check(len(errors[0]) < 400, f"error line is not short: {errors[0]}")
+    print(f"ok: exit {rc} after {secs:.1f} s: {errors[0]}")
+
+
+def read_floats(path):
+    a = array.array("f")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    return a
+
+
+# ---- cases ---------------------------------------------------------------------------
+
+def case_help(args):
+    rc, out, err, _ = run([args.poseidon, "train", "--help"])
+    check(rc == 0 and "--model-file" in out and "mpirun" in out, out)
+    rc, out, err, _ = run([args.poseidon])
+    check(rc != 0, "no subcommand must be an error")
+
+
+def case_np1_equals_baseline(args):
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "fcnet", "--iterations", "20", "--no-eval", "--threads", "1", "--seed", "5"]
+        train(args, 0, common + ["--baseline", "--save-params", f"{tmp}/plain.bin"])
+        train(args, 1, common + ["--save-params", f"{tmp}/poseidon.bin"])
+        a, b = read_floats(f"{tmp}/plain.bin"), read_floats(f"{tmp}/poseidon.bin")
+        check(len(a) == len(b) and len(a) > 40_000_000, f"parameter counts {len(a)} vs {len(b)}")
+        try:
+            import numpy as np
+            x, y = np.frombuffer(a, np.float32).astype(np.float64), np.frombuffer(b, np.float32).astype(np.float64)
+            rel = float(np.linalg.norm(x - y) / np.linalg.norm(x))
+        except ImportError:
+            rel = math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b))) / math.sqrt(sum(x * x for x in a))
+        print(f"relative difference after 20 iterations: {rel:.3e}")
+        check(rel <= 1e-5, f"1 worker differs from the plain LibTorch loop: relative difference {rel:.3e}")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_np2_mlp(args):
+    r, out = train(args, 2, ["--model", "mlp", "--iterations", "60", "--json"])
+    check(r["workers"] == 2 and r["iterations"] == 60, r)
+    check(len(r["param_digest"]) == 16, r)
+    check(r["test_accuracy"] is not None and r["test_accuracy"] > 50, f"accuracy {r['test_accuracy']}")
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "mlp total")
+    check("test accuracy" in out and "loss" in out, "progress lines missing")
+
+
+def case_np2_wfbp_and_no_wfbp_agree(args):
+    # The servers sum contributions in rank order, so when a sync runs cannot change a value.
+    a, _ = train(args, 2, ["--model", "mlp", "--iterations", "30", "--no-eval", "--json"])
+    b, _ = train(args, 2, ["--model", "mlp", "--iterations", "30", "--no-eval", "--json", "--no-wfbp"])
+    check(a["wfbp"] and not b["wfbp"], "flags not reported")
+    check(a["param_digest"] == b["param_digest"], f"digests differ: {a['param_digest']} vs {b['param_digest']}")
+
+
+def case_np3_server_rank(args):
+    r, _ = train(args, 3, ["--model", "mlp", "--iterations", "30", "--server-ranks", "1", "--json"])
+    check(r["ranks"] == 3 and r["workers"] == 2, r)
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "worker-only rank")
+
+
+def case_np4_convnet_bytes(args):
+    r, _ = train(args, 4, ["--model", "convnet", "--synthetic", "--iterations", "8", "--no-eval", "--json"])
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "convnet total")
+    for l in r["layers"]:
+        if l["params"] > 10000:
+            within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']}")
+
+
+def case_np4_fcnet_bytes(args):
+    r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json"])
+    print(f"fcnet, 4 ranks: {r['bytes_sent_per_iter']:.0f} bytes/iter sent, model {r['bytes_model_per_iter']:.0f}")
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "fcnet total")
+    for l in r["layers"]:
+        within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']}")
+
+
+def case_np2_model_file(args):
+    tmp = tempfile.mkdtemp()
+    try:
+        path = os.path.join(tmp, "tiny.net")
+        with open(path, "w") as f:
+            f.write("# a user's own net\ninput 1 28 28\nclasses 10\nconv 8 3 pad=1\nrelu\npool 2\n"
+                    "flatten\ndropout 0.1\nfc 32\nrelu\nfc 10\n")
+        r, _ = train(args, 2, ["--model-file", path, "--iterations", "40", "--json"])
+        check(r["model"] == "tiny" and len(r["layers"]) == 3, r)
+        check(r["test_accuracy"] > 30, f"accuracy {r['test_accuracy']}")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_example_program(args):
+    rc, out, err, _ = run(mpirun(2) + [args.example])
+    check(rc == 0 and "done" in out, f"example failed: {rc}\n{out}\n{err}")
+
+
+def case_bad_missing_data(args):
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--data", "/nonexistent/fmnist"], "not found")
+
+
+def case_bad_corrupt_data(args):
+    tmp = tempfile.mkdtemp()
+    try:
+        for name in os.listdir(DATA):
+            shutil.copy(os.path.join(DATA, name), tmp)
+        raw = gzip.open(os.path.join(DATA, "train-images-idx3-ubyte.gz")).read()
+        with gzip.open(os.path.join(tmp, "train-images-idx3-ubyte.gz"), "wb") as f:
+            f.write(raw[: len(raw) // 3])  # a valid gzip of a truncated IDX file
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--data", tmp], "truncated")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_bad_unknown_model(args):
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "resnet9000"], "unknown model")
+
+
+def case_bad_model_file(args):
+    tmp = tempfile.mkdtemp()
+    try:
+        path = os.path.join(tmp, "broken.net")
+        with open(path, "w") as f:
+            f.write("input 1 28 28\nclasses 10\nconv 8 3\nfc 10\n")
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model-file", path], "line 4")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_bad_batch(args):
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--batch", "0"], "--batch")
+
+
+def case_bad_shards(args):
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--shards", "3"], "--shards 3")
+
+
+def case_bad_scheme(args):
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--scheme", "carrier-pigeon"],
+                   "--scheme")
+
+
+def case_ranks_disagree(args):
+    cmd = ["mpirun", "--oversubscribe", "-np", "1", args.poseidon, "train", "--model", "mlp", "--batch", "32",
+           ":", "-np", "1", args.poseidon, "train", "--model", "mlp", "--batch", "16"]
+    expect_failure(args, cmd, "different model or configuration")
+
+
+def case_rank_dies(args):
+    timeout = 10
+    env = dict(ENV, POSEIDON_FAULT_EXIT="1:5")
+    cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "400", "--timeout", str(timeout)]
+    rc, out, err, secs = run(cmd, 120, env)
+    check(rc != 0, "the job must fail when a rank dies")
+    check(secs < 2 * timeout + 15, f"the job took {secs:.1f} s to end after a rank died")
+    check("dying at iteration 5" in err, err[-2000:])
+    print(f"ok: a rank died at iteration 5; the job ended with exit {rc} after {secs:.1f} s")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("case")
+    p.add_argument("--poseidon", required=True)
+    p.add_argument("--example", required=True)
+    args = p.parse_args()
+    fn = globals().get("case_" + args.case)
+    if fn is None:
+        sys.exit(f"unknown case {args.case}")
+    fn(args)
+    print(f"passed: {args.case}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kvstore/kv_shard.h"
+#include "kvstore/sgd.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+namespace {
+
+// PyTorch's SGD, written out naively in double: d = g + wd p; buf = d | m buf + d; p -= lr buf.
+struct ReferenceSgd {
+  std::vector<double> p, buf;
+  bool first = true;
+  void step(const std::vector<double>& g, double lr, double m, double wd) {
+    if (buf.empty()) buf.assign(p.size(), 0.0);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const double d = g[i] + wd * p[i];
+      buf[i] = first ? d : m * buf[i] + d;
+      p[i] -= lr * (m != 0 ? buf[i] : d);
+    }
+    first = false;
+  }
+};
+
+TEST(Sgd, MatchesPyTorchSemanticsOverSteps) {
+  const std::int64_t n = 3000;  // spans several internal blocks
+  std::vector<float> p(n), buf(n);
+  ReferenceSgd ref;
+  for (std::int64_t i = 0; i < n; ++i) ref.p.push_back(p[i] = std::sin(0.01f * i));
+  SgdOptions o{0.1f, 0.9f, 0.01f};
+  for (int step = 0; step < 5; ++step) {
+    std::vector<float> g1(n), g2(n);
+    std::vector<double> mean(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      g1[i] = std::cos(0.02f * i + step);
+      g2[i] = 0.5f - 0.001f * i;
+      mean[i] = (static_cast<double>(g1[i]) + g2[i]) / 2;
+    }
+    sgdStep(p.data(), buf.data(), {g1.data(), g2.data()}, 0.5f, n, o, step == 0);
+    ref.step(mean, 0.1, 0.9, 0.01);
+  }
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], ref.p[i], 1e-5) << i;
+}
+
+TEST(Sgd, WithoutMomentumNeedsNoBuffer) {
+  std::vector<float> p = {1.0f, 2.0f}, g = {0.5f, -1.0f};
+  sgdStep(p.data(), nullptr, {g.data()}, 1.0f, 2, SgdOptions{0.1f, 0.0f, 0.0f}, true);
+  EXPECT_FLOAT_EQ(p[0], 0.95f);
+  EXPECT_FLOAT_EQ(p[1], 2.1f);
+}
+
+class ShardTest : public ::testing::Test {
+ protected:
+  ShardTest() {
+    model.name = "m";
+    model.layers.push_back(LayerInfo{"fc0", LayerKind::kFC, {{"weight", {4, 2}}}, 4, 2});
+    values.assign(8, 1.0f);
+  }
+  ModelInfo model;
+  std::vector<float> values;
+};
+
+TEST_F(ShardTest, AppliesTheStepOnlyWhenEveryWorkerHasPushed) {
+  InformationBook book(model, ClusterInfo(3, 0, 1), 1 << 20);  // 3 workers, one shard
+  KVShard shard(book, 0, SgdOptions{1.0f, 0.0f, 0.0f}, [&](const KVPair& kv) { return values.data() + kv.offset; });
+  std::vector<float> g0(8, 3.0f), g1(8, 6.0f), g2(8, 0.0f);
+  EXPECT_FALSE(shard.push(0, 0, 0, Contribution{g0.data(), {}}));
+  EXPECT_FALSE(shard.push(0, 0, 2, Contribution{g2.data(), {}}));
+  EXPECT_EQ(values[0], 1.0f);  // untouched until the last worker arrives
+  EXPECT_TRUE(shard.push(0, 0, 1, Contribution{g1.data(), {}}));
+  EXPECT_FLOAT_EQ(values[0], 1.0f - 3.0f);  // mean gradient (3 + 6 + 0) / 3
+  EXPECT_EQ(shard.version(0), 1u);
+}
+
+TEST_F(ShardTest, RejectsWrongIterationDuplicateAndForeignPair) {
+  InformationBook book(model, ClusterInfo(2, 0, 1), 1 << 20);
+  KVShard shard(book, 0, SgdOptions{}, [&](const KVPair& kv) { return values.data() + kv.offset; });
+  std::vector<float> g(8, 1.0f);
+  EXPECT_THROW(shard.push(0, 1, 0, Contribution{g.data(), {}}), CommError);  // iteration ahead
+  EXPECT_FALSE(shard.push(0, 0, 0, Contribution{g.data(), {}}));
+  EXPECT_THROW(shard.push(0, 0, 0, Contribution{g.data(), {}}), CommError);  // twice
+  EXPECT_THROW(shard.push(0, 0, 5, Contribution{g.data(), {}}), CommError);  // not a worker
+  EXPECT_THROW(shard.push(7, 0, 1, Contribution{g.data(), {}}), CommError);  // no such pair here
+}
+
+}  // namespace
+}  // namespace poseidon
