@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libopenblas0-pthread          # LibTorch 1.13 (CPU) and a fast BLAS for it
+  libblas-dev                                # cblas.h for the SFB reconstruction GEMM
   libopenmpi-dev openmpi-bin                 # the transport and the launcher
   dataset-fashion-mnist                      # the real data, as IDX files
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev

@@ -7,6 +7,7 @@
 
 #include "poseidon/config.h"
 #include "poseidon/errors.h"
+#include "plan_command.h"
 #include "train_command.h"
 #include "train_loop.h"
 
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   app.footer("Run 'poseidon train --help' for the training flags. Launch distributed jobs with mpirun.");
   poseidon::app::TrainOptions train_options;
   auto* train = poseidon::app::addTrainCommand(app, train_options);
+  poseidon::app::PlanOptions plan_options;
+  auto* plan = poseidon::app::addPlanCommand(app, plan_options);
 
   try {
     app.parse(argc, argv);
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
 
   try {
     if (train->parsed()) return poseidon::app::runTrain(train_options, &argc, &argv);
+    if (plan->parsed()) return poseidon::app::runPlan(plan_options);
   } catch (const poseidon::Error& e) {
     std::fprintf(stderr, "poseidon: error: %s\n", e.what());
     return 2;

@@ -10,6 +10,7 @@ std::string toJson(const TrainReport& r) {
   j["workers"] = r.workers;
   j["model"] = r.model;
   j["scheme"] = r.scheme;
+  j["cost_model"] = r.cost_model;
   j["wfbp"] = r.wfbp;
   j["baseline"] = r.baseline;
   j["synthetic"] = r.synthetic;
@@ -34,6 +35,7 @@ std::string toJson(const TrainReport& r) {
     o["scheme"] = l.scheme;
     o["bytes_sent_per_iter"] = l.bytes_sent_per_iter;
     o["bytes_model_per_iter"] = l.bytes_model_per_iter;
+    o["reason"] = l.reason;
     layers.push_back(o);
   }
   j["layers"] = layers;

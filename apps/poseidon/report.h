@@ -15,6 +15,7 @@ struct LayerReport {
   std::string scheme;
   double bytes_sent_per_iter = 0;   // measured, mean per worker
   double bytes_model_per_iter = 0;  // the cost model's figure (what a node sends)
+  std::string reason;               // why the plan chose the scheme
 };
 
 struct TrainReport {
@@ -22,6 +23,7 @@ struct TrainReport {
   int workers = 1;
   std::string model;
   std::string scheme;
+  std::string cost_model;
   bool wfbp = true;
   bool baseline = false;
   bool synthetic = false;

@@ -22,7 +22,18 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--momentum", o.session.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", o.session.weight_decay, "SGD weight decay")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the initial parameters and of the data order")->capture_default_str();
-  cmd->add_option("--scheme", o.scheme, "Communication scheme per layer: ps (parameter server)")->capture_default_str();
+  cmd->add_option("--scheme", o.session.scheme,
+                  "Per layer: auto (BestScheme: sufficient factors for FC layers when cheaper), ps (all through the "
+                  "parameter server), sfb (every FC layer by sufficient factors)")
+      ->capture_default_str();
+  cmd->add_option("--cost-model", o.session.cost_model,
+                  "How auto decides: bytes (the paper's rule: fewest floats moved) or time (bytes over the link "
+                  "bandwidth plus the SFB reconstruction GEMM)")
+      ->capture_default_str();
+  cmd->add_option("--bandwidth", o.bandwidth, "Link rate for --cost-model time, e.g. 1gbit (default: measured)");
+  cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s for --cost-model time (default: measured)");
+  cmd->add_option("--verify", o.verify_every,
+                  "Every N iterations check that all workers hold identical SFB replicas (fails loudly if not)");
   cmd->add_flag("--no-wfbp", o.no_wfbp, "Sync all layers after the whole backward pass (no wait-free backprop)");
   cmd->add_option("--server-ranks", o.session.server_ranks, "The last N ranks only serve parameters, they do not train")
       ->capture_default_str();

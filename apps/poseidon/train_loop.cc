@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <optional>
 
 #include "comm/control_channel.h"
 #include "common/digest.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
+#include "coordinator/scheme_planner.h"
+#include "coordinator/units.h"
 #include "data/dataset.h"
 #include "data/partition.h"
 #include "models/model_spec.h"
@@ -162,13 +165,21 @@ namespace {
 int train(const TrainOptions& o, Runtime* runtime) {
   if (o.batch <= 0) throw InputError(detail::cat("--batch ", o.batch, ": the batch must hold at least one example"));
   if (o.epochs <= 0 && o.iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
-  if (o.scheme != "ps") {
-    throw InputError("--scheme " + o.scheme + " is not available in this build; use --scheme ps");
-  }
+  if (o.verify_every < 0) throw InputError("--verify must not be negative");
   const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
   const int threads = setComputeThreads(o.threads);
   const int rank = runtime ? runtime->rank() : 0;
   const bool lead = rank == 0;
+
+  Options session_options = o.session;
+  session_options.batch = o.batch;
+  session_options.wfbp = !o.no_wfbp;
+  session_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
+  if (!o.bandwidth.empty()) session_options.bandwidth = parseBandwidth(o.bandwidth, "--bandwidth");
+  if (o.gflops < 0) throw InputError("--gflops must be positive");
+  session_options.gemm_flops = o.gflops * 1e9;
+  parseSchemeMode(session_options.scheme);  // a bad name fails here, before any data is read
+  parseCostRule(session_options.cost_model);
 
   Data data = loadData(o, spec);
   torch::manual_seed(o.seed);
@@ -176,14 +187,10 @@ int train(const TrainOptions& o, Runtime* runtime) {
 
   std::unique_ptr<TorchModel> model;
   std::unique_ptr<torch::optim::SGD> optimizer;
-  Options session_options = o.session;
-  session_options.wfbp = !o.no_wfbp;
-  session_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
-  session_options.agreement = detail::cat("batch=", o.batch, " epochs=", o.epochs, " iterations=", o.iterations,
-                                          " seed=", o.seed, " scheme=", o.scheme, " synthetic=", o.synthetic,
-                                          " eval=", !o.no_eval, " server_ranks=", session_options.server_ranks,
-                                          " shards=", session_options.shards, " pair=", session_options.kv_pair_bytes,
-                                          " train=", data.train_set.count);
+  session_options.agreement = detail::cat("epochs=", o.epochs, " iterations=", o.iterations, " seed=", o.seed,
+                                          " synthetic=", o.synthetic, " eval=", !o.no_eval, " verify=", o.verify_every,
+                                          " server_ranks=", session_options.server_ranks, " shards=", session_options.shards,
+                                          " pair=", session_options.kv_pair_bytes, " train=", data.train_set.count);
   if (o.baseline) {
     optimizer = std::make_unique<torch::optim::SGD>(
         net->parameters(), torch::optim::SGDOptions(o.session.lr).momentum(o.session.momentum).weight_decay(o.session.weight_decay));
@@ -201,21 +208,38 @@ int train(const TrainOptions& o, Runtime* runtime) {
   const std::int64_t per_epoch = partition.batchesPerEpoch();
   const std::int64_t total = o.iterations > 0 ? o.iterations : o.epochs * per_epoch;
   const std::int64_t epochs = (total + per_epoch - 1) / per_epoch;
-  std::vector<std::int64_t> eval_points;
+  // Where every rank stops together: evaluations (after each epoch and at the end) and
+  // replica checks (--verify). Server-only ranks join these collectives too.
+  std::map<std::int64_t, std::pair<bool, bool>> sync_points;  // iteration -> (eval, verify)
   if (!o.no_eval) {
-    for (std::int64_t e = 1; e * per_epoch <= total; ++e) eval_points.push_back(e * per_epoch);
-    if (eval_points.empty() || eval_points.back() != total) eval_points.push_back(total);
+    for (std::int64_t e = 1; e * per_epoch <= total; ++e) sync_points[e * per_epoch].first = true;
+    sync_points[total].first = true;
+  }
+  for (std::int64_t v = o.verify_every; o.verify_every > 0 && session && v <= total; v += o.verify_every) {
+    sync_points[v].second = true;
   }
 
+  std::string scheme_summary = "local";
+  if (session) {
+    std::map<std::string, int> counts;
+    for (const auto& p : session->plan()) ++counts[schemeName(p.scheme)];
+    scheme_summary = detail::cat(session_options.scheme, "/", session_options.cost_model, " (");
+    for (const auto& [name, n] : counts) scheme_summary += detail::cat(n, " ", name, " ");
+    scheme_summary.back() = ')';
+  }
   if (lead) {
     std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
-                "batch %lld per worker, %lld iterations, scheme %s, WFBP %s, %d compute thread%s per rank%s\n",
+                "batch %lld per worker, %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s\n",
                 spec.name.c_str(), info.numel() / 1e6, info.layers.size(), workers, workers == 1 ? "" : "s",
                 o.baseline ? " (plain LibTorch baseline)"
                            : detail::cat(", ", session->book().cluster().shards(), " shards, ",
                                          session->book().pairs().size(), " KV pairs").c_str(),
-                static_cast<long long>(o.batch), static_cast<long long>(total), o.scheme.c_str(),
+                static_cast<long long>(o.batch), static_cast<long long>(total), scheme_summary.c_str(),
                 o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "");
+    if (session && (session->rates().bandwidth_bytes_per_s > 0 || session->rates().gemm_flops_per_s > 0)) {
+      std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n",
+                  session->rates().bandwidth_bytes_per_s / 1e6, session->rates().gemm_flops_per_s / 1e9);
+    }
     std::fflush(stdout);
   }
 
@@ -227,14 +251,23 @@ int train(const TrainOptions& o, Runtime* runtime) {
   std::vector<std::uint64_t> layer_bytes_before(info.layers.size(), 0);
   for (std::size_t l = 0; session && l < info.layers.size(); ++l) layer_bytes_before[l] = session->bytesSentForLayer(static_cast<int>(l));
 
-  auto runEval = [&](std::int64_t done) {
+  auto atSyncPoint = [&](std::int64_t done, bool eval, bool verify) {
+    if (worker && model) model->synchronize();
+    if (!worker) session->serveUntil(static_cast<std::uint64_t>(done));
+    if (verify) {
+      const auto digests = session->control().allgather(worker ? session->replicaDigest() : "", "replica check");
+      for (int r = 1; r < workers; ++r) {
+        if (digests[r] != digests[0]) {
+          throw Error(detail::cat("SFB replicas diverged by iteration ", done, ": worker 0 has digest ", digests[0],
+                                  ", worker ", r, " has ", digests[r]));
+        }
+      }
+    }
+    if (!eval) return;
     double correct = 0, count = 0;
     if (worker) {
-      if (model) model->synchronize();
       const std::int64_t n = data.test_set.count;
       std::tie(correct, count) = evaluate(net, data, n * rank / workers, n * (rank + 1) / workers);
-    } else {
-      session->serveUntil(static_cast<std::uint64_t>(done));
     }
     if (session) {
       const auto sum = session->control().allreduceSum({correct, count}, "test accuracy");
@@ -248,7 +281,6 @@ int train(const TrainOptions& o, Runtime* runtime) {
     }
   };
 
-  std::size_t next_eval = 0;
   if (worker) {
     auto start = std::chrono::steady_clock::now();
     for (std::int64_t it = 0; it < total; ++it) {
@@ -270,22 +302,16 @@ int train(const TrainOptions& o, Runtime* runtime) {
         optimizer->step();
       }
       last_loss = loss.item<double>();
-      const bool at_eval = next_eval < eval_points.size() && eval_points[next_eval] == it + 1;
-      if (at_eval || it + 1 == total) {
-        if (model) model->synchronize();
-      }
-      const auto now = std::chrono::steady_clock::now();
-      iter_seconds.push_back(Seconds(now - start).count());
+      const auto point = sync_points.find(it + 1);
+      if (model && (point != sync_points.end() || it + 1 == total)) model->synchronize();
+      iter_seconds.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
       progress.iteration(it, total, epoch, epochs, last_loss, median(iter_seconds), static_cast<double>(o.batch * workers),
-                         at_eval || it + 1 == total);
-      if (at_eval) {
-        runEval(it + 1);
-        ++next_eval;
-      }
+                         point != sync_points.end() || it + 1 == total);
+      if (point != sync_points.end()) atSyncPoint(it + 1, point->second.first, point->second.second);
       start = std::chrono::steady_clock::now();
     }
   } else {
-    for (; next_eval < eval_points.size(); ++next_eval) runEval(eval_points[next_eval]);
+    for (const auto& [done, what] : sync_points) atSyncPoint(done, what.first, what.second);
     session->serveUntil(static_cast<std::uint64_t>(total));
   }
 
@@ -293,7 +319,8 @@ int train(const TrainOptions& o, Runtime* runtime) {
   report.ranks = runtime ? runtime->size() : 1;
   report.workers = workers;
   report.model = spec.name;
-  report.scheme = o.scheme;
+  report.scheme = o.baseline ? "local" : session_options.scheme;
+  report.cost_model = session_options.cost_model;
   report.wfbp = !o.no_wfbp;
   report.baseline = o.baseline;
   report.synthetic = o.synthetic;
@@ -309,26 +336,33 @@ int train(const TrainOptions& o, Runtime* runtime) {
   if (session) {
     const double iters = static_cast<double>(total);
     const int L = static_cast<int>(info.layers.size());
-    // Per worker: loss, bytes sent, the cost model's figure; then the same per layer.
-    std::vector<double> mine(3 + 2 * L, 0.0);
+    const auto& cluster = session->book().cluster();
+    // Per worker: loss, then per layer the bytes sent and the cost model's figure for what
+    // a node sends under the layer's scheme.
+    std::vector<double> mine(1 + 2 * L, 0.0);
     if (worker) {
       mine[0] = last_loss;
-      mine[1] = (session->bytesSent() - bytes_before) / iters;
-      mine[2] = CostModel::psSentFloats(info.numel(), session->book().cluster(), rank) * sizeof(float);
       for (int l = 0; l < L; ++l) {
-        mine[3 + 2 * l] = (session->bytesSentForLayer(l) - layer_bytes_before[l]) / iters;
-        mine[4 + 2 * l] = CostModel::psSentFloats(info.layers[l].numel(), session->book().cluster(), rank) * sizeof(float);
+        const auto& li = info.layers[l];
+        const auto& plan = session->plan()[l];
+        mine[1 + 2 * l] = (session->bytesSentForLayer(l) - layer_bytes_before[l]) / iters;
+        mine[2 + 2 * l] = plan.scheme == Scheme::kSFB ? plan.sfb_floats / 2 * sizeof(float)
+                                                      : CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
       }
     }
     const auto sum = session->control().allreduceSum(mine, "final statistics");
     report.train_loss = sum[0] / workers;
-    report.bytes_sent_per_iter = sum[1] / workers;
-    report.bytes_model_per_iter = sum[2] / workers;
     for (int l = 0; l < L; ++l) {
       const auto& li = info.layers[l];
-      report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), o.scheme,
-                                          sum[3 + 2 * l] / workers, sum[4 + 2 * l] / workers});
+      const auto& plan = session->plan()[l];
+      LayerReport lr{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), schemeName(plan.scheme),
+                     sum[1 + 2 * l] / workers, sum[2 + 2 * l] / workers, plan.reason};
+      report.bytes_model_per_iter += lr.bytes_model_per_iter;
+      report.layers.push_back(lr);
     }
+    const auto all = session->control().allreduceSum({worker ? (session->bytesSent() - bytes_before) / iters : 0.0},
+                                                     "bytes sent");
+    report.bytes_sent_per_iter = all[0] / workers;
     // Every worker's replica must end with the same parameters; a difference is a bug, not
     // noise. (A server-only rank holds fresh values only for its own shard's pairs.)
     const auto digests = session->control().allgather(report.param_digest, "final parameter digests");
@@ -341,7 +375,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
     model->finish();
   } else {
     for (const auto& li : info.layers) {
-      report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), "local", 0, 0});
+      report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), "local", 0, 0, ""});
     }
   }
 

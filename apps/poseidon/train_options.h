@@ -18,7 +18,9 @@ struct TrainOptions {
   std::int64_t epochs = 1;
   std::int64_t iterations = 0;  // 0: run `epochs` full epochs
   std::uint64_t seed = 42;
-  std::string scheme = "ps";
+  std::string bandwidth;  // for --cost-model time; empty: measure
+  double gflops = 0;      // for --cost-model time; 0: measure
+  int verify_every = 0;   // compare SFB replicas across workers every N iterations
   bool no_wfbp = false;
   bool no_eval = false;
   bool json = false;

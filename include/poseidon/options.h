@@ -12,6 +12,16 @@ struct Options {
   float lr = 0.01f;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
+  // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "auto" (BestScheme
+  // per layer) or "adam"; "auto" decides by "bytes" (the paper's rule) or "time".
+  std::string scheme = "auto";
+  std::string cost_model = "bytes";
+  // Examples per worker per iteration (K in the cost model).
+  std::int64_t batch = 32;
+  // For the time cost model: link bandwidth (bytes/s per node) and GEMM rate (flop/s);
+  // 0 means measure at start-up (rank 0 measures, every rank uses its figures).
+  double bandwidth = 0;
+  double gemm_flops = 0;
   // Wait-free back-propagation: each layer's sync starts as soon as its gradient exists.
   bool wfbp = true;
   // The last `server_ranks` ranks only serve; `shards` = 0 puts a shard on every rank.

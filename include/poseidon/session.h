@@ -17,6 +17,8 @@ namespace poseidon {
 class Transport;
 class ControlChannel;
 class InformationBook;
+struct LayerPlan;
+struct PlatformRates;
 
 class Session {
  public:
@@ -38,6 +40,18 @@ class Session {
   // Worker side, once per iteration: every layer's gradient, then endIteration().
   void gradientsReady(int layer, std::vector<float*> grads);
   void endIteration();
+  // For a layer that goes by sufficient factors (usesFactors): its factors instead of its
+  // gradient, U (K x M) at the output and V (K x N) the input; copied before returning.
+  void factorsReady(int layer, const float* U, const float* V, std::int64_t K);
+  // Autograd no longer needs that layer's weight in this backward pass (it may change now).
+  void layerReleased(int layer);
+  bool usesFactors(int layer) const;
+  // The scheme chosen for each layer, with the cost model's figures and reasons.
+  const std::vector<LayerPlan>& plan() const;
+  const PlatformRates& rates() const;
+  // Digest of the state every worker replicates (SFB layers and their momentum).
+  std::string replicaDigest() const;
+
   // Before layer l's forward: its parameters are those of the current iteration.
   void waitLayer(int layer);
   void waitAll();

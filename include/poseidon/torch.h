@@ -12,7 +12,9 @@
 //
 // Autograd post-hooks on each parameter's gradient accumulator tell Poseidon the moment a
 // layer's gradient exists (wait-free back-propagation); forward() waits, layer by layer,
-// only for the parameters that layer needs. The optimizer runs on the parameter servers.
+// only for the parameters that layer needs. The optimizer runs on the parameter servers,
+// or, for FC layers that go by sufficient factors, on every worker from the factors that
+// forward() captures (the input) and a hook on the layer's output delivers (its gradient).
 #pragma once
 
 #include <torch/torch.h>
@@ -54,6 +56,7 @@ class TorchModel {
   const ModelInfo& info() const { return info_; }
 
  private:
+  torch::Tensor forwardWithFactors(torch::nn::AnyModule& m, int layer, torch::Tensor x);
   struct Hooks;
   torch::nn::Sequential net_;
   ModelInfo info_;

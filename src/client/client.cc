@@ -1,28 +1,41 @@
 #include "client/client.h"
 
+#include "client/ps_syncer.h"
 #include "poseidon/errors.h"
+#include "sfb/sfb_syncer.h"
 
 namespace poseidon {
 
 Client::Client(const InformationBook& book, Transport& transport, ParameterServer* local_server,
-               const std::vector<std::vector<float*>>& params, const ClientOptions& options,
-               FailureState& failure)
+               const std::vector<std::vector<float*>>& params, const std::vector<Scheme>& schemes,
+               const ClientOptions& options, FailureState& failure)
     : book_(book),
       transport_(transport),
       options_(options),
       failure_(failure),
-      deferred_(book.model().layers.size()),
+      ps_(book.model().layers.size(), nullptr),
+      sfb_(book.model().layers.size(), nullptr),
+      pending_send_(book.model().layers.size()),
       reported_(book.model().layers.size(), false),
       complete_(book.model().layers.size(), true),
       // One thread per syncer: a syncer blocks in Receive, and no layer's sync should
       // wait for a free thread behind another layer's.
       pool_(static_cast<int>(std::max<std::size_t>(1, book.model().layers.size())), "poseidon-sync", failure) {
   POSEIDON_ENFORCE_EQ(params.size(), book.model().layers.size());
+  POSEIDON_ENFORCE_EQ(schemes.size(), book.model().layers.size());
   for (std::size_t l = 0; l < params.size(); ++l) {
-    syncers_.push_back(book.pairsOfLayer(static_cast<int>(l)).empty()
-                           ? nullptr
-                           : std::make_unique<Syncer>(static_cast<int>(l), book, transport, local_server,
-                                                      params[l], options.timeout, failure));
+    const int layer = static_cast<int>(l);
+    if (schemes[l] == Scheme::kSFB) {
+      auto s = std::make_unique<SfbSyncer>(layer, book, transport, params[l], options.sgd, options.timeout, failure);
+      sfb_[l] = s.get();
+      syncers_.push_back(std::move(s));
+    } else if (!book.pairsOfLayer(layer).empty()) {
+      auto s = std::make_unique<PsSyncer>(layer, book, transport, local_server, params[l], options.timeout, failure);
+      ps_[l] = s.get();
+      syncers_.push_back(std::move(s));
+    } else {
+      syncers_.push_back(nullptr);
+    }
   }
   layer_of_key_.resize(book.pairs().size());
   for (const auto& kv : book.pairs()) layer_of_key_[kv.key] = static_cast<std::uint32_t>(kv.layer);
@@ -30,15 +43,36 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
 
 Client::~Client() { pool_.shutdown(); }
 
-void Client::gradientsReady(int layer, std::vector<float*> grads) {
+void Client::report(int layer, std::function<void()> send) {
   POSEIDON_ENFORCE(layer >= 0 && layer < static_cast<int>(syncers_.size()), "no layer ", layer);
   if (reported_[layer]) {
     throw Error(detail::cat("layer ", layer, " reported its gradient twice in iteration ", iteration_,
                             "; call step() after every backward pass"));
   }
   reported_[layer] = true;
-  deferred_[layer] = std::move(grads);
+  pending_send_[layer] = std::move(send);
   if (options_.wfbp) startSync(layer);
+}
+
+void Client::gradientsReady(int layer, std::vector<float*> grads) {
+  PsSyncer* s = ps_.at(layer);
+  const std::uint64_t t = iteration_;
+  report(layer, [s, t, grads = std::move(grads)] {
+    if (s) s->Send(t, grads);
+  });
+}
+
+void Client::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
+  SfbSyncer* s = sfb_.at(layer);
+  POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by SFB");
+  const std::uint64_t t = iteration_;
+  // Packed now: the engine's factor tensors may be gone by the time the sync runs.
+  auto message = std::make_shared<Message>(s->pack(t, U, V, K));
+  report(layer, [s, t, message] { s->Send(t, std::move(*message)); });
+}
+
+void Client::layerReleased(int layer) {
+  if (SfbSyncer* s = sfb_.at(layer)) s->release(iteration_);
 }
 
 void Client::startSync(int layer) {
@@ -47,16 +81,16 @@ void Client::startSync(int layer) {
     POSEIDON_ENFORCE(complete_[layer], "layer ", layer, " started a sync while its previous one runs");
     complete_[layer] = false;
   }
-  Syncer* syncer = syncers_[layer].get();
-  std::vector<float*> grads = std::move(deferred_[layer]);
+  LayerSyncer* syncer = syncers_[layer].get();
+  auto send = std::move(pending_send_[layer]);
   const std::uint64_t t = iteration_;
   if (syncer == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     complete_[layer] = true;
     return;
   }
-  pool_.schedule([this, syncer, grads = std::move(grads), t] {
-    syncer->Send(t, grads);
+  pool_.schedule([this, syncer, send = std::move(send), t] {
+    send();
     syncer->Receive(t);
     syncer->Move(t);
     {
@@ -73,6 +107,10 @@ void Client::endIteration() {
       throw Error(detail::cat("layer '", book_.model().layers[l].name, "' produced no gradient in iteration ",
                               iteration_, "; every layer with parameters must take part in the loss"));
     }
+  }
+  // The backward pass is over: no SFB weight is needed by autograd any more.
+  for (auto* s : sfb_) {
+    if (s) s->release(iteration_);
   }
   if (!options_.wfbp) {
     // Top layer first, as back-propagation would have produced them.
@@ -98,15 +136,32 @@ void Client::onParams(Message message) {
   if (h.key >= layer_of_key_.size()) {
     throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, ", which does not exist"));
   }
-  syncers_[layer_of_key_[h.key]]->deliver(h.key, h.iteration, std::move(message));
+  PsSyncer* s = ps_[layer_of_key_[h.key]];
+  if (!s) throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, " of a layer not on the PS"));
+  s->deliver(h.key, h.iteration, std::move(message));
 }
 
 void Client::onLocalFresh(std::uint32_t key, std::uint64_t version) {
-  syncers_[layer_of_key_[key]]->deliver(key, version, Message());
+  ps_[layer_of_key_[key]]->deliver(key, version, Message());
+}
+
+void Client::onFactors(Message message) {
+  const auto layer = message.header().key;
+  if (layer >= sfb_.size() || sfb_[layer] == nullptr) {
+    throw CommError(detail::cat("rank ", message.header().source, " sent factors for layer ", layer,
+                                ", which does not go by SFB here: the ranks' plans differ"));
+  }
+  sfb_[layer]->deliver(std::move(message));
 }
 
 std::uint64_t Client::bytesSentForLayer(int layer) const {
   return syncers_[layer] ? syncers_[layer]->bytesSent() : 0;
+}
+
+void Client::addSfbStateToDigest(Digest& digest) const {
+  for (const auto* s : sfb_) {
+    if (s) s->addToDigest(digest);
+  }
 }
 
 }  // namespace poseidon

@@ -1,61 +1,84 @@
-// The client library of one worker (ATC'17 §4.2): a Syncer per layer, a thread pool that
-// runs them, and the BSP completion vector C. Wait-free back-propagation: the adapter
-// calls gradientsReady(l) the moment layer l's gradient exists, and sync(l) starts on the
-// pool at once while back-propagation continues below; the next forward of layer l waits
-// only for C[l]. Without WFBP the syncs start together after the whole backward pass.
+// The client library of one worker (ATC'17 §4.2): a Syncer per layer (parameter server or
+// sufficient factors, as the plan says), a thread pool that runs them, and the BSP
+// completion vector C. Wait-free back-propagation: the adapter reports layer l's gradient
+// (or factors) the moment autograd produces it, and sync(l) starts on the pool at once
+// while back-propagation continues below; the next forward of layer l waits only for C[l].
+// Without WFBP the syncs start together after the whole backward pass.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "client/syncer.h"
+#include "client/layer_syncer.h"
 #include "client/thread_pool.h"
+#include "comm/transport.h"
 #include "common/wait.h"
+#include "coordinator/cost_model.h"
+#include "coordinator/information_book.h"
+#include "kvstore/sgd.h"
 
 namespace poseidon {
+
+class ParameterServer;
+class PsSyncer;
+class SfbSyncer;
+class Digest;
 
 struct ClientOptions {
   bool wfbp = true;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  SgdOptions sgd;  // for layers updated on the workers (SFB)
 };
 
 class Client {
  public:
-  // `params[l]` are layer l's tensors in the engine, in ModelInfo order.
+  // `params[l]` are layer l's tensors in the engine, in ModelInfo order; `schemes[l]` how
+  // layer l is synchronised.
   Client(const InformationBook& book, Transport& transport, ParameterServer* local_server,
-         const std::vector<std::vector<float*>>& params, const ClientOptions& options, FailureState& failure);
+         const std::vector<std::vector<float*>>& params, const std::vector<Scheme>& schemes,
+         const ClientOptions& options, FailureState& failure);
   ~Client();
 
-  // Layer l's gradient for the current iteration is complete in `grads`.
+  // PS layer l's gradient for the current iteration is complete in `grads`.
   void gradientsReady(int layer, std::vector<float*> grads);
+  // SFB layer l's factors: U (K x M) at the output, V (K x N) the input; copied at once.
+  void factorsReady(int layer, const float* U, const float* V, std::int64_t K);
+  // Autograd no longer needs SFB layer l's weight in this backward pass.
+  void layerReleased(int layer);
   // The backward pass is over: without WFBP the syncs start now. Advances the iteration.
   void endIteration();
   // Blocks until layer l holds the parameters of the current iteration (C[l]).
   void waitLayer(int layer);
   void waitAll();
 
-  // Fresh values from a remote shard (transport thread) or the local one (server thread).
   void onParams(Message message);
   void onLocalFresh(std::uint32_t key, std::uint64_t version);
+  void onFactors(Message message);
 
   std::uint64_t iteration() const { return iteration_; }
   std::uint64_t bytesSentForLayer(int layer) const;
+  // Digest of what SFB replicas must agree on (weights, biases, momentum).
+  void addSfbStateToDigest(Digest& digest) const;
 
  private:
+  void report(int layer, std::function<void()> send);
   void startSync(int layer);
 
   const InformationBook& book_;
   Transport& transport_;
   const ClientOptions options_;
   FailureState& failure_;
-  std::vector<std::unique_ptr<Syncer>> syncers_;  // by layer
+  std::vector<std::unique_ptr<LayerSyncer>> syncers_;  // by layer; null for a layer with nothing to sync
+  std::vector<PsSyncer*> ps_;                          // by layer, or null
+  std::vector<SfbSyncer*> sfb_;                        // by layer, or null
   std::vector<std::uint32_t> layer_of_key_;
-  std::uint64_t iteration_ = 0;  // compute thread only
-  std::vector<std::vector<float*>> deferred_;  // compute thread only: grads held back without WFBP
-  std::vector<bool> reported_;                 // compute thread only
+  std::uint64_t iteration_ = 0;                        // compute thread only
+  std::vector<std::function<void()>> pending_send_;    // compute thread only: by layer
+  std::vector<bool> reported_;                         // compute thread only
 
   std::mutex mu_;
   std::condition_variable cv_;

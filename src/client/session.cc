@@ -7,7 +7,10 @@
 #include "client/client.h"
 #include "comm/control_channel.h"
 #include "comm/transport.h"
+#include "common/digest.h"
 #include "coordinator/information_book.h"
+#include "coordinator/rate_probe.h"
+#include "coordinator/scheme_planner.h"
 #include "kvstore/parameter_server.h"
 #include "poseidon/errors.h"
 
@@ -38,6 +41,10 @@ struct Dispatch {
         if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent parameters to a rank that does not train"));
         client->onParams(std::move(m));
         return;
+      case MsgType::kFactors:
+        if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent factors to a rank that does not train"));
+        client->onFactors(std::move(m));
+        return;
     }
   }
 };
@@ -57,6 +64,9 @@ struct Session::Impl {
   Options options;
   FailureState failure;
   std::unique_ptr<InformationBook> book;
+  PlatformRates rates;
+  std::vector<LayerPlan> plan;
+  std::vector<Scheme> schemes;
   std::vector<std::vector<float*>> params;
   std::shared_ptr<Dispatch> dispatch = std::make_shared<Dispatch>();
   ControlChannel control;
@@ -87,25 +97,20 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   if (options.timeout.count() <= 0) throw InputError("--timeout must be positive");
   POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
 
+  if (options.batch <= 0) throw InputError(detail::cat("--batch ", options.batch, ": must be positive"));
+  const SchemeMode mode = parseSchemeMode(options.scheme);
+  const CostRule rule = parseCostRule(options.cost_model);
+  if (mode == SchemeMode::kAdam) {
+    throw InputError("--scheme adam is the 2015 paper's comparison strategy; this build prices it in "
+                     "'poseidon plan' but does not train with it: use ps, sfb or auto");
+  }
   ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
-  s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes);
   s.params = std::move(params);
   const int me = transport.rank();
 
-  // Everything that can receive a message exists before the transport starts.
-  if (cluster.hasShard(me)) {
-    auto storage = [&s](const KVPair& kv) { return s.params[kv.layer][kv.tensor] + kv.offset; };
-    s.server = std::make_unique<ParameterServer>(
-        *s.book, transport, SgdOptions{options.lr, options.momentum, options.weight_decay}, storage,
-        [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure);
-  }
-  if (cluster.isWorker(me)) {
-    s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params,
-                                        ClientOptions{options.wfbp, options.timeout}, s.failure);
-  }
+  // Control messages flow from here on; the components that receive the other kinds are
+  // created below, before the agreement check that every rank must pass before it sends any.
   s.dispatch->control = &s.control;
-  s.dispatch->server = s.server.get();
-  s.dispatch->client = s.client.get();
   s.dispatch->failure = &s.failure;
   auto dispatch = s.dispatch;
   transport.start(TransportCallbacks{
@@ -119,6 +124,34 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       [dispatch](std::exception_ptr e) { dispatch->failure->set(e); }});
 
   try {
+    // HybComm: the scheme of every layer, the same on every rank.
+    s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
+    if (mode == SchemeMode::kAuto && rule == CostRule::kTime && !s.rates.known()) {
+      s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch, s.rates);
+    }
+    s.plan = planSchemes(model, cluster, PlanRequest{mode, rule, options.batch, s.rates});
+    std::vector<bool> on_ps;
+    for (const auto& p : s.plan) {
+      s.schemes.push_back(p.scheme);
+      on_ps.push_back(p.scheme == Scheme::kPS);
+    }
+    s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
+    const SgdOptions sgd{options.lr, options.momentum, options.weight_decay};
+    if (cluster.hasShard(me)) {
+      auto storage = [&s](const KVPair& kv) { return s.params[kv.layer][kv.tensor] + kv.offset; };
+      s.server = std::make_unique<ParameterServer>(
+          *s.book, transport, sgd, storage,
+          [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure);
+    }
+    if (cluster.isWorker(me)) {
+      s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
+                                          ClientOptions{options.wfbp, options.timeout, sgd}, s.failure);
+    }
+    {
+      std::lock_guard<std::mutex> lock(s.dispatch->mu);
+      s.dispatch->server = s.server.get();
+      s.dispatch->client = s.client.get();
+    }
     checkAgreementAndBroadcast(model);
   } catch (...) {
     s.detach();
@@ -132,7 +165,10 @@ void Session::checkAgreementAndBroadcast(const ModelInfo& model) {
   Transport& transport = s.transport;
   // Agreement: model, options and the information book must be the same everywhere, or
   // pushes would land on the wrong shards. A mismatch is an error on every rank.
-  const std::string mine = detail::cat(model.describe(), " | ", options.agreement, " | lr=", options.lr,
+  std::string schemes;
+  for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
+  const std::string mine = detail::cat(model.describe(), " | ", options.agreement, " | schemes=", schemes,
+                                       " batch=", options.batch, " lr=", options.lr,
                                        " momentum=", options.momentum, " wd=", options.weight_decay,
                                        " wfbp=", options.wfbp, " book=", s.book->digest());
   const auto all = s.control.allgather(mine, "start-up agreement check");
@@ -187,6 +223,23 @@ std::uint64_t Session::iteration() const { return impl_->client ? impl_->client-
 void Session::serveUntil(std::uint64_t iterations) {
   POSEIDON_ENFORCE(impl_->server != nullptr, "serveUntil on a rank without a shard");
   impl_->server->waitVersion(iterations, impl_->options.timeout);
+}
+
+void Session::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
+  impl_->failure.rethrowIfFailed();
+  impl_->client->factorsReady(layer, U, V, K);
+}
+
+void Session::layerReleased(int layer) { impl_->client->layerReleased(layer); }
+
+bool Session::usesFactors(int layer) const { return impl_->schemes.at(layer) == Scheme::kSFB; }
+const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
+const PlatformRates& Session::rates() const { return impl_->rates; }
+
+std::string Session::replicaDigest() const {
+  Digest d;
+  if (impl_->client) impl_->client->addSfbStateToDigest(d);
+  return d.hex();
 }
 
 std::uint64_t Session::bytesSent() const { return impl_->transport.traffic().sentTotal(); }

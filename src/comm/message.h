@@ -13,6 +13,7 @@ enum class MsgType : std::uint16_t {
   kControl = 1,   // collectives used at start-up and between epochs
   kPushGrad = 2,  // worker -> shard: gradient of one KV pair
   kParams = 3,    // shard -> worker: fresh parameters of one KV pair
+  kFactors = 4,   // worker -> worker: sufficient factors (U, V) of one FC layer
 };
 
 struct MessageHeader {

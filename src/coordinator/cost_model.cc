@@ -2,7 +2,18 @@
 
 namespace poseidon {
 
-const char* schemeName(Scheme scheme) { return scheme == Scheme::kSFB ? "sfb" : "ps"; }
+const char* schemeName(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::kPS: return "ps";
+    case Scheme::kSFB: return "sfb";
+    case Scheme::kAdam: return "adam";
+  }
+  return "?";
+}
+
+double CostModel::adamFloats(std::int64_t M, std::int64_t N, std::int64_t K) {
+  return static_cast<double>(K) * static_cast<double>(M + N) + static_cast<double>(M) * static_cast<double>(N);
+}
 
 double CostModel::psFloats(std::int64_t M, std::int64_t N, int P1, int P2, PsRole role) {
   const double mn = static_cast<double>(M) * static_cast<double>(N);

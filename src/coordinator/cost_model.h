@@ -10,7 +10,10 @@
 
 namespace poseidon {
 
-enum class Scheme { kPS, kSFB };
+// How one layer's parameters are synchronised: through the parameter server (PS), by
+// sufficient factor broadcasting (SFB), or the 2015 paper's comparison strategy (ADAM:
+// factors to the server, full matrices back).
+enum class Scheme { kPS, kSFB, kAdam };
 const char* schemeName(Scheme scheme);
 
 enum class PsRole { kServerAndWorker, kWorkerOnly, kServerOnly };
@@ -23,6 +26,8 @@ struct CostModel {
   static double psClusterFloats(std::int64_t M, std::int64_t N, int P);
   static double sfbClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
   static double adamClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
+  // Per node, send + receive: a worker sends its factors and receives the full matrix.
+  static double adamFloats(std::int64_t M, std::int64_t N, std::int64_t K);
 
   // ATC'17 Algorithm 1: SFB if the layer is FC and SFB moves no more than PS.
   static Scheme bestScheme(const LayerInfo& layer, int P1, int P2, std::int64_t K, PsRole role);

@@ -15,7 +15,7 @@ constexpr std::int64_t kMinSplitBytesPerShard = 16 << 10;
 }  // namespace
 
 InformationBook::InformationBook(const ModelInfo& model, const ClusterInfo& cluster,
-                                 std::int64_t max_pair_bytes)
+                                 std::int64_t max_pair_bytes, const std::vector<bool>& on_ps)
     : model_(model), cluster_(cluster), max_pair_bytes_(max_pair_bytes) {
   if (max_pair_bytes < static_cast<std::int64_t>(sizeof(float))) {
     throw InputError(detail::cat("--kv-pair-bytes ", max_pair_bytes, " is too small: a pair holds at least one float"));
@@ -28,6 +28,7 @@ InformationBook::InformationBook(const ModelInfo& model, const ClusterInfo& clus
   // 1. Cut every tensor into equal pieces of at most max_floats.
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     const auto& layer = model.layers[l];
+    if (!on_ps.empty() && !on_ps.at(l)) continue;
     for (std::size_t t = 0; t < layer.tensors.size(); ++t) {
       const std::int64_t n = layer.tensors[t].numel();
       if (n == 0) continue;
@@ -76,6 +77,7 @@ std::int64_t InformationBook::shardBytes(int shard) const {
 
 std::string InformationBook::digest() const {
   Digest d;
+  d.update(model_.describe());
   for (const auto& kv : pairs_) {
     const std::int64_t fields[] = {kv.key, kv.layer, kv.tensor, kv.offset, kv.length, kv.shard};
     d.update(fields, sizeof(fields));

@@ -26,7 +26,10 @@ class InformationBook {
  public:
   static constexpr std::int64_t kDefaultPairBytes = 2 << 20;
 
-  InformationBook(const ModelInfo& model, const ClusterInfo& cluster, std::int64_t max_pair_bytes);
+  // `on_ps[l]` says whether layer l goes through the parameter server; layers that do not
+  // (SFB) get no KV pairs. Empty means every layer does.
+  InformationBook(const ModelInfo& model, const ClusterInfo& cluster, std::int64_t max_pair_bytes,
+                  const std::vector<bool>& on_ps = {});
 
   const ModelInfo& model() const { return model_; }
   const ClusterInfo& cluster() const { return cluster_; }

@@ -53,6 +53,7 @@ struct TorchModel::Hooks {
 
   Hooks(TorchModel& owner) : owner(owner), pending(owner.info_.layers.size()) {
     for (std::size_t l = 0; l < owner.layer_params_.size(); ++l) {
+      if (owner.session_->usesFactors(static_cast<int>(l))) continue;  // see forward()
       for (auto& p : owner.layer_params_[l]) {
         auto acc = torch::autograd::impl::grad_accumulator(p);
         acc->add_post_hook(std::make_unique<PostHook>(this, static_cast<int>(l)));
@@ -66,6 +67,7 @@ struct TorchModel::Hooks {
   void reset() {
     for (std::size_t l = 0; l < pending.size(); ++l) pending[l] = static_cast<int>(owner.layer_params_[l].size());
   }
+  // SFB layers report through the hooks installed by forward(), not through these.
 
   void tensorDone(int layer) {
     if (--pending[layer] != 0) return;
@@ -101,6 +103,13 @@ TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const st
     buffers.push_back(std::move(ptrs));
   }
   session_ = std::make_unique<Session>(transport, info_, std::move(buffers), options);
+  for (std::size_t l = 0; l < layer_params_.size(); ++l) {
+    // SFB layers: autograd must not compute the dense weight gradient at all; the update
+    // comes from the factors. Without requires_grad it computes only the input gradient.
+    if (session_->usesFactors(static_cast<int>(l))) {
+      for (auto& p : layer_params_[l]) p.set_requires_grad(false);
+    }
+  }
   if (session_->isWorker()) hooks_ = std::make_unique<Hooks>(*this);
 }
 
@@ -108,12 +117,38 @@ TorchModel::~TorchModel() = default;
 
 torch::Tensor TorchModel::forward(torch::Tensor x) {
   std::size_t child = 0;
+  const bool training = torch::GradMode::is_enabled();
   for (auto& m : *net_) {
     const int layer = layer_of_child_[child++];
     if (layer >= 0) session_->waitLayer(layer);
-    x = m.forward(x);
+    if (layer >= 0 && training && session_->usesFactors(layer)) {
+      x = forwardWithFactors(m, layer, x);
+    } else {
+      x = m.forward(x);
+    }
   }
   return x;
+}
+
+// Sufficient factors of an FC layer y = x W^T + b: V = x (K x N) now, U = dL/dy (K x M)
+// from a hook on y as soon as autograd has it, which starts the layer's SFB sync.
+torch::Tensor TorchModel::forwardWithFactors(torch::nn::AnyModule& m, int layer, torch::Tensor x) {
+  auto V = x.detach().contiguous();
+  auto y = m.forward(x);
+  if (!y.requires_grad()) {
+    // Nothing below needs a gradient (e.g. the first layer): let autograd still deliver dL/dy.
+    y = y.detach().requires_grad_(true);
+  }
+  Session* session = session_.get();
+  y.register_hook([session, layer, V](torch::Tensor U) {
+    U = U.contiguous();
+    session->factorsReady(layer, U.data_ptr<float>(), V.data_ptr<float>(), V.size(0));
+  });
+  if (x.requires_grad()) {
+    // dL/dx is the last use of W in this backward pass: from then on it may be updated.
+    x.register_hook([session, layer](torch::Tensor) { session->layerReleased(layer); });
+  }
+  return y;
 }
 
 void TorchModel::step() {

@@ -78,6 +78,7 @@ void trainAndCompare(const Config& c) {
   o.server_ranks = c.server_ranks;
   o.shards = c.shards;
   o.kv_pair_bytes = c.pair_bytes;
+  o.scheme = "ps";
   o.timeout = std::chrono::milliseconds(20000);
   const int workers = c.ranks - c.server_ranks;
   const auto want = reference(model, workers, o);
@@ -157,6 +158,7 @@ TEST(SessionLoopback, RanksThatDisagreeFailAtStartup) {
                                      }
                                    }
                                    Options o;
+                                   o.scheme = "ps";
                                    o.timeout = std::chrono::milliseconds(5000);
                                    Session session(transport, model, ptrs, o);
                                  }),

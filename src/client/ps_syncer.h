@@ -1,4 +1,5 @@
-// One Syncer per layer (ATC'17 §4.2). For iteration t:
+// The Syncer of a layer that goes through the parameter server (ATC'17 §4.2). For
+// iteration t:
 //   Send    - push this layer's gradient, cut into KV pairs, to the shards that own them
 //             (the co-located shard reads it in place, remote ones get a copy);
 //   Receive - block until every pair of the layer is fresh (version t+1);
@@ -7,13 +8,13 @@
 // Fresh values may arrive before Receive starts; they wait in the syncer's slots.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
+#include "client/layer_syncer.h"
 #include "comm/transport.h"
 #include "common/wait.h"
 #include "coordinator/information_book.h"
@@ -22,26 +23,17 @@ namespace poseidon {
 
 class ParameterServer;
 
-// Where one layer's tensors live in the engine.
-struct LayerBuffers {
-  std::vector<float*> params;  // per tensor of the layer
-  std::vector<float*> grads;   // per tensor; refreshed each iteration by the adapter
-};
-
-class Syncer {
+class PsSyncer final : public LayerSyncer {
  public:
-  Syncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
+  PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
          std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure);
 
-  int layer() const { return layer_; }
   void Send(std::uint64_t iteration, const std::vector<float*>& grads);
-  void Receive(std::uint64_t iteration);
-  void Move(std::uint64_t iteration);
+  void Receive(std::uint64_t iteration) override;
+  void Move(std::uint64_t iteration) override;
 
   // Called on the transport thread (remote shard) or the local server thread.
   void deliver(std::uint32_t key, std::uint64_t version, Message message);
-
-  std::uint64_t bytesSent() const { return bytes_sent_; }
 
  private:
   struct Slot {
@@ -49,7 +41,6 @@ class Syncer {
     Message message;            // empty when the values came from the local shard
   };
 
-  const int layer_;
   const InformationBook& book_;
   Transport& transport_;
   ParameterServer* const local_server_;
@@ -58,7 +49,6 @@ class Syncer {
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
   const std::vector<std::uint32_t>& keys_;
-  std::atomic<std::uint64_t> bytes_sent_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,4 +1,4 @@
-#include "client/syncer.h"
+#include "client/ps_syncer.h"
 
 #include <cstring>
 
@@ -7,9 +7,9 @@
 
 namespace poseidon {
 
-Syncer::Syncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
+PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
                std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure)
-    : layer_(layer),
+    : LayerSyncer(layer),
       book_(book),
       transport_(transport),
       local_server_(local_server),
@@ -19,8 +19,8 @@ Syncer::Syncer(int layer, const InformationBook& book, Transport& transport, Par
       keys_(book.pairsOfLayer(layer)),
       slots_(keys_.size()) {}
 
-void Syncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
-  POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradients for layer ", layer_);
+void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
+  POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradients for layer ", layer());
   {
     std::lock_guard<std::mutex> lock(mu_);
     awaited_ = iteration + 1;
@@ -45,12 +45,12 @@ void Syncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
   }
 }
 
-void Syncer::deliver(std::uint32_t key, std::uint64_t version, Message message) {
+void PsSyncer::deliver(std::uint32_t key, std::uint64_t version, Message message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::size_t pos = key - keys_.front();
     if (pos >= slots_.size()) {
-      throw CommError(detail::cat("fresh values for KV pair ", key, " reached the syncer of layer ", layer_));
+      throw CommError(detail::cat("fresh values for KV pair ", key, " reached the syncer of layer ", layer()));
     }
     if (!message.empty() && message.floatCount() != static_cast<std::size_t>(book_.pair(key).length)) {
       throw CommError(detail::cat("fresh values for KV pair ", key, " carry ", message.floatCount(),
@@ -68,14 +68,14 @@ void Syncer::deliver(std::uint32_t key, std::uint64_t version, Message message) 
   cv_.notify_all();
 }
 
-void Syncer::Receive(std::uint64_t iteration) {
+void PsSyncer::Receive(std::uint64_t iteration) {
   std::unique_lock<std::mutex> lock(mu_);
   waitFor(lock, cv_, [&] { return fresh_ == static_cast<int>(slots_.size()); }, timeout_, &failure_,
-          detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer_].name,
+          detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer()].name,
                       "' for iteration ", iteration));
 }
 
-void Syncer::Move(std::uint64_t iteration) {
+void PsSyncer::Move(std::uint64_t iteration) {
   std::vector<Message> arrived(keys_.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -88,7 +88,7 @@ void Syncer::Move(std::uint64_t iteration) {
   }
   // Cleared here, off the compute thread, instead of by a zero_grad before the next
   // forward: the gradient is consumed once every pair is fresh.
-  const auto& tensors = book_.model().layers[layer_].tensors;
+  const auto& tensors = book_.model().layers[layer()].tensors;
   for (std::size_t t = 0; t < grads_.size(); ++t) std::memset(grads_[t], 0, tensors[t].numel() * sizeof(float));
 }
 

@@ -1,0 +1,189 @@
+#include "plan_command.h"
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "coordinator/cluster_info.h"
+#include "coordinator/cost_model.h"
+#include "coordinator/scheme_planner.h"
+#include "coordinator/units.h"
+#include "models/model_spec.h"
+#include "poseidon/errors.h"
+
+namespace poseidon::app {
+
+namespace {
+
+// The FC layers of the papers' networks (out x in); their conv layers are not listed.
+const std::map<std::string, std::vector<std::pair<long long, long long>>>& paperModels() {
+  static const std::map<std::string, std::vector<std::pair<long long, long long>>> m = {
+      {"alexnet", {{4096, 9216}, {4096, 4096}, {1000, 4096}}},
+      {"vgg16", {{4096, 25088}, {4096, 4096}, {1000, 4096}}},
+      {"vgg19", {{4096, 25088}, {4096, 4096}, {1000, 4096}}},
+      {"vgg19-22k", {{4096, 25088}, {4096, 4096}, {21841, 4096}}},
+  };
+  return m;
+}
+
+LayerInfo fcLayer(const std::string& name, long long M, long long N) {
+  LayerInfo l;
+  l.name = name;
+  l.kind = LayerKind::kFC;
+  l.M = M;
+  l.N = N;
+  l.tensors = {{"weight", {M, N}}};  // the papers count the weight matrix only
+  return l;
+}
+
+ModelInfo planModel(const PlanOptions& o, std::string& note) {
+  ModelInfo m;
+  if (!o.layers.empty()) {
+    m.name = "layers";
+    for (const auto& text : o.layers) {
+      long long M = 0, N = 0;
+      char x = 0, extra = 0;
+      if (std::sscanf(text.c_str(), "%lld%c%lld%c", &M, &x, &N, &extra) != 3 || (x != 'x' && x != 'X') || M <= 0 ||
+          N <= 0) {
+        throw InputError("--layer " + text + ": give an FC layer as MxN, e.g. 4096x4096 (M outputs, N inputs)");
+      }
+      m.layers.push_back(fcLayer("fc" + std::to_string(m.layers.size()), M, N));
+    }
+    return m;
+  }
+  auto paper = paperModels().find(o.model);
+  if (paper != paperModels().end() && o.model_file.empty()) {
+    m.name = o.model;
+    int i = 6;
+    for (const auto& [M, N] : paper->second) m.layers.push_back(fcLayer("fc" + std::to_string(i++), M, N));
+    note = "FC layers only (weights), as in the papers";
+    return m;
+  }
+  return modelInfoFromSpec(o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file));
+}
+
+}  // namespace
+
+CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
+  auto* cmd = app.add_subcommand("plan", "Show the communication cost of each layer under PS, SFB and the 2015 "
+                                         "paper's strategy, and the scheme BestScheme picks (no MPI needed)");
+  cmd->footer("Examples:\n"
+              "  poseidon plan --model vgg19 --workers 8 --batch 32\n"
+              "  poseidon plan --layer 4096x4096 --workers 8 --batch 32 --bandwidth 1gbit --gflops 50\n"
+              "Floats are per node per iteration, what it sends plus what it receives (ATC'17 Table 1).");
+  cmd->add_option("--model", o.model, "fcnet, convnet, mlp, or the papers' alexnet, vgg16, vgg19, vgg19-22k")
+      ->capture_default_str();
+  cmd->add_option("--model-file", o.model_file, "Sequential net described in a text file");
+  cmd->add_option("--layer", o.layers, "An FC layer MxN (repeatable); replaces --model");
+  cmd->add_option("--workers", o.workers, "P1, the number of workers")->capture_default_str();
+  cmd->add_option("--servers", o.servers, "P2, parameter-server shards (0: one per worker, co-located)");
+  cmd->add_option("--batch", o.batch, "K, examples per worker per iteration")->capture_default_str();
+  cmd->add_option("--cost-model", o.cost_model, "bytes (the paper's rule) or time (needs --bandwidth and --gflops)")
+      ->capture_default_str();
+  cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
+  cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s, for the SFB reconstruction time");
+  cmd->add_flag("--json", o.json, "One JSON object instead of the table");
+  return cmd;
+}
+
+int runPlan(const PlanOptions& o) {
+  if (o.workers < 1) throw InputError("--workers must be at least 1");
+  if (o.batch < 1) throw InputError("--batch must be at least 1");
+  if (o.servers < 0) throw InputError("--servers must not be negative");
+  std::string note;
+  const ModelInfo model = planModel(o, note);
+  // Co-located: every worker holds a shard. Separate servers: extra server-only ranks.
+  const int servers = o.servers == 0 ? o.workers : o.servers;
+  const ClusterInfo cluster = o.servers == 0 ? ClusterInfo(o.workers, 0, 0) : ClusterInfo(o.workers + servers, servers, servers);
+  PlanRequest req;
+  req.mode = SchemeMode::kAuto;
+  req.rule = parseCostRule(o.cost_model);
+  req.batch = o.batch;
+  if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "--bandwidth");
+  if (o.gflops < 0) throw InputError("--gflops must be positive");
+  req.rates.gemm_flops_per_s = o.gflops * 1e9;
+  if (req.rule == CostRule::kTime && !req.rates.known()) {
+    throw InputError("--cost-model time needs --bandwidth and --gflops");
+  }
+  if (!req.rates.known()) req.rates = PlatformRates{};  // predicted times only with both
+  const auto plans = planSchemes(model, cluster, req);
+
+  double ps_total = 0, sfb_total = 0, adam_total = 0, chosen_total = 0, chosen_s = 0;
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  if (!o.json) {
+    std::printf("plan: %s, P1 = %d workers, P2 = %d server shards (%s), K = %lld per worker, cost model %s%s%s\n",
+                model.name.c_str(), o.workers, servers, o.servers == 0 ? "co-located" : "separate", o.batch,
+                costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
+    std::printf("%-8s %-5s %13s %12s %14s %14s %14s %-6s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
+                "sfb_floats", "adam_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
+  }
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const auto& l = model.layers[i];
+    const auto& p = plans[i];
+    const bool fc = l.kind == LayerKind::kFC;
+    const double chosen = p.scheme == Scheme::kSFB ? p.sfb_floats : p.ps_floats;
+    ps_total += p.ps_floats;
+    sfb_total += fc ? p.sfb_floats : p.ps_floats;
+    adam_total += fc ? p.adam_floats : p.ps_floats;
+    chosen_total += chosen;
+    chosen_s += p.scheme == Scheme::kSFB ? p.sfb_seconds : p.ps_seconds;
+    if (o.json) {
+      nlohmann::ordered_json j;
+      j["name"] = l.name;
+      j["kind"] = layerKindName(l.kind);
+      j["M"] = l.M;
+      j["N"] = l.N;
+      j["params"] = l.numel();
+      j["ps_floats"] = p.ps_floats;
+      j["sfb_floats"] = fc ? nlohmann::ordered_json(p.sfb_floats) : nlohmann::ordered_json(nullptr);
+      j["adam_floats"] = fc ? nlohmann::ordered_json(p.adam_floats) : nlohmann::ordered_json(nullptr);
+      j["cluster_ps_floats"] = CostModel::psClusterFloats(l.numel(), 1, o.workers);
+      if (fc) {
+        j["cluster_sfb_floats"] = CostModel::sfbClusterFloats(l.M, l.N, o.workers, o.batch);
+        j["cluster_adam_floats"] = CostModel::adamClusterFloats(l.M, l.N, o.workers, o.batch);
+      }
+      j["scheme"] = schemeName(p.scheme);
+      j["bytes_choice"] = schemeName(p.bytes_choice);
+      if (req.rates.known()) {
+        j["time_choice"] = schemeName(p.time_choice);
+        j["ps_seconds"] = p.ps_seconds;
+        j["sfb_seconds"] = fc ? nlohmann::ordered_json(p.sfb_seconds) : nlohmann::ordered_json(nullptr);
+      }
+      j["reason"] = p.reason;
+      layers.push_back(j);
+      continue;
+    }
+    const std::string shape = fc ? std::to_string(l.M) + "x" + std::to_string(l.N) : "-";
+    std::printf("%-8s %-5s %13s %12lld %14.0f %14s %14s %-6s", l.name.c_str(), layerKindName(l.kind), shape.c_str(),
+                static_cast<long long>(l.numel()), p.ps_floats, fc ? std::to_string(static_cast<long long>(p.sfb_floats)).c_str() : "-",
+                fc ? std::to_string(static_cast<long long>(p.adam_floats)).c_str() : "-", schemeName(p.scheme));
+    if (req.rates.known()) {
+      std::printf(" %9.4f %9s", p.ps_seconds, fc ? std::to_string(p.sfb_seconds).substr(0, 9).c_str() : "-");
+    }
+    std::printf("\n");
+  }
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["model"] = model.name;
+    j["workers"] = o.workers;
+    j["servers"] = servers;
+    j["colocated"] = o.servers == 0;
+    j["batch"] = o.batch;
+    j["cost_model"] = costRuleName(req.rule);
+    j["layers"] = layers;
+    j["total_ps_floats"] = ps_total;
+    j["total_sfb_floats"] = sfb_total;
+    j["total_adam_floats"] = adam_total;
+    j["total_chosen_floats"] = chosen_total;
+    if (req.rates.known()) j["total_chosen_seconds"] = chosen_s;
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("total floats per node per iteration: all ps %.0f, sfb for FC %.0f, adam for FC %.0f, chosen %.0f "
+              "(%.1fx fewer than all ps)\n",
+              ps_total, sfb_total, adam_total, chosen_total, chosen_total > 0 ? ps_total / chosen_total : 1.0);
+  if (req.rates.known()) std::printf("predicted communication time per iteration, chosen schemes: %.4f s\n", chosen_s);
+  return 0;
+}
+
+}  // namespace poseidon::app

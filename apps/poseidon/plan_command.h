@@ -1,0 +1,27 @@
+// `poseidon plan`: the cost model and BestScheme for a model and a cluster, without MPI.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace poseidon::app {
+
+struct PlanOptions {
+  std::string model = "fcnet";
+  std::string model_file;
+  std::vector<std::string> layers;  // "MxN", repeatable
+  int workers = 8;
+  int servers = 0;  // 0: as many as workers (co-located)
+  long long batch = 32;
+  std::string cost_model = "bytes";
+  std::string bandwidth;
+  double gflops = 0;
+  bool json = false;
+};
+
+CLI::App* addPlanCommand(CLI::App& app, PlanOptions& options);
+int runPlan(const PlanOptions& options);
+
+}  // namespace poseidon::app

@@ -1,0 +1,99 @@
+#include "coordinator/scheme_planner.h"
+
+#include <cstdio>
+
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+SchemeMode parseSchemeMode(const std::string& name) {
+  if (name == "ps") return SchemeMode::kPS;
+  if (name == "sfb") return SchemeMode::kSFB;
+  if (name == "auto") return SchemeMode::kAuto;
+  if (name == "adam") return SchemeMode::kAdam;
+  throw InputError("--scheme " + name + ": use ps, sfb, auto or adam");
+}
+
+CostRule parseCostRule(const std::string& name) {
+  if (name == "bytes") return CostRule::kBytes;
+  if (name == "time") return CostRule::kTime;
+  throw InputError("--cost-model " + name + ": use bytes or time");
+}
+
+const char* schemeModeName(SchemeMode mode) {
+  switch (mode) {
+    case SchemeMode::kPS: return "ps";
+    case SchemeMode::kSFB: return "sfb";
+    case SchemeMode::kAuto: return "auto";
+    case SchemeMode::kAdam: return "adam";
+  }
+  return "?";
+}
+
+const char* costRuleName(CostRule rule) { return rule == CostRule::kTime ? "time" : "bytes"; }
+
+namespace {
+
+std::string format(const char* fmt, double a, double b, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), fmt, a, b, c, d);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& req) {
+  const int P1 = cluster.workers();
+  const int P2 = cluster.shards();
+  // The role of a typical worker, for Table 1's per-node counts.
+  const PsRole role = cluster.hasShard(0) ? PsRole::kServerAndWorker : PsRole::kWorkerOnly;
+  if (req.rule == CostRule::kTime && req.mode == SchemeMode::kAuto && !req.rates.known()) {
+    throw InputError("the time cost model needs the link bandwidth and the GEMM rate");
+  }
+  std::vector<LayerPlan> plans;
+  for (const auto& layer : model.layers) {
+    LayerPlan p;
+    const std::int64_t numel = layer.numel();
+    p.ps_floats = CostModel::psFloats(numel, 1, P1, P2, role);
+    const bool fc = layer.kind == LayerKind::kFC && P1 > 1;
+    if (fc) {
+      // The bias rides along with the factors (its gradient is the sum of U's rows).
+      p.sfb_floats = CostModel::sfbFloats(layer.M, layer.N, P1, req.batch);
+      p.adam_floats = CostModel::adamFloats(layer.M, layer.N, req.batch);
+      p.bytes_choice = p.sfb_floats <= p.ps_floats ? Scheme::kSFB : Scheme::kPS;
+    }
+    if (req.rates.known()) {
+      const double bw = req.rates.bandwidth_bytes_per_s;
+      // A node sends and receives half of the Table 1 count each; the link is full duplex.
+      p.ps_seconds = p.ps_floats / 2 * sizeof(float) / bw;
+      if (fc) {
+        const double extra_flops = 2.0 * layer.M * layer.N * req.batch * (P1 - 1);
+        p.sfb_seconds = p.sfb_floats / 2 * sizeof(float) / bw + extra_flops / req.rates.gemm_flops_per_s;
+        p.time_choice = p.sfb_seconds < p.ps_seconds ? Scheme::kSFB : Scheme::kPS;
+      }
+    } else {
+      p.time_choice = p.bytes_choice;
+    }
+    switch (req.mode) {
+      case SchemeMode::kPS: p.scheme = Scheme::kPS; break;
+      case SchemeMode::kSFB: p.scheme = fc ? Scheme::kSFB : Scheme::kPS; break;
+      case SchemeMode::kAdam: p.scheme = fc ? Scheme::kAdam : Scheme::kPS; break;
+      case SchemeMode::kAuto: p.scheme = req.rule == CostRule::kTime ? p.time_choice : p.bytes_choice; break;
+    }
+    if (!fc) {
+      p.reason = layer.kind == LayerKind::kFC ? "one worker: nothing to exchange" : "not FC: no sufficient factors";
+    } else if (req.mode == SchemeMode::kAuto && req.rule == CostRule::kTime) {
+      p.reason = format("time: sfb %.4f s (%.4f network + %.4f reconstruction) vs ps %.4f s", p.sfb_seconds,
+                        p.sfb_floats * 2 / req.rates.bandwidth_bytes_per_s,
+                        p.sfb_seconds - p.sfb_floats * 2 / req.rates.bandwidth_bytes_per_s, p.ps_seconds);
+    } else if (req.mode == SchemeMode::kAuto) {
+      p.reason = format("bytes: sfb %.0f floats vs ps %.0f", p.sfb_floats, p.ps_floats);
+    } else {
+      p.reason = std::string("forced by --scheme ") + schemeModeName(req.mode);
+    }
+    plans.push_back(p);
+  }
+  return plans;
+}
+
+}  // namespace poseidon

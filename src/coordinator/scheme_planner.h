@@ -1,0 +1,56 @@
+// HybComm's per-layer choice (ATC'17 §3.3, Algorithm 1): for each layer, the scheme that
+// moves the fewest bytes ("bytes" rule, the paper's) or that is predicted to take the least
+// time ("time" rule). The time rule also charges SFB for what the byte count leaves out on
+// a CPU: reconstructing the summed gradient is a GEMM of 2*M*N*(P1*K) flops on every
+// worker, in place of the local 2*M*N*K weight-gradient GEMM it saves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coordinator/cluster_info.h"
+#include "coordinator/cost_model.h"
+#include "poseidon/model_info.h"
+
+namespace poseidon {
+
+enum class SchemeMode { kPS, kSFB, kAuto, kAdam };
+enum class CostRule { kBytes, kTime };
+
+// Throw InputError on an unknown name.
+SchemeMode parseSchemeMode(const std::string& name);
+CostRule parseCostRule(const std::string& name);
+const char* schemeModeName(SchemeMode mode);
+const char* costRuleName(CostRule rule);
+
+// What the time rule needs to know about the machine.
+struct PlatformRates {
+  double bandwidth_bytes_per_s = 0;  // per node, each direction
+  double gemm_flops_per_s = 0;
+  bool known() const { return bandwidth_bytes_per_s > 0 && gemm_flops_per_s > 0; }
+};
+
+struct LayerPlan {
+  Scheme scheme = Scheme::kPS;
+  // Per node, send + receive, as in ATC'17 Table 1 (0 for layers without the option).
+  double ps_floats = 0, sfb_floats = 0, adam_floats = 0;
+  // Predicted seconds per iteration when rates are known (else 0).
+  double ps_seconds = 0, sfb_seconds = 0;
+  Scheme bytes_choice = Scheme::kPS;  // what each rule alone would pick
+  Scheme time_choice = Scheme::kPS;
+  std::string reason;
+};
+
+struct PlanRequest {
+  SchemeMode mode = SchemeMode::kAuto;
+  CostRule rule = CostRule::kBytes;
+  std::int64_t batch = 32;  // K, per worker
+  PlatformRates rates;
+};
+
+// One plan per layer of `model`. Only FC layers can go by SFB or ADAM; with one worker
+// every layer stays on PS (there is nobody to exchange with).
+std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& request);
+
+}  // namespace poseidon

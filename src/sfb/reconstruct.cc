@@ -1,0 +1,45 @@
+#include "sfb/reconstruct.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+namespace poseidon {
+
+namespace {
+// Rows of the weight gradient built per GEMM: ~1 MB of gradient for fcnet's widest layer.
+constexpr std::int64_t kTargetBlockFloats = 256 * 1024;
+}  // namespace
+
+void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::int64_t rows, int workers,
+                         const SgdOptions& o) {
+  const float scale = 1.0f / static_cast<float>(workers);
+  const bool momentum = o.momentum != 0.0f;
+  if (momentum && s.weight_momentum.empty()) {
+    s.weight_momentum.assign(static_cast<std::size_t>(s.M * s.N), 0.0f);
+    if (s.bias) s.bias_momentum.assign(static_cast<std::size_t>(s.M), 0.0f);
+  }
+  const std::int64_t block_rows = std::max<std::int64_t>(1, std::min(s.M, kTargetBlockFloats / std::max<std::int64_t>(1, s.N)));
+  s.block.resize(static_cast<std::size_t>(block_rows * s.N));
+  for (std::int64_t r0 = 0; r0 < s.M; r0 += block_rows) {
+    const std::int64_t nr = std::min(block_rows, s.M - r0);
+    // block (nr x N) = scale * U[:, r0:r0+nr]^T (nr x rows) * V (rows x N)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(s.N),
+                static_cast<int>(rows), scale, U + r0, static_cast<int>(s.M), V, static_cast<int>(s.N), 0.0f,
+                s.block.data(), static_cast<int>(s.N));
+    sgdStep(s.weight + r0 * s.N, momentum ? s.weight_momentum.data() + r0 * s.N : nullptr, {s.block.data()}, 1.0f,
+            nr * s.N, o, s.first_step);
+  }
+  if (s.bias) {
+    std::vector<float> g(static_cast<std::size_t>(s.M), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* u = U + r * s.M;
+      for (std::int64_t m = 0; m < s.M; ++m) g[m] += u[m];
+    }
+    for (auto& x : g) x *= scale;
+    sgdStep(s.bias, momentum ? s.bias_momentum.data() : nullptr, {g.data()}, 1.0f, s.M, o, s.first_step);
+  }
+  s.first_step = false;
+}
+
+}  // namespace poseidon

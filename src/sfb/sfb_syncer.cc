@@ -1,0 +1,116 @@
+#include "sfb/sfb_syncer.h"
+
+#include <cstring>
+
+#include "common/digest.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
+                     const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure)
+    : LayerSyncer(layer), book_(book), transport_(transport), options_(options), timeout_(timeout), failure_(failure) {
+  const LayerInfo& info = book.model().layers[layer];
+  POSEIDON_ENFORCE(info.kind == LayerKind::kFC && !params.empty(), "SFB needs an FC layer");
+  state_.M = info.M;
+  state_.N = info.N;
+  state_.weight = params[0];
+  state_.bias = params.size() > 1 ? params[1] : nullptr;
+  for (int r = 0; r < book.cluster().workers(); ++r) workers_.push_back(r);
+  for (auto& a : arrived_) a.resize(workers_.size());
+}
+
+Message SfbSyncer::pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
+  const std::size_t u = static_cast<std::size_t>(K * state_.M), v = static_cast<std::size_t>(K * state_.N);
+  Message m = Message::make(MsgType::kFactors, static_cast<std::uint32_t>(layer()),
+                            static_cast<std::uint32_t>(transport_.rank()), iteration, (u + v) * sizeof(float));
+  std::memcpy(m.floats(), U, u * sizeof(float));
+  std::memcpy(m.floats() + u, V, v * sizeof(float));
+  return m;
+}
+
+void SfbSyncer::Send(std::uint64_t iteration, Message factors) {
+  const int me = transport_.rank();
+  for (int w : workers_) {
+    if (w == me) continue;
+    transport_.send(w, factors);
+    bytes_sent_ += factors.wireBytes();
+  }
+  deliver(std::move(factors));  // this worker's own share, in its rank's slot
+}
+
+void SfbSyncer::deliver(Message m) {
+  const auto& h = m.header();
+  const std::size_t floats = m.floatCount();
+  const std::size_t per_row = static_cast<std::size_t>(state_.M + state_.N);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (h.source >= workers_.size() || floats % per_row != 0 || floats == 0) {
+      throw CommError(detail::cat("rank ", h.source, " sent malformed factors for layer ", layer()));
+    }
+    if (h.iteration != applied_ && h.iteration != applied_ + 1) {
+      throw CommError(detail::cat("layer ", layer(), ": factors of iteration ", h.iteration, " from rank ", h.source,
+                                  " while applying iteration ", applied_, " (BSP allows only that one and the next)"));
+    }
+    auto& slot = arrived_[h.iteration % 2][h.source];
+    if (!slot.empty()) {
+      throw CommError(detail::cat("layer ", layer(), ": rank ", h.source, " sent factors twice for iteration ", h.iteration));
+    }
+    slot = std::move(m);
+    ++count_[h.iteration % 2];
+  }
+  cv_.notify_all();
+}
+
+void SfbSyncer::release(std::uint64_t iteration) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = std::max(released_, iteration + 1);
+  }
+  cv_.notify_all();
+}
+
+void SfbSyncer::Receive(std::uint64_t iteration) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int parity = static_cast<int>(iteration % 2);
+  waitFor(lock, cv_, [&] { return count_[parity] == static_cast<int>(workers_.size()); }, timeout_, &failure_,
+          detail::cat("rank ", transport_.rank(), ": factors of layer '", book_.model().layers[layer()].name,
+                      "' from every worker for iteration ", iteration));
+  // The weight may change only once autograd has used it for this iteration's input gradient.
+  waitFor(lock, cv_, [&] { return released_ > iteration; }, timeout_, &failure_,
+          detail::cat("rank ", transport_.rank(), ": backward pass past layer '", book_.model().layers[layer()].name, "'"));
+}
+
+void SfbSyncer::Move(std::uint64_t iteration) {
+  std::vector<Message> mine;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    mine.swap(arrived_[iteration % 2]);
+    arrived_[iteration % 2].resize(workers_.size());
+    count_[iteration % 2] = 0;
+  }
+  // Stack every worker's U and V in rank order: the same bytes, hence the same sums, everywhere.
+  const std::int64_t per_row = state_.M + state_.N;
+  std::int64_t rows = 0;
+  for (const auto& m : mine) rows += static_cast<std::int64_t>(m.floatCount()) / per_row;
+  std::vector<float> U(static_cast<std::size_t>(rows * state_.M)), V(static_cast<std::size_t>(rows * state_.N));
+  std::int64_t at = 0;
+  for (const auto& m : mine) {
+    const std::int64_t k = static_cast<std::int64_t>(m.floatCount()) / per_row;
+    std::memcpy(U.data() + at * state_.M, m.floats(), k * state_.M * sizeof(float));
+    std::memcpy(V.data() + at * state_.N, m.floats() + k * state_.M, k * state_.N * sizeof(float));
+    at += k;
+  }
+  reconstructAndApply(state_, U.data(), V.data(), rows, static_cast<int>(workers_.size()), options_);
+  std::lock_guard<std::mutex> lock(mu_);
+  applied_ = iteration + 1;
+}
+
+void SfbSyncer::addToDigest(Digest& d) const {
+  d.update(state_.weight, state_.M * state_.N * sizeof(float));
+  if (state_.bias) d.update(state_.bias, state_.M * sizeof(float));
+  d.update(state_.weight_momentum.data(), state_.weight_momentum.size() * sizeof(float));
+  d.update(state_.bias_momentum.data(), state_.bias_momentum.size() * sizeof(float));
+}
+
+}  // namespace poseidon

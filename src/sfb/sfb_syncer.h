@@ -1,0 +1,62 @@
+// The Syncer of a layer that goes by sufficient factor broadcasting. For iteration t:
+//   Send    - broadcast this worker's factors (U, V) to every other worker;
+//   Receive - block until the factors of all workers for t have arrived;
+//   Move    - once autograd no longer needs the layer's weight for this backward pass
+//             (release), reconstruct the mean gradient and apply the optimizer step to the
+//             engine's weight and bias in place. Every worker does the same, so replicas stay
+//             identical; the optimizer state is replicated.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "client/layer_syncer.h"
+#include "comm/transport.h"
+#include "common/wait.h"
+#include "coordinator/information_book.h"
+#include "kvstore/sgd.h"
+#include "sfb/reconstruct.h"
+
+namespace poseidon {
+
+class SfbSyncer final : public LayerSyncer {
+ public:
+  SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
+            const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure);
+
+  // Packs this worker's factors (K x M gradients at the output, K x N inputs) into a message.
+  Message pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const;
+  void Send(std::uint64_t iteration, Message factors);
+  void Receive(std::uint64_t iteration) override;
+  void Move(std::uint64_t iteration) override;
+  // Autograd is done with the weight for iteration t's backward pass.
+  void release(std::uint64_t iteration);
+  // A peer's factors (transport thread).
+  void deliver(Message factors);
+
+  // Digest of the replicated state (weight, bias, momentum), for --verify.
+  void addToDigest(class Digest& digest) const;
+
+ private:
+  const InformationBook& book_;
+  Transport& transport_;
+  const SgdOptions options_;
+  const std::chrono::milliseconds timeout_;
+  const FailureState& failure_;
+  SfbLayerState state_;
+  std::vector<int> workers_;  // ranks that exchange factors
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // A fast peer's factors for t+1 can arrive while this worker still applies t, so arrivals
+  // are kept by iteration parity. Guarded by mu_.
+  std::vector<Message> arrived_[2];  // by worker rank
+  int count_[2] = {0, 0};
+  std::uint64_t applied_ = 0;   // iterations whose step has been applied here
+  std::uint64_t released_ = 0;  // iterations whose backward pass is past this layer
+};
+
+}  // namespace poseidon

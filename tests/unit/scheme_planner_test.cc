@@ -1,0 +1,62 @@
+#include "coordinator/scheme_planner.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/units.h"
+#include "models/model_spec.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+namespace {
+
+std::vector<LayerPlan> fcnetPlan(CostRule rule, PlatformRates rates, int workers = 4) {
+  return planSchemes(modelInfoFromSpec(builtinModel("fcnet")), ClusterInfo(workers, 0, 0),
+                     PlanRequest{SchemeMode::kAuto, rule, 32, rates});
+}
+
+TEST(SchemePlanner, BytesRulePutsTheBigFcLayersOnSfb) {
+  const auto plan = fcnetPlan(CostRule::kBytes, {});
+  ASSERT_EQ(plan.size(), 6u);
+  for (int l = 0; l < 3; ++l) EXPECT_EQ(plan[l].scheme, Scheme::kPS) << "conv " << l;
+  EXPECT_EQ(plan[3].scheme, Scheme::kSFB);  // 4096 x 6272
+  EXPECT_EQ(plan[4].scheme, Scheme::kSFB);  // 4096 x 4096
+  EXPECT_EQ(plan[5].scheme, Scheme::kPS);   // 10 x 4096: the factors outweigh the matrix
+  // The worked figure: 2 K (P1 - 1)(M + N) for 4096 x 4096 at K = 32, P1 = 4.
+  EXPECT_EQ(plan[4].sfb_floats, 2.0 * 32 * 3 * (4096 + 4096));
+}
+
+TEST(SchemePlanner, TimeRuleChargesTheReconstructionGemm) {
+  // A fast link (shared memory): moving the matrix is cheaper than P1 x the GEMM.
+  const auto fast = fcnetPlan(CostRule::kTime, PlatformRates{2e9, 50e9});
+  EXPECT_EQ(fast[3].scheme, Scheme::kPS);
+  EXPECT_EQ(fast[3].bytes_choice, Scheme::kSFB);  // the two rules disagree here
+  // A 1 gbit link: the bytes dominate again.
+  const auto slow = fcnetPlan(CostRule::kTime, PlatformRates{parseBandwidth("1gbit", "--bandwidth"), 50e9});
+  EXPECT_EQ(slow[3].scheme, Scheme::kSFB);
+  EXPECT_EQ(slow[4].scheme, Scheme::kSFB);
+  EXPECT_GT(slow[3].ps_seconds, slow[3].sfb_seconds);
+}
+
+TEST(SchemePlanner, ForcedModesAndOneWorker) {
+  const auto model = modelInfoFromSpec(builtinModel("fcnet"));
+  auto sfb = planSchemes(model, ClusterInfo(4, 0, 0), PlanRequest{SchemeMode::kSFB, CostRule::kBytes, 32, {}});
+  EXPECT_EQ(sfb[5].scheme, Scheme::kSFB);  // forced, even where it costs more
+  EXPECT_EQ(sfb[0].scheme, Scheme::kPS);   // conv layers cannot
+  auto one = planSchemes(model, ClusterInfo(1, 0, 0), PlanRequest{SchemeMode::kSFB, CostRule::kBytes, 32, {}});
+  for (const auto& p : one) EXPECT_EQ(p.scheme, Scheme::kPS);
+  EXPECT_THROW(planSchemes(model, ClusterInfo(4, 0, 0), PlanRequest{SchemeMode::kAuto, CostRule::kTime, 32, {}}),
+               InputError);
+}
+
+TEST(Units, Bandwidths) {
+  EXPECT_DOUBLE_EQ(parseBandwidth("1gbit", "x"), 125e6);
+  EXPECT_DOUBLE_EQ(parseBandwidth("100mbit", "x"), 12.5e6);
+  EXPECT_DOUBLE_EQ(parseBandwidth("125MB", "x"), 125e6);
+  EXPECT_DOUBLE_EQ(parseBandwidth("5000", "x"), 5000);
+  EXPECT_THROW(parseBandwidth("fast", "--bandwidth"), InputError);
+  EXPECT_THROW(parseBandwidth("1parsec", "--bandwidth"), InputError);
+  EXPECT_THROW(parseSchemeMode("carrier-pigeon"), InputError);
+}
+
+}  // namespace
+}  // namespace poseidon
