@@ -8,20 +8,9 @@ Prints each run and the medians and ratios. Usage:
   bench/issue2_bench.py [--poseidon build/apps/poseidon] [--model fcnet] [--iterations 30] [--repeats 5]
 """
 import argparse
-import json
-import os
 import statistics
-import subprocess
 
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+from common import mpirun, run_json as run
 
 
 def main():
@@ -35,7 +24,7 @@ def main():
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--skip-wfbp", action="store_true")
     a = ap.parse_args()
-    common = ["train", "--model", a.model, "--synthetic", "--batch", str(a.batch), "--iterations",
+    common = ["train", "--scheme", "ps", "--model", a.model, "--synthetic", "--batch", str(a.batch), "--iterations",
               str(a.iterations), "--no-eval", "--json", "--threads", "1"]
 
     if not a.skip_single:
@@ -55,7 +44,7 @@ def main():
               f"{statistics.median(ratios):.3f}")
 
     if not a.skip_wfbp:
-        mpi = ["mpirun", "-np", str(a.ranks), "--oversubscribe", a.poseidon]
+        mpi = mpirun(a.ranks, a.poseidon)
         on, off = [], []
         for r in range(a.repeats):
             x = run(mpi + common)

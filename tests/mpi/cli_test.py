@@ -98,7 +98,7 @@ def case_np1_equals_baseline(args):
 
 
 def case_np2_mlp(args):
-    r, out = train(args, 2, ["--model", "mlp", "--iterations", "60", "--json"])
+    r, out = train(args, 2, ["--model", "mlp", "--iterations", "60", "--json", "--scheme", "ps"])
     check(r["workers"] == 2 and r["iterations"] == 60, r)
     check(len(r["param_digest"]) == 16, r)
     check(r["test_accuracy"] is not None and r["test_accuracy"] > 50, f"accuracy {r['test_accuracy']}")
@@ -115,13 +115,14 @@ def case_np2_wfbp_and_no_wfbp_agree(args):
 
 
 def case_np3_server_rank(args):
-    r, _ = train(args, 3, ["--model", "mlp", "--iterations", "30", "--server-ranks", "1", "--json"])
+    r, _ = train(args, 3, ["--model", "mlp", "--iterations", "30", "--server-ranks", "1", "--json", "--scheme", "ps"])
     check(r["ranks"] == 3 and r["workers"] == 2, r)
     within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "worker-only rank")
 
 
 def case_np4_convnet_bytes(args):
-    r, _ = train(args, 4, ["--model", "convnet", "--synthetic", "--iterations", "8", "--no-eval", "--json"])
+    r, _ = train(args, 4, ["--model", "convnet", "--synthetic", "--iterations", "8", "--no-eval", "--json",
+                           "--scheme", "ps"])
     within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "convnet total")
     for l in r["layers"]:
         if l["params"] > 10000:
@@ -129,11 +130,89 @@ def case_np4_convnet_bytes(args):
 
 
 def case_np4_fcnet_bytes(args):
-    r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json"])
+    r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json",
+                           "--scheme", "ps"])
     print(f"fcnet, 4 ranks: {r['bytes_sent_per_iter']:.0f} bytes/iter sent, model {r['bytes_model_per_iter']:.0f}")
     within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "fcnet total")
     for l in r["layers"]:
         within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']}")
+
+
+def compare_params(path_a, path_b, tol, what):
+    import numpy as np
+    a = np.fromfile(path_a, np.float32).astype(np.float64)
+    b = np.fromfile(path_b, np.float32).astype(np.float64)
+    check(a.size == b.size, f"{what}: parameter counts {a.size} vs {b.size}")
+    rel = float(np.linalg.norm(a - b) / np.linalg.norm(b))
+    print(f"{what}: relative parameter difference {rel:.3e}")
+    check(rel <= tol, f"{what}: relative parameter difference {rel:.3e} over {tol}")
+
+
+def case_np4_sfb_equals_ps(args):
+    # Exactness: SFB reconstructs the same gradient the PS aggregates (fcnet, 4 ranks, 20 iterations).
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "fcnet", "--iterations", "20", "--no-eval", "--json", "--seed", "3"]
+        a, _ = train(args, 4, common + ["--scheme", "sfb", "--save-params", f"{tmp}/sfb.bin"])
+        b, _ = train(args, 4, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+        check([l["scheme"] for l in a["layers"]] == ["ps", "ps", "ps", "sfb", "sfb", "sfb"], a["layers"])
+        loss_rel = abs(a["train_loss"] - b["train_loss"]) / abs(b["train_loss"])
+        print(f"train loss sfb {a['train_loss']:.9f} ps {b['train_loss']:.9f} (relative {loss_rel:.2e})")
+        check(loss_rel <= 1e-4, "train losses differ")
+        compare_params(f"{tmp}/sfb.bin", f"{tmp}/ps.bin", 1e-4, "sfb vs ps")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_np4_sfb_bytes(args):
+    r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json",
+                           "--scheme", "auto", "--cost-model", "bytes"])
+    check([l["scheme"] for l in r["layers"]] == ["ps", "ps", "ps", "sfb", "sfb", "ps"], r["layers"])
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "fcnet auto total")
+    for l in r["layers"]:
+        within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']} ({l['scheme']})")
+
+
+def case_np3_sfb_verify_and_time_model(args):
+    r, out = train(args, 3, ["--model", "mlp", "--iterations", "30", "--scheme", "sfb", "--verify", "5", "--json"])
+    check(all(l["scheme"] == "sfb" for l in r["layers"]), r["layers"])
+    check(r["test_accuracy"] > 50, f"accuracy {r['test_accuracy']}")
+    r, out = train(args, 3, ["--model", "mlp", "--iterations", "10", "--cost-model", "time", "--no-eval", "--json"])
+    check(r["cost_model"] == "time" and "cost model rates: link" in out, out[-1500:])
+    check(all("time:" in l["reason"] for l in r["layers"]), r["layers"])
+    r, out = train(args, 3, ["--model", "mlp", "--iterations", "10", "--cost-model", "time", "--no-eval", "--json",
+                             "--bandwidth", "1gbit", "--gflops", "40"])
+    check("link 125.0 MB/s, GEMM 40.0 GFLOP/s" in out, out[-1500:])
+
+
+def plan(args, extra):
+    rc, out, err, _ = run([args.poseidon, "plan"] + extra)
+    check(rc == 0, f"plan failed: {err}")
+    return out
+
+
+def case_plan_worked_values(args):
+    # ATC'17: 4096 x 4096, P1 = P2 = 8, K = 32.
+    j = json.loads(plan(args, ["--layer", "4096x4096", "--workers", "8", "--batch", "32", "--json"]))
+    l = j["layers"][0]
+    check(l["sfb_floats"] == 3670016 and l["ps_floats"] == 58720256 and l["scheme"] == "sfb", l)
+    # Worker-only node: 2 M N.
+    j = json.loads(plan(args, ["--layer", "4096x4096", "--workers", "8", "--servers", "8", "--batch", "32", "--json"]))
+    check(j["layers"][0]["ps_floats"] == 33554432, j["layers"][0])
+    # 2015 paper, AlexNet fc6-fc7 shape, P = 4, K = 256: cluster-wide counts.
+    j = json.loads(plan(args, ["--layer", "4096x4096", "--workers", "4", "--batch", "256", "--json"]))
+    l = j["layers"][0]
+    check(l["cluster_sfb_floats"] == 18874368 and l["cluster_ps_floats"] == 134217728
+          and l["cluster_adam_floats"] == 75497472, l)
+    table = plan(args, ["--model", "vgg19-22k", "--workers", "8", "--bandwidth", "1gbit", "--gflops", "50"])
+    check("21841x4096" in table and "ps_s" in table, table)
+
+
+def case_plan_bad_input(args):
+    rc, out, err, _ = run([args.poseidon, "plan", "--layer", "4096by4096"])
+    check(rc != 0 and "MxN" in err, err)
+    rc, out, err, _ = run([args.poseidon, "plan", "--cost-model", "time"])
+    check(rc != 0 and "--bandwidth" in err, err)
 
 
 def case_np2_model_file(args):
