@@ -92,6 +92,26 @@ std::pair<double, double> evaluate(torch::nn::Sequential& net, const Data& d, st
   return {correct, static_cast<double>(end - begin)};
 }
 
+// What the cost model says rank `rank` sends per iteration for layer l under `scheme`.
+double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K) {
+  const auto& cluster = book.cluster();
+  const LayerInfo& li = book.model().layers[l];
+  if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
+  if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
+  // ADAM with sharded servers: the factors go to every other shard that holds a pair of
+  // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
+  std::vector<bool> shard_used(cluster.shards(), false);
+  double own = 0;
+  for (auto key : book.pairsOfLayer(l)) {
+    const KVPair& kv = book.pair(key);
+    shard_used[kv.shard] = true;
+    if (cluster.shardRank(kv.shard) == rank) own += static_cast<double>(kv.length);
+  }
+  int remote = 0;
+  for (int s = 0; s < cluster.shards(); ++s) remote += shard_used[s] && cluster.shardRank(s) != rank ? 1 : 0;
+  return (static_cast<double>(K) * (li.M + li.N) * remote + own * (cluster.workers() - 1)) * sizeof(float);
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -336,7 +356,6 @@ int train(const TrainOptions& o, Runtime* runtime) {
   if (session) {
     const double iters = static_cast<double>(total);
     const int L = static_cast<int>(info.layers.size());
-    const auto& cluster = session->book().cluster();
     // Per worker: loss, then per layer the bytes sent and the cost model's figure for what
     // a node sends under the layer's scheme.
     std::vector<double> mine(1 + 2 * L, 0.0);
@@ -346,8 +365,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
         const auto& li = info.layers[l];
         const auto& plan = session->plan()[l];
         mine[1 + 2 * l] = (session->bytesSentForLayer(l) - layer_bytes_before[l]) / iters;
-        mine[2 + 2 * l] = plan.scheme == Scheme::kSFB ? plan.sfb_floats / 2 * sizeof(float)
-                                                      : CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
+        mine[2 + 2 * l] = modelBytesSent(session->book(), plan.scheme, l, rank, o.batch);
       }
     }
     const auto sum = session->control().allreduceSum(mine, "final statistics");

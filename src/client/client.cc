@@ -17,6 +17,8 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
       sfb_(book.model().layers.size(), nullptr),
       pending_send_(book.model().layers.size()),
       reported_(book.model().layers.size(), false),
+      started_(book.model().layers.size(), false),
+      schemes_(schemes),
       complete_(book.model().layers.size(), true),
       // One thread per syncer: a syncer blocks in Receive, and no layer's sync should
       // wait for a free thread behind another layer's.
@@ -51,7 +53,9 @@ void Client::report(int layer, std::function<void()> send) {
   }
   reported_[layer] = true;
   pending_send_[layer] = std::move(send);
-  if (options_.wfbp) startSync(layer);
+  // A factor push to the servers waits for the weight's release: the co-located shard
+  // updates the engine's weight in place, which autograd may still be about to read.
+  if (options_.wfbp && schemes_[layer] != Scheme::kAdam) startSync(layer);
 }
 
 void Client::gradientsReady(int layer, std::vector<float*> grads) {
@@ -63,9 +67,15 @@ void Client::gradientsReady(int layer, std::vector<float*> grads) {
 }
 
 void Client::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
-  SfbSyncer* s = sfb_.at(layer);
-  POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by SFB");
   const std::uint64_t t = iteration_;
+  if (schemes_.at(layer) == Scheme::kAdam) {
+    PsSyncer* ps = ps_.at(layer);
+    auto message = std::make_shared<Message>(ps->packFactors(t, U, V, K));
+    report(layer, [ps, t, message] { ps->SendFactors(t, std::move(*message)); });
+    return;
+  }
+  SfbSyncer* s = sfb_.at(layer);
+  POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by factors");
   // Packed now: the engine's factor tensors may be gone by the time the sync runs.
   auto message = std::make_shared<Message>(s->pack(t, U, V, K));
   report(layer, [s, t, message] { s->Send(t, std::move(*message)); });
@@ -73,9 +83,11 @@ void Client::factorsReady(int layer, const float* U, const float* V, std::int64_
 
 void Client::layerReleased(int layer) {
   if (SfbSyncer* s = sfb_.at(layer)) s->release(iteration_);
+  if (schemes_.at(layer) == Scheme::kAdam && options_.wfbp && reported_[layer] && !started_[layer]) startSync(layer);
 }
 
 void Client::startSync(int layer) {
+  started_[layer] = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_ENFORCE(complete_[layer], "layer ", layer, " started a sync while its previous one runs");
@@ -112,11 +124,13 @@ void Client::endIteration() {
   for (auto* s : sfb_) {
     if (s) s->release(iteration_);
   }
-  if (!options_.wfbp) {
-    // Top layer first, as back-propagation would have produced them.
-    for (int l = static_cast<int>(syncers_.size()) - 1; l >= 0; --l) startSync(l);
+  // Top layer first, as back-propagation would have produced them: all of them without
+  // WFBP, and with WFBP any factor push whose release did not come (the first layer).
+  for (int l = static_cast<int>(syncers_.size()) - 1; l >= 0; --l) {
+    if (!started_[l]) startSync(l);
   }
   reported_.assign(reported_.size(), false);
+  started_.assign(started_.size(), false);
   ++iteration_;
 }
 

@@ -79,6 +79,8 @@ class Client {
   std::uint64_t iteration_ = 0;                        // compute thread only
   std::vector<std::function<void()>> pending_send_;    // compute thread only: by layer
   std::vector<bool> reported_;                         // compute thread only
+  std::vector<bool> started_;                          // compute thread only
+  std::vector<Scheme> schemes_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -4,6 +4,7 @@
 
 #include "kvstore/parameter_server.h"
 #include "poseidon/errors.h"
+#include "sfb/factors.h"
 
 namespace poseidon {
 
@@ -42,6 +43,33 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
     std::memcpy(m.payload(), src, bytes);
     bytes_sent_ += m.wireBytes();
     transport_.send(owner, std::move(m));
+  }
+}
+
+Message PsSyncer::packFactors(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
+  const LayerInfo& info = book_.model().layers[layer()];
+  return poseidon::packFactors(MsgType::kPushFactors, layer(), transport_.rank(), iteration, U, V, K, info.M, info.N);
+}
+
+void PsSyncer::SendFactors(std::uint64_t iteration, Message factors) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    awaited_ = iteration + 1;
+    fresh_ = 0;
+    for (const auto& s : slots_) fresh_ += s.version == awaited_ ? 1 : 0;
+  }
+  grads_.clear();  // nothing of the engine's to clear: autograd computed no weight gradient
+  std::vector<bool> sent(book_.cluster().ranks(), false);
+  for (std::uint32_t key : keys_) {
+    const int owner = book_.cluster().shardRank(book_.pair(key).shard);
+    if (sent[owner]) continue;
+    sent[owner] = true;
+    if (owner == transport_.rank() && local_server_ != nullptr) {
+      local_server_->onPushFactors(factors);
+    } else {
+      bytes_sent_ += factors.wireBytes();
+      transport_.send(owner, factors);
+    }
   }
 }
 

@@ -29,6 +29,11 @@ class PsSyncer final : public LayerSyncer {
          std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure);
 
   void Send(std::uint64_t iteration, const std::vector<float*>& grads);
+  // The 2015 paper's strategy for an FC layer: this worker's factors (a kPushFactors
+  // message) go to every shard holding pairs of the layer, which reconstruct their slices.
+  void SendFactors(std::uint64_t iteration, Message factors);
+  // Packs factors for SendFactors.
+  Message packFactors(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const;
   void Receive(std::uint64_t iteration) override;
   void Move(std::uint64_t iteration) override;
 
@@ -45,7 +50,7 @@ class PsSyncer final : public LayerSyncer {
   Transport& transport_;
   ParameterServer* const local_server_;
   const std::vector<float*> params_;
-  std::vector<float*> grads_;  // of the iteration in progress; cleared by Move
+  std::vector<float*> grads_;  // of the iteration in progress; cleared by Move (none for factors)
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
   const std::vector<std::uint32_t>& keys_;

@@ -41,6 +41,10 @@ struct Dispatch {
         if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent parameters to a rank that does not train"));
         client->onParams(std::move(m));
         return;
+      case MsgType::kPushFactors:
+        if (!server) throw CommError(detail::cat("rank ", m.header().source, " pushed factors to a rank with no shard"));
+        server->onPushFactors(std::move(m));
+        return;
       case MsgType::kFactors:
         if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent factors to a rank that does not train"));
         client->onFactors(std::move(m));
@@ -100,10 +104,6 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   if (options.batch <= 0) throw InputError(detail::cat("--batch ", options.batch, ": must be positive"));
   const SchemeMode mode = parseSchemeMode(options.scheme);
   const CostRule rule = parseCostRule(options.cost_model);
-  if (mode == SchemeMode::kAdam) {
-    throw InputError("--scheme adam is the 2015 paper's comparison strategy; this build prices it in "
-                     "'poseidon plan' but does not train with it: use ps, sfb or auto");
-  }
   ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
   s.params = std::move(params);
   const int me = transport.rank();
@@ -133,7 +133,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
     std::vector<bool> on_ps;
     for (const auto& p : s.plan) {
       s.schemes.push_back(p.scheme);
-      on_ps.push_back(p.scheme == Scheme::kPS);
+      on_ps.push_back(p.scheme != Scheme::kSFB);  // ADAM layers live on the servers too
     }
     s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
     const SgdOptions sgd{options.lr, options.momentum, options.weight_decay};
@@ -232,7 +232,7 @@ void Session::factorsReady(int layer, const float* U, const float* V, std::int64
 
 void Session::layerReleased(int layer) { impl_->client->layerReleased(layer); }
 
-bool Session::usesFactors(int layer) const { return impl_->schemes.at(layer) == Scheme::kSFB; }
+bool Session::usesFactors(int layer) const { return impl_->schemes.at(layer) != Scheme::kPS; }
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
 const PlatformRates& Session::rates() const { return impl_->rates; }
 

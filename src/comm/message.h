@@ -14,6 +14,7 @@ enum class MsgType : std::uint16_t {
   kPushGrad = 2,  // worker -> shard: gradient of one KV pair
   kParams = 3,    // shard -> worker: fresh parameters of one KV pair
   kFactors = 4,   // worker -> worker: sufficient factors (U, V) of one FC layer
+  kPushFactors = 5,  // worker -> shard: factors of one FC layer (the 2015 paper's strategy)
 };
 
 struct MessageHeader {

@@ -28,7 +28,7 @@ class TrafficCounters {
 
  private:
   std::vector<std::atomic<std::uint64_t>> per_peer_;
-  std::array<std::atomic<std::uint64_t>, 5> per_type_{};
+  std::array<std::atomic<std::uint64_t>, 6> per_type_{};
   std::atomic<std::uint64_t> total_{0};
 };
 

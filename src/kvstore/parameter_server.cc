@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "poseidon/errors.h"
+#include "sfb/reconstruct.h"
 
 namespace poseidon {
 
@@ -42,7 +43,7 @@ void ParameterServer::onPush(Message message) {
     throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ",
                                 h.key, ", which does not match the information book"));
   }
-  Push p{h.key, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}};
+  Push p{h.key, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}, Message()};
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(p));
@@ -53,9 +54,51 @@ void ParameterServer::onPush(Message message) {
 void ParameterServer::pushLocal(std::uint32_t key, std::uint64_t iteration, const float* grad) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(Push{key, iteration, transport_.rank(), Contribution{grad, Message()}});
+    queue_.push_back(Push{key, iteration, transport_.rank(), Contribution{grad, Message()}, Message()});
   }
   cv_.notify_one();
+}
+
+void ParameterServer::onPushFactors(Message message) {
+  const auto& h = message.header();
+  const auto& layers = book_.model().layers;
+  if (h.key >= layers.size() || layers[h.key].kind != LayerKind::kFC || h.source >= static_cast<std::uint32_t>(book_.cluster().workers()) ||
+      message.payloadBytes() % ((layers[h.key].M + layers[h.key].N) * sizeof(float)) != 0 || message.payloadBytes() == 0) {
+    throw CommError(detail::cat("rank ", h.source, " pushed malformed factors for layer ", h.key));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(Push{h.key, h.iteration, static_cast<int>(h.source), Contribution(), message});
+  }
+  cv_.notify_one();
+}
+
+void ParameterServer::applyFactors(const Push& p) {
+  const LayerInfo& layer = book_.model().layers[p.key];
+  const std::int64_t rows = static_cast<std::int64_t>(p.factors.floatCount()) / (layer.M + layer.N);
+  const float* U = p.factors.floats();
+  const float* V = U + rows * layer.M;
+  for (std::uint32_t key : book_.pairsOfLayer(static_cast<int>(p.key))) {
+    const KVPair& kv = book_.pair(key);
+    if (kv.shard != shard_.shard()) continue;
+    // The gradient slice lives in a message-shaped buffer, which the shard keeps alive.
+    Message slice = Message::make(MsgType::kPushGrad, key, static_cast<std::uint32_t>(p.worker), p.iteration,
+                                  static_cast<std::size_t>(kv.length) * sizeof(float));
+    gradientSlice(U, V, rows, layer.M, layer.N, kv.tensor, kv.offset, kv.length, slice.floats());
+    apply(Push{key, p.iteration, p.worker, Contribution{slice.floats(), slice}, Message()});
+  }
+}
+
+void ParameterServer::apply(Push p) {
+  if (!shard_.push(p.key, p.iteration, p.worker, std::move(p.contribution))) return;
+  publish(p.key, p.iteration + 1);
+  const std::uint64_t version = p.iteration + 1;
+  if (completed_.size() <= version) completed_.resize(version + 1, 0);
+  if (++completed_[version] == book_.pairsOfShard(shard_.shard()).size()) {
+    std::lock_guard<std::mutex> guard(mu_);
+    min_version_ = version;
+  }
+  version_cv_.notify_all();
 }
 
 void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
@@ -85,7 +128,6 @@ void ParameterServer::waitVersion(std::uint64_t iterations, std::chrono::millise
 
 void ParameterServer::runLoop() {
   pthread_setname_np(pthread_self(), "poseidon-server");
-  const std::size_t pairs = book_.pairsOfShard(shard_.shard()).size();
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -94,15 +136,10 @@ void ParameterServer::runLoop() {
     queue_.pop_front();
     lock.unlock();
     try {
-      if (shard_.push(p.key, p.iteration, p.worker, std::move(p.contribution))) {
-        publish(p.key, p.iteration + 1);
-        const std::uint64_t version = p.iteration + 1;
-        if (completed_.size() <= version) completed_.resize(version + 1, 0);
-        if (++completed_[version] == pairs) {
-          std::lock_guard<std::mutex> guard(mu_);
-          min_version_ = version;
-        }
-        version_cv_.notify_all();
+      if (p.factors.empty()) {
+        apply(std::move(p));
+      } else {
+        applyFactors(p);
       }
     } catch (...) {
       failure_.set(std::current_exception());

@@ -33,6 +33,11 @@ class ParameterServer {
   // stay untouched until the pair is fresh again (BSP guarantees it).
   void pushLocal(std::uint32_t key, std::uint64_t iteration, const float* grad);
 
+  // Factors of one FC layer from a worker (the 2015 paper's strategy): the shard turns
+  // them into the gradient of each pair of that layer it holds. From the transport thread
+  // (kPushFactors) or from the co-located client.
+  void onPushFactors(Message message);
+
   // Blocks until every pair of this shard has completed `iterations` steps.
   void waitVersion(std::uint64_t iterations, std::chrono::milliseconds timeout);
   // Bytes of parameters this server sent, per layer.
@@ -45,8 +50,11 @@ class ParameterServer {
     std::uint64_t iteration;
     int worker;
     Contribution contribution;
+    Message factors;  // set for a factor push; key is then the layer
   };
   void runLoop();
+  void apply(Push p);
+  void applyFactors(const Push& p);
   void publish(std::uint32_t key, std::uint64_t iteration);
 
   const InformationBook& book_;

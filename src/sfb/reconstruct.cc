@@ -42,4 +42,24 @@ void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::
   s.first_step = false;
 }
 
+void gradientSlice(const float* U, const float* V, std::int64_t rows, std::int64_t M, std::int64_t N, int tensor,
+                   std::int64_t offset, std::int64_t length, float* out) {
+  if (tensor == 1) {
+    for (std::int64_t i = 0; i < length; ++i) out[i] = 0.0f;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* u = U + r * M + offset;
+      for (std::int64_t i = 0; i < length; ++i) out[i] += u[i];
+    }
+    return;
+  }
+  // Whole rows covering the slice, then the slice itself.
+  const std::int64_t r0 = offset / N, r1 = (offset + length - 1) / N;
+  const std::int64_t nr = r1 - r0 + 1;
+  std::vector<float> block(static_cast<std::size_t>(nr * N));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(N), static_cast<int>(rows),
+              1.0f, U + r0, static_cast<int>(M), V, static_cast<int>(N), 0.0f, block.data(), static_cast<int>(N));
+  const float* from = block.data() + (offset - r0 * N);
+  for (std::int64_t i = 0; i < length; ++i) out[i] = from[i];
+}
+
 }  // namespace poseidon

@@ -26,4 +26,10 @@ struct SfbLayerState {
 void reconstructAndApply(SfbLayerState& layer, const float* U, const float* V, std::int64_t rows, int workers,
                          const SgdOptions& options);
 
+// The part [offset, offset + length) of one tensor's mean gradient (tensor 0: the M x N
+// weight, row-major; tensor 1: the bias) from stacked factors, into `out`. Used by a
+// shard that receives factors and owns only some KV pairs of the layer.
+void gradientSlice(const float* U, const float* V, std::int64_t rows, std::int64_t M, std::int64_t N, int tensor,
+                   std::int64_t offset, std::int64_t length, float* out);
+
 }  // namespace poseidon

@@ -4,6 +4,7 @@
 
 #include "common/digest.h"
 #include "poseidon/errors.h"
+#include "sfb/factors.h"
 
 namespace poseidon {
 
@@ -21,12 +22,7 @@ SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transpor
 }
 
 Message SfbSyncer::pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
-  const std::size_t u = static_cast<std::size_t>(K * state_.M), v = static_cast<std::size_t>(K * state_.N);
-  Message m = Message::make(MsgType::kFactors, static_cast<std::uint32_t>(layer()),
-                            static_cast<std::uint32_t>(transport_.rank()), iteration, (u + v) * sizeof(float));
-  std::memcpy(m.floats(), U, u * sizeof(float));
-  std::memcpy(m.floats() + u, V, v * sizeof(float));
-  return m;
+  return packFactors(MsgType::kFactors, layer(), transport_.rank(), iteration, U, V, K, state_.M, state_.N);
 }
 
 void SfbSyncer::Send(std::uint64_t iteration, Message factors) {

@@ -164,6 +164,21 @@ def case_np4_sfb_equals_ps(args):
         shutil.rmtree(tmp)
 
 
+def case_np3_adam_equals_ps(args):
+    # The 2015 paper's strategy: factors to the servers, full values back; same values as PS.
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "mlp", "--iterations", "30", "--no-eval", "--json"]
+        a, _ = train(args, 3, common + ["--scheme", "adam", "--save-params", f"{tmp}/adam.bin"])
+        b, _ = train(args, 3, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+        check(all(l["scheme"] == "adam" for l in a["layers"]), a["layers"])
+        compare_params(f"{tmp}/adam.bin", f"{tmp}/ps.bin", 1e-4, "adam vs ps")
+        for l in a["layers"]:
+            within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']} (adam)")
+    finally:
+        shutil.rmtree(tmp)
+
+
 def case_np4_sfb_bytes(args):
     r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json",
                            "--scheme", "auto", "--cost-model", "bytes"])
