@@ -1,7 +1,6 @@
 #include "comm/mpi_transport.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <chrono>
 #include <climits>
@@ -15,6 +14,8 @@ namespace {
 // bound is the worst added latency for the first message after a quiet period.
 constexpr auto kMinBackoff = std::chrono::microseconds(20);
 constexpr auto kMaxBackoff = std::chrono::microseconds(500);
+// Poll interval while sends or receives are in flight.
+constexpr auto kInFlightPoll = std::chrono::microseconds(30);
 }  // namespace
 
 MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes)
@@ -152,7 +153,11 @@ void MpiTransport::runLoop() {
         continue;
       }
       if (!requests_.empty()) {
-        sched_yield();  // a transfer is under way: keep it moving
+        // A transfer is under way: poll again soon. A short sleep rather than a
+        // sched_yield spin measured as fast (fcnet, 4 ranks on 2 cores) and leaves the
+        // core to the ranks that compute.
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, kInFlightPoll, [&] { return !outbox_.empty() || stopping_; });
         continue;
       }
       std::unique_lock<std::mutex> lock(mu_);

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Accuracy acceptance of the backbone: a model trained by N workers at batch B per worker
+against one worker at batch N*B (the same global batch), same learning rate and
+iterations, on Fashion-MNIST; prints both test accuracies and the gap. Usage:
+  bench/accuracy_check.py [--model convnet] [--workers 4] [--batch 32] [--iterations 200] [--lr 0.05]
+"""
+import argparse
+
+from common import mpirun, run_json
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--poseidon", default="build/apps/poseidon")
+    ap.add_argument("--model", default="convnet")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--lr", default="0.05")
+    ap.add_argument("--scheme", default="auto")
+    a = ap.parse_args()
+    common = ["train", "--model", a.model, "--iterations", str(a.iterations), "--lr", a.lr, "--json",
+              "--scheme", a.scheme]
+    dist = run_json(mpirun(a.workers, a.poseidon) + common + ["--batch", str(a.batch)])
+    single = run_json(mpirun(1, a.poseidon) + common + ["--batch", str(a.batch * a.workers), "--threads", "2"])
+    gap = dist["test_accuracy"] - single["test_accuracy"]
+    print(f"{a.model}, {a.iterations} iterations, lr {a.lr}: {a.workers} workers x batch {a.batch}: "
+          f"{dist['test_accuracy']:.2f}%; 1 worker x batch {a.batch * a.workers}: {single['test_accuracy']:.2f}%; "
+          f"gap {gap:+.2f} points")
+
+
+if __name__ == "__main__":
+    main()
