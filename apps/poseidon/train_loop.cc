@@ -362,7 +362,6 @@ int train(const TrainOptions& o, Runtime* runtime) {
     if (worker) {
       mine[0] = last_loss;
       for (int l = 0; l < L; ++l) {
-        const auto& li = info.layers[l];
         const auto& plan = session->plan()[l];
         mine[1 + 2 * l] = (session->bytesSentForLayer(l) - layer_bytes_before[l]) / iters;
         mine[2 + 2 * l] = modelBytesSent(session->book(), plan.scheme, l, rank, o.batch);

@@ -38,11 +38,11 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
       local_server_->pushLocal(key, iteration, src);
       continue;
     }
-    const std::size_t bytes = static_cast<std::size_t>(kv.length) * sizeof(float);
-    Message m = Message::make(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration, bytes);
-    std::memcpy(m.payload(), src, bytes);
+    // Sent from the engine's gradient itself; Move waits for these sends before clearing it.
+    Message m = Message::makeExternal(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration, src,
+                                      static_cast<std::size_t>(kv.length) * sizeof(float));
     bytes_sent_ += m.wireBytes();
-    transport_.send(owner, std::move(m));
+    sends_.push_back(transport_.send(owner, std::move(m)));
   }
 }
 
@@ -115,7 +115,10 @@ void PsSyncer::Move(std::uint64_t iteration) {
     std::memcpy(params_[kv.tensor] + kv.offset, arrived[i].floats(), kv.length * sizeof(float));
   }
   // Cleared here, off the compute thread, instead of by a zero_grad before the next
-  // forward: the gradient is consumed once every pair is fresh.
+  // forward: the gradient is consumed once every pair is fresh and our sends of it are done
+  // (a shard cannot have stepped without them, so these waits are over at once).
+  for (auto& w : sends_) w->wait(timeout_);
+  sends_.clear();
   const auto& tensors = book_.model().layers[layer()].tensors;
   for (std::size_t t = 0; t < grads_.size(); ++t) std::memset(grads_[t], 0, tensors[t].numel() * sizeof(float));
 }

@@ -51,6 +51,7 @@ class PsSyncer final : public LayerSyncer {
   ParameterServer* const local_server_;
   const std::vector<float*> params_;
   std::vector<float*> grads_;  // of the iteration in progress; cleared by Move (none for factors)
+  std::vector<std::shared_ptr<Work>> sends_;  // pushes still reading grads_
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
   const std::vector<std::uint32_t>& keys_;

@@ -141,7 +141,8 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       auto storage = [&s](const KVPair& kv) { return s.params[kv.layer][kv.tensor] + kv.offset; };
       s.server = std::make_unique<ParameterServer>(
           *s.book, transport, sgd, storage,
-          [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure);
+          [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
+          options.timeout);
     }
     if (cluster.isWorker(me)) {
       s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,

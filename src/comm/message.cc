@@ -22,6 +22,23 @@ Message Message::make(MsgType type, std::uint32_t key, std::uint32_t source,
   return m;
 }
 
+Message Message::makeExternal(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
+                              const void* payload, std::size_t payload_bytes) {
+  Message m = make(type, key, source, iteration, 0);
+  reinterpret_cast<MessageHeader*>(m.data_.get())->payload_bytes = payload_bytes;
+  m.external_ = static_cast<std::uint8_t*>(const_cast<void*>(payload));
+  m.size_ = sizeof(MessageHeader) + payload_bytes;
+  return m;
+}
+
+Message Message::toContiguous() const {
+  if (contiguous()) return *this;
+  const auto& h = header();
+  Message m = make(static_cast<MsgType>(h.type), h.key, h.source, h.iteration, payloadBytes());
+  std::memcpy(m.payload(), external_, payloadBytes());
+  return m;
+}
+
 Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
                         std::size_t max_payload_bytes) {
   if (size < sizeof(MessageHeader)) {

@@ -31,14 +31,19 @@ struct MessageHeader {
 };
 static_assert(sizeof(MessageHeader) == 32, "the wire header is 32 bytes");
 
-// A header plus payload in one contiguous buffer. Copies share the buffer: a message is
-// immutable once handed to a transport, so one buffer can go to many peers.
+// A header plus payload. Usually one contiguous buffer; a message made with makeExternal
+// instead points at a payload it does not own (engine or shard memory, sent without a
+// copy), which must stay unchanged until every send of it has completed. Copies share the
+// buffer: a message is immutable once handed to a transport, so it can go to many peers.
 class Message {
  public:
   Message() = default;
   // A message with an uninitialised payload of `payload_bytes` for the caller to fill.
   static Message make(MsgType type, std::uint32_t key, std::uint32_t source,
                       std::uint64_t iteration, std::size_t payload_bytes);
+  // A message whose payload stays where it is, at `payload`.
+  static Message makeExternal(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
+                              const void* payload, std::size_t payload_bytes);
   // Validates raw bytes received from the wire: magic, version, known type, and a payload
   // length that matches the byte count and stays under `max_payload_bytes`.
   // Throws CommError naming what is wrong.
@@ -48,19 +53,25 @@ class Message {
   bool empty() const { return data_ == nullptr; }
   const MessageHeader& header() const { return *reinterpret_cast<const MessageHeader*>(data_.get()); }
   MsgType type() const { return static_cast<MsgType>(header().type); }
-  std::uint8_t* payload() { return data_.get() + sizeof(MessageHeader); }
-  const std::uint8_t* payload() const { return data_.get() + sizeof(MessageHeader); }
+  std::uint8_t* payload() { return external_ ? external_ : data_.get() + sizeof(MessageHeader); }
+  const std::uint8_t* payload() const { return external_ ? external_ : data_.get() + sizeof(MessageHeader); }
   std::size_t payloadBytes() const { return size_ - sizeof(MessageHeader); }
   float* floats() { return reinterpret_cast<float*>(payload()); }
   const float* floats() const { return reinterpret_cast<const float*>(payload()); }
   std::size_t floatCount() const { return payloadBytes() / sizeof(float); }
 
+  // Header and payload are one buffer (wire() is all of it) unless made with makeExternal.
+  bool contiguous() const { return external_ == nullptr; }
+  const std::uint8_t* headerBytes() const { return data_.get(); }
   const std::uint8_t* wire() const { return data_.get(); }
   std::size_t wireBytes() const { return size_; }
+  // The same message in one buffer (a copy when external).
+  Message toContiguous() const;
 
  private:
-  std::shared_ptr<std::uint8_t[]> data_;
-  std::size_t size_ = 0;
+  std::shared_ptr<std::uint8_t[]> data_;  // header, and the payload when contiguous
+  std::uint8_t* external_ = nullptr;
+  std::size_t size_ = 0;  // header + payload
 };
 
 }  // namespace poseidon

@@ -74,9 +74,22 @@ bool MpiTransport::postSends() {
   for (auto& out : batch) {
     MPI_Request req;
     // The tag is the message type; the header inside the bytes carries the rest.
-    check(MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE,
-                    out.peer, static_cast<int>(out.message.type()), comm_, &req),
-          "MPI_Isend");
+    const int tag = static_cast<int>(out.message.type());
+    if (out.message.contiguous()) {
+      check(MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE, out.peer, tag, comm_, &req),
+            "MPI_Isend");
+    } else {
+      // Header and payload from where they are: one message on the wire, no copy here.
+      MPI_Aint where[2];
+      check(MPI_Get_address(out.message.headerBytes(), &where[0]), "MPI_Get_address");
+      check(MPI_Get_address(out.message.payload(), &where[1]), "MPI_Get_address");
+      const int lengths[2] = {static_cast<int>(sizeof(MessageHeader)), static_cast<int>(out.message.payloadBytes())};
+      MPI_Datatype type;
+      check(MPI_Type_create_hindexed(2, lengths, where, MPI_BYTE, &type), "MPI_Type_create_hindexed");
+      check(MPI_Type_commit(&type), "MPI_Type_commit");
+      check(MPI_Isend(MPI_BOTTOM, 1, type, out.peer, tag, comm_, &req), "MPI_Isend");
+      MPI_Type_free(&type);  // released by MPI once the send completes
+    }
     requests_.push_back(req);
     in_flight_.push_back(InFlight{true, std::move(out.message), std::move(out.work), nullptr, 0});
   }

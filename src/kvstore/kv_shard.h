@@ -35,6 +35,8 @@ class KVShard {
   bool push(std::uint32_t key, std::uint64_t iteration, int worker, Contribution contribution);
 
   const float* values(std::uint32_t key) const { return state(key).values; }
+  // Workers whose update of `key` for the current iteration has not arrived.
+  int missing(std::uint32_t key) const { return workers_ - state(key).count; }
   // Number of steps applied to `key`.
   std::uint64_t version(std::uint32_t key) const { return state(key).version; }
   int shard() const { return shard_; }

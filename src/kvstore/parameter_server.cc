@@ -13,13 +13,14 @@ namespace poseidon {
 ParameterServer::ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
                                  const std::function<float*(const KVPair&)>& storage,
                                  std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh,
-                                 FailureState& failure)
+                                 FailureState& failure, std::chrono::milliseconds timeout)
     : book_(book),
       transport_(transport),
       shard_(book, book.cluster().shardOf(transport.rank()), options, storage),
       on_local_fresh_(std::move(on_local_fresh)),
       failure_(failure),
-      layer_bytes_(new std::atomic<std::uint64_t>[book.model().layers.size()]()) {
+      layer_bytes_(new std::atomic<std::uint64_t>[book.model().layers.size()]()),
+      timeout_(timeout) {
   // An empty shard (a tiny model over many ranks) is always complete.
   if (book.pairsOfShard(shard_.shard()).empty()) min_version_ = UINT64_MAX;
   thread_ = std::thread([this] { runLoop(); });
@@ -90,6 +91,14 @@ void ParameterServer::applyFactors(const Push& p) {
 }
 
 void ParameterServer::apply(Push p) {
+  if (shard_.missing(p.key) == 1) {
+    // This push completes the pair and its step will overwrite the values: the previous
+    // sends of them must be done. Every worker has received them (it pushed again), so
+    // this does not wait in practice.
+    auto& sends = sends_[p.key];
+    for (auto& w : sends) w->wait(timeout_);
+    sends.clear();
+  }
   if (!shard_.push(p.key, p.iteration, p.worker, std::move(p.contribution))) return;
   publish(p.key, p.iteration + 1);
   const std::uint64_t version = p.iteration + 1;
@@ -105,16 +114,14 @@ void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
   const KVPair& kv = book_.pair(key);
   const auto& cluster = book_.cluster();
   const int me = transport_.rank();
-  const std::size_t bytes = static_cast<std::size_t>(kv.length) * sizeof(float);
-  Message fresh;
+  // Sent from the shard's values themselves to every remote worker; apply() waits for these
+  // sends before the pair's next step changes the values.
+  const Message fresh = Message::makeExternal(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration,
+                                              shard_.values(key), static_cast<std::size_t>(kv.length) * sizeof(float));
+  auto& sends = sends_[key];
   for (int w = 0; w < cluster.workers(); ++w) {
     if (w == me) continue;
-    if (fresh.empty()) {
-      // One buffer serves every remote worker.
-      fresh = Message::make(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration, bytes);
-      std::memcpy(fresh.payload(), shard_.values(key), bytes);
-    }
-    transport_.send(w, fresh);
+    sends.push_back(transport_.send(w, fresh));
     layer_bytes_[kv.layer] += fresh.wireBytes();
   }
   if (cluster.isWorker(me)) on_local_fresh_(key, iteration);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "comm/transport.h"
@@ -24,7 +25,8 @@ class ParameterServer {
   // fresh; its values are already in the engine's memory (they alias the shard's).
   ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
                   const std::function<float*(const KVPair&)>& storage,
-                  std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh, FailureState& failure);
+                  std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh, FailureState& failure,
+                  std::chrono::milliseconds timeout);
   ~ParameterServer();
 
   // From the transport thread: a kPushGrad message.
@@ -71,6 +73,8 @@ class ParameterServer {
   bool stopping_ = false;           // guarded by mu_
   std::uint64_t min_version_ = 0;   // guarded by mu_: steps completed by every pair
   std::vector<std::uint64_t> completed_;  // server thread only: count of final pairs per version
+  std::unordered_map<std::uint32_t, std::vector<std::shared_ptr<Work>>> sends_;  // server thread only
+  const std::chrono::milliseconds timeout_;
   std::thread thread_;
 };
 
