@@ -2,7 +2,8 @@
 """Accuracy acceptance of the backbone: a model trained by N workers at batch B per worker
 against one worker at batch N*B (the same global batch), same learning rate and
 iterations, on Fashion-MNIST; prints both test accuracies and the gap. Usage:
-  bench/accuracy_check.py [--model convnet] [--workers 4] [--batch 32] [--iterations 200] [--lr 0.05]
+  bench/accuracy_check.py [--model convnet] [--workers 4] [--batch 32] [--iterations 200] [--lr X]
+Without --lr both runs use the model's recommended rate.
 """
 import argparse
 
@@ -16,15 +17,16 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--iterations", type=int, default=200)
-    ap.add_argument("--lr", default="0.05")
+    ap.add_argument("--lr", default=None)
     ap.add_argument("--scheme", default="auto")
     a = ap.parse_args()
-    common = ["train", "--model", a.model, "--iterations", str(a.iterations), "--lr", a.lr, "--json",
-              "--scheme", a.scheme]
+    common = ["train", "--model", a.model, "--iterations", str(a.iterations), "--json", "--scheme", a.scheme]
+    if a.lr:
+        common += ["--lr", a.lr]
     dist = run_json(mpirun(a.workers, a.poseidon) + common + ["--batch", str(a.batch)])
     single = run_json(mpirun(1, a.poseidon) + common + ["--batch", str(a.batch * a.workers), "--threads", "2"])
     gap = dist["test_accuracy"] - single["test_accuracy"]
-    print(f"{a.model}, {a.iterations} iterations, lr {a.lr}: {a.workers} workers x batch {a.batch}: "
+    print(f"{a.model}, {a.iterations} iterations, lr {dist['lr']:g}: {a.workers} workers x batch {a.batch}: "
           f"{dist['test_accuracy']:.2f}%; 1 worker x batch {a.batch * a.workers}: {single['test_accuracy']:.2f}%; "
           f"gap {gap:+.2f} points")
 

@@ -16,6 +16,7 @@ std::string toJson(const TrainReport& r) {
   j["synthetic"] = r.synthetic;
   j["threads"] = r.threads;
   j["batch"] = r.batch;
+  j["lr"] = r.lr;
   j["iterations"] = r.iterations;
   j["s_per_iter_median"] = r.s_per_iter_median;
   j["images_per_s"] = r.images_per_s;

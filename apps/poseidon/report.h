@@ -29,6 +29,7 @@ struct TrainReport {
   bool synthetic = false;
   int threads = 1;
   std::int64_t batch = 0;
+  double lr = 0;
   std::int64_t iterations = 0;
   double s_per_iter_median = 0;
   double images_per_s = 0;

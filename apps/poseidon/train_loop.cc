@@ -186,12 +186,17 @@ int train(const TrainOptions& o, Runtime* runtime) {
   if (o.batch <= 0) throw InputError(detail::cat("--batch ", o.batch, ": the batch must hold at least one example"));
   if (o.epochs <= 0 && o.iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
   if (o.verify_every < 0) throw InputError("--verify must not be negative");
+  if (!o.save_params.empty() && std::ifstream(o.save_params).good()) {
+    // Checked before training: a finished run must not be lost to a name clash at its end.
+    throw InputError("--save-params " + o.save_params + " already exists; remove it or choose another name");
+  }
   const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
   const int threads = setComputeThreads(o.threads);
   const int rank = runtime ? runtime->rank() : 0;
   const bool lead = rank == 0;
 
   Options session_options = o.session;
+  if (!o.lr_given) session_options.lr = spec.lr > 0 ? static_cast<float>(spec.lr) : 0.01f;
   session_options.batch = o.batch;
   session_options.wfbp = !o.no_wfbp;
   session_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
@@ -213,7 +218,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
                                           " pair=", session_options.kv_pair_bytes, " train=", data.train_set.count);
   if (o.baseline) {
     optimizer = std::make_unique<torch::optim::SGD>(
-        net->parameters(), torch::optim::SGDOptions(o.session.lr).momentum(o.session.momentum).weight_decay(o.session.weight_decay));
+        net->parameters(), torch::optim::SGDOptions(session_options.lr).momentum(session_options.momentum).weight_decay(session_options.weight_decay));
   } else {
     model = std::make_unique<TorchModel>(runtime->transport(), net, spec.name, session_options);
   }
@@ -249,12 +254,14 @@ int train(const TrainOptions& o, Runtime* runtime) {
   }
   if (lead) {
     std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
-                "batch %lld per worker, %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s\n",
+                "batch %lld per worker, lr %g, %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s\n",
                 spec.name.c_str(), info.numel() / 1e6, info.layers.size(), workers, workers == 1 ? "" : "s",
                 o.baseline ? " (plain LibTorch baseline)"
-                           : detail::cat(", ", session->book().cluster().shards(), " shards, ",
+                           : detail::cat(", ", session->book().cluster().shards(),
+                                         session->book().cluster().shards() == 1 ? " shard, " : " shards, ",
                                          session->book().pairs().size(), " KV pairs").c_str(),
-                static_cast<long long>(o.batch), static_cast<long long>(total), scheme_summary.c_str(),
+                static_cast<long long>(o.batch), static_cast<double>(session_options.lr), static_cast<long long>(total),
+                scheme_summary.c_str(),
                 o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "");
     if (session && (session->rates().bandwidth_bytes_per_s > 0 || session->rates().gemm_flops_per_s > 0)) {
       std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n",
@@ -346,6 +353,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
   report.synthetic = o.synthetic;
   report.threads = threads;
   report.batch = o.batch;
+  report.lr = session_options.lr;
   report.iterations = total;
   report.s_per_iter_median = median(iter_seconds);
   report.images_per_s = report.s_per_iter_median > 0 ? workers * o.batch / report.s_per_iter_median : 0;

@@ -9,7 +9,7 @@ namespace poseidon {
 
 struct Options {
   // Server-side optimizer: SGD with momentum and weight decay (PyTorch semantics).
-  float lr = 0.05f;
+  float lr = 0.01f;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "auto" (BestScheme

@@ -8,12 +8,11 @@
 namespace poseidon {
 
 Partition::Partition(std::int64_t examples, int workers, int worker, std::int64_t batch, std::uint64_t seed)
-    : examples_(examples), workers_(workers), worker_(worker), batch_(batch), seed_(seed),
-      per_worker_(examples / workers) {
+    : examples_(examples), workers_(workers), worker_(worker), batch_(batch), seed_(seed) {
   if (batch_ <= 0) throw InputError(detail::cat("--batch ", batch_, ": the batch must hold at least one example"));
-  if (per_worker_ < batch_) {
-    throw InputError(detail::cat("--batch ", batch_, " is larger than each worker's share of the data (",
-                                 per_worker_, " examples for ", workers_, " workers)"));
+  if (batch_ * workers_ > examples_) {
+    throw InputError(detail::cat("--batch ", batch_, " with ", workers_, " workers needs ", batch_ * workers_,
+                                 " examples per step, but the training set has ", examples_));
   }
 }
 
@@ -33,7 +32,7 @@ void Partition::shuffleFor(std::int64_t epoch) {
 
 std::vector<std::int64_t> Partition::batch(std::int64_t epoch, std::int64_t b) {
   shuffleFor(epoch);
-  const std::int64_t start = worker_ * per_worker_ + b * batch_;
+  const std::int64_t start = (b * workers_ + worker_) * batch_;
   return std::vector<std::int64_t>(order_.begin() + start, order_.begin() + start + batch_);
 }
 

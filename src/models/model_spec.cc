@@ -16,12 +16,14 @@ const std::map<std::string, std::string>& builtins() {
       {"fcnet",
        "input 1 28 28\nclasses 10\n"
        "conv 32 3 pad=1\nrelu\nconv 64 3 pad=1\nrelu\npool 2\nconv 128 3 pad=1\nrelu\npool 2\n"
-       "flatten\nfc 4096\nrelu\nfc 4096\nrelu\nfc 10\n"},
+       "flatten\nfc 4096\nrelu\nfc 4096\nrelu\nfc 10\n"
+       "lr 0.05\n"},  // one epoch on 4 workers: 88% on Fashion-MNIST (0.01 gives 85%)
       {"convnet",
        "input 1 28 28\nclasses 10\n"
        "conv 64 3 pad=1\nrelu\nconv 64 3 pad=1\nrelu\npool 2\n"
-       "conv 128 3 pad=1\nrelu\nconv 128 3 pad=1\nrelu\npool 2\nflatten\nfc 10\n"},
-      {"mlp", "input 1 28 28\nclasses 10\nflatten\nfc 256\nrelu\nfc 128\nrelu\nfc 10\n"},
+       "conv 128 3 pad=1\nrelu\nconv 128 3 pad=1\nrelu\npool 2\nflatten\nfc 10\n"
+       "lr 0.01\n"},  // 0.02 and above make its early loss jump about, in plain LibTorch too
+      {"mlp", "input 1 28 28\nclasses 10\nflatten\nfc 256\nrelu\nfc 128\nrelu\nfc 10\nlr 0.05\n"},
   };
   return models;
 }
@@ -116,6 +118,16 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
       c = spec.channels = parsePositive(tok[1], where, "input channels");
       h = spec.height = parsePositive(tok[2], where, "input height");
       w = spec.width = parsePositive(tok[3], where, "input width");
+      continue;
+    }
+    if (op == "lr") {
+      need(2, "lr X");
+      try {
+        spec.lr = std::stod(tok[1]);
+      } catch (...) {
+        spec.lr = -1;
+      }
+      if (!(spec.lr > 0)) throw InputError(where + ": the learning rate must be a positive number, got '" + tok[1] + "'");
       continue;
     }
     if (op == "classes") {

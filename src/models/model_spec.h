@@ -6,6 +6,7 @@
 //   input C H W          (required, first)      conv OUT K [stride=S] [pad=P]
 //   classes N            (required)             pool K        (max pooling, stride K)
 //   relu | flatten | dropout P | fc OUT          the last layer is 'fc N' with N = classes
+//   lr X                 (optional) the learning rate this net trains well with
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@ struct ModelSpec {
   std::string name;
   std::int64_t channels = 0, height = 0, width = 0;
   int classes = 0;
+  double lr = 0;  // recommended learning rate; 0 when the description gives none
   std::vector<LayerSpec> layers;
 };
 

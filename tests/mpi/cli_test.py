@@ -294,6 +294,20 @@ def case_bad_scheme(args):
                    "--scheme")
 
 
+def case_bad_save_params_exists(args):
+    tmp = tempfile.mkdtemp()
+    try:
+        path = os.path.join(tmp, "params.bin")
+        with open(path, "wb") as f:
+            f.write(b"earlier results")
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--save-params", path],
+                       "already exists")
+        with open(path, "rb") as f:
+            check(f.read() == b"earlier results", "the existing file was changed")
+    finally:
+        shutil.rmtree(tmp)
+
+
 def case_ranks_disagree(args):
     cmd = ["mpirun", "--oversubscribe", "-np", "1", args.poseidon, "train", "--model", "mlp", "--batch", "32",
            ":", "-np", "1", args.poseidon, "train", "--model", "mlp", "--batch", "16"]

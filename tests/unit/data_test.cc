@@ -113,12 +113,22 @@ TEST(Partition, WorkersTakeDisjointSharesOfOnePermutation) {
   std::set<std::int64_t> seen;
   for (int w = 0; w < workers; ++w) {
     Partition p(100, workers, w, 5, 7);
-    EXPECT_EQ(p.batchesPerEpoch(), 6);  // 33 examples each, 6 full batches
+    EXPECT_EQ(p.batchesPerEpoch(), 6);  // steps of 15 examples: 6 full steps
     for (std::int64_t b = 0; b < p.batchesPerEpoch(); ++b) {
       for (auto i : p.batch(0, b)) EXPECT_TRUE(seen.insert(i).second) << "example " << i << " twice";
     }
   }
   EXPECT_EQ(seen.size(), 90u);
+  // A step of 3 workers at batch 5 covers the same examples as 1 worker at batch 15.
+  Partition one(100, 1, 0, 15, 7);
+  for (std::int64_t b = 0; b < 6; ++b) {
+    std::vector<std::int64_t> joint;
+    for (int w = 0; w < workers; ++w) {
+      auto part = Partition(100, workers, w, 5, 7).batch(2, b);
+      joint.insert(joint.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(joint, one.batch(2, b));
+  }
   Partition a(100, 1, 0, 10, 7), b(100, 1, 0, 10, 7);
   EXPECT_EQ(a.batch(1, 2), b.batch(1, 2));
   EXPECT_NE(a.batch(0, 0), a.batch(1, 0));  // a new order every epoch
@@ -126,7 +136,7 @@ TEST(Partition, WorkersTakeDisjointSharesOfOnePermutation) {
 
 TEST(Partition, RejectsBadBatches) {
   EXPECT_THROW(Partition(100, 2, 0, 0, 1), InputError);
-  EXPECT_THROW(Partition(100, 2, 0, 51, 1), InputError);
+  EXPECT_THROW(Partition(100, 2, 0, 51, 1), InputError);  // two workers need 102 per step
 }
 
 }  // namespace

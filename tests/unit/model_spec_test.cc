@@ -54,6 +54,14 @@ TEST(ModelSpec, UnknownBuiltinListsTheKnownOnes) {
   }
 }
 
+TEST(ModelSpec, RecommendedLearningRates) {
+  EXPECT_DOUBLE_EQ(builtinModel("fcnet").lr, 0.05);
+  EXPECT_DOUBLE_EQ(builtinModel("convnet").lr, 0.01);
+  EXPECT_DOUBLE_EQ(parseModelText("input 1 2 2\nclasses 2\nflatten\nfc 2\n", "f", "x").lr, 0.0);
+  EXPECT_DOUBLE_EQ(parseModelText("input 1 2 2\nclasses 2\nlr 0.3\nflatten\nfc 2\n", "f", "x").lr, 0.3);
+  EXPECT_NE(errorOf("input 1 2 2\nclasses 2\nlr fast\nflatten\nfc 2\n").find("learning rate"), std::string::npos);
+}
+
 TEST(ModelSpec, ShapesFlowThroughTheLayers) {
   ModelSpec s = parseModelText("input 3 32 32\nclasses 4\nconv 8 3 stride=2 pad=1\npool 2\nflatten\nfc 4\n", "f", "x");
   EXPECT_EQ(s.layers.back().in, 8 * 8 * 8);
