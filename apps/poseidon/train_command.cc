@@ -22,6 +22,9 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "Learning rate of SGD (default: the model's own: fcnet 0.05, convnet 0.01, mlp 0.05; a model file "
                   "may give 'lr X'; else 0.01)")
       ->each([&o](const std::string&) { o.lr_given = true; });
+  cmd->add_option("--lr-schedule", o.lr_schedule,
+                  "linear (decay to zero over the run, good for a fixed budget) or constant")
+      ->capture_default_str();
   cmd->add_option("--momentum", o.session.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", o.session.weight_decay, "SGD weight decay")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the initial parameters and of the data order")->capture_default_str();

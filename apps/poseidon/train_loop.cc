@@ -18,6 +18,7 @@
 #include "coordinator/units.h"
 #include "data/dataset.h"
 #include "data/partition.h"
+#include "kvstore/sgd.h"
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
@@ -210,6 +211,20 @@ int train(const TrainOptions& o, Runtime* runtime) {
   torch::manual_seed(o.seed);
   torch::nn::Sequential net = buildSequential(spec);
 
+  // The run's length, known before the session: the learning-rate schedule spans it.
+  const int workers = runtime ? std::max(1, runtime->size() - session_options.server_ranks) : 1;
+  Partition partition(data.train_set.count, workers, std::min(rank, workers - 1), o.batch, o.seed);
+  const std::int64_t per_epoch = partition.batchesPerEpoch();
+  const std::int64_t total = o.iterations > 0 ? o.iterations : o.epochs * per_epoch;
+  const std::int64_t epochs = (total + per_epoch - 1) / per_epoch;
+  if (o.lr_schedule == "linear") {
+    session_options.lr_decay_iterations = total;
+  } else if (o.lr_schedule != "constant") {
+    throw InputError("--lr-schedule " + o.lr_schedule + ": use linear or constant");
+  }
+  const SgdOptions schedule{session_options.lr, session_options.momentum, session_options.weight_decay,
+                            session_options.lr_decay_iterations};
+
   std::unique_ptr<TorchModel> model;
   std::unique_ptr<torch::optim::SGD> optimizer;
   session_options.agreement = detail::cat("epochs=", o.epochs, " iterations=", o.iterations, " seed=", o.seed,
@@ -224,15 +239,10 @@ int train(const TrainOptions& o, Runtime* runtime) {
   }
   Session* session = model ? &model->session() : nullptr;
   const bool worker = !session || session->isWorker();
-  const int workers = session ? session->workers() : 1;
+  POSEIDON_ENFORCE(!session || session->workers() == workers, "worker count");
   const ModelInfo info = describeSequential(net, spec.name);
   // Dropout differs per worker; the initial parameters were already made from the seed.
   torch::manual_seed(o.seed + 1 + static_cast<std::uint64_t>(rank));
-
-  Partition partition(data.train_set.count, workers, std::min(rank, workers - 1), o.batch, o.seed);
-  const std::int64_t per_epoch = partition.batchesPerEpoch();
-  const std::int64_t total = o.iterations > 0 ? o.iterations : o.epochs * per_epoch;
-  const std::int64_t epochs = (total + per_epoch - 1) / per_epoch;
   // Where every rank stops together: evaluations (after each epoch and at the end) and
   // replica checks (--verify). Server-only ranks join these collectives too.
   std::map<std::int64_t, std::pair<bool, bool>> sync_points;  // iteration -> (eval, verify)
@@ -254,13 +264,14 @@ int train(const TrainOptions& o, Runtime* runtime) {
   }
   if (lead) {
     std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
-                "batch %lld per worker, lr %g, %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s\n",
+                "batch %lld per worker, lr %g (%s), %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s\n",
                 spec.name.c_str(), info.numel() / 1e6, info.layers.size(), workers, workers == 1 ? "" : "s",
                 o.baseline ? " (plain LibTorch baseline)"
                            : detail::cat(", ", session->book().cluster().shards(),
                                          session->book().cluster().shards() == 1 ? " shard, " : " shards, ",
                                          session->book().pairs().size(), " KV pairs").c_str(),
-                static_cast<long long>(o.batch), static_cast<double>(session_options.lr), static_cast<long long>(total),
+                static_cast<long long>(o.batch), static_cast<double>(session_options.lr), o.lr_schedule.c_str(),
+                static_cast<long long>(total),
                 scheme_summary.c_str(),
                 o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "");
     if (session && (session->rates().bandwidth_bytes_per_s > 0 || session->rates().gemm_flops_per_s > 0)) {
@@ -326,6 +337,9 @@ int train(const TrainOptions& o, Runtime* runtime) {
         optimizer->zero_grad();
         loss = torch::nn::functional::cross_entropy(net->forward(x), y);
         loss.backward();
+        // The same schedule the servers apply, computed the same way.
+        static_cast<torch::optim::SGDOptions&>(optimizer->param_groups()[0].options())
+            .lr(static_cast<double>(schedule.at(static_cast<std::uint64_t>(it)).lr));
         optimizer->step();
       }
       last_loss = loss.item<double>();

@@ -25,7 +25,8 @@ struct TrainOptions {
   bool no_eval = false;
   bool json = false;
   bool baseline = false;
-  bool lr_given = false;  // else the model's recommended rate  // a plain LibTorch loop on one process, for comparison
+  bool lr_given = false;  // else the model's recommended rate
+  std::string lr_schedule = "linear";  // a plain LibTorch loop on one process, for comparison
   int threads = 0;        // 0: cores / ranks on this host
   int log_every = 0;      // 0: about every 5 seconds
   double timeout_s = 120;

@@ -12,6 +12,9 @@ struct Options {
   float lr = 0.01f;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
+  // Linear decay of lr to zero over this many iterations (the run's length, usually);
+  // 0 keeps it constant.
+  std::int64_t lr_decay_iterations = 0;
   // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "auto" (BestScheme
   // per layer) or "adam"; "auto" decides by "bytes" (the paper's rule) or "time".
   std::string scheme = "auto";

@@ -136,7 +136,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       on_ps.push_back(p.scheme != Scheme::kSFB);  // ADAM layers live on the servers too
     }
     s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
-    const SgdOptions sgd{options.lr, options.momentum, options.weight_decay};
+    const SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
     if (cluster.hasShard(me)) {
       auto storage = [&s](const KVPair& kv) { return s.params[kv.layer][kv.tensor] + kv.offset; };
       s.server = std::make_unique<ParameterServer>(
@@ -170,6 +170,7 @@ void Session::checkAgreementAndBroadcast(const ModelInfo& model) {
   for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
   const std::string mine = detail::cat(model.describe(), " | ", options.agreement, " | schemes=", schemes,
                                        " batch=", options.batch, " lr=", options.lr,
+                                       " decay=", options.lr_decay_iterations,
                                        " momentum=", options.momentum, " wd=", options.weight_decay,
                                        " wfbp=", options.wfbp, " book=", s.book->digest());
   const auto all = s.control.allgather(mine, "start-up agreement check");
@@ -186,6 +187,9 @@ void Session::checkAgreementAndBroadcast(const ModelInfo& model) {
                                 "initial parameters of " + model.layers[l].name);
     }
   }
+  // Nobody trains before everybody holds them: a server-only shard would otherwise apply
+  // the workers' first updates to values its copy of the broadcast has not yet replaced.
+  s.control.barrier("initial parameters");
 }
 
 Session::~Session() {

@@ -48,7 +48,7 @@ bool KVShard::push(std::uint32_t key, std::uint64_t iteration, int worker, Contr
   std::vector<const float*> grads(workers_);
   for (int w = 0; w < workers_; ++w) grads[w] = s.pending[w].data;
   sgdStep(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads, 1.0f / workers_,
-          book_.pair(key).length, options_, s.version == 0);
+          book_.pair(key).length, options_.at(s.version), s.version == 0);
   for (auto& p : s.pending) p = Contribution();
   s.count = 0;
   ++s.version;

@@ -97,7 +97,7 @@ void SfbSyncer::Move(std::uint64_t iteration) {
     std::memcpy(V.data() + at * state_.N, m.floats() + k * state_.M, k * state_.N * sizeof(float));
     at += k;
   }
-  reconstructAndApply(state_, U.data(), V.data(), rows, static_cast<int>(workers_.size()), options_);
+  reconstructAndApply(state_, U.data(), V.data(), rows, static_cast<int>(workers_.size()), options_.at(iteration));
   std::lock_guard<std::mutex> lock(mu_);
   applied_ = iteration + 1;
 }
