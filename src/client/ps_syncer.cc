@@ -20,14 +20,16 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       keys_(book.pairsOfLayer(layer)),
       slots_(keys_.size()) {}
 
+void PsSyncer::expect(std::uint64_t iteration) {
+  std::lock_guard<std::mutex> lock(mu_);
+  awaited_ = iteration + 1;
+  fresh_ = 0;
+  for (const auto& s : slots_) fresh_ += s.version == awaited_ ? 1 : 0;
+}
+
 void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
   POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradients for layer ", layer());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    awaited_ = iteration + 1;
-    fresh_ = 0;
-    for (const auto& s : slots_) fresh_ += s.version == awaited_ ? 1 : 0;
-  }
+  expect(iteration);
   grads_ = grads;
   const int me = transport_.rank();
   for (std::uint32_t key : keys_) {
@@ -52,12 +54,7 @@ Message PsSyncer::packFactors(std::uint64_t iteration, const float* U, const flo
 }
 
 void PsSyncer::SendFactors(std::uint64_t iteration, Message factors) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    awaited_ = iteration + 1;
-    fresh_ = 0;
-    for (const auto& s : slots_) fresh_ += s.version == awaited_ ? 1 : 0;
-  }
+  expect(iteration);
   grads_.clear();  // nothing of the engine's to clear: autograd computed no weight gradient
   std::vector<bool> sent(book_.cluster().ranks(), false);
   for (std::uint32_t key : keys_) {

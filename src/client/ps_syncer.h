@@ -41,6 +41,9 @@ class PsSyncer final : public LayerSyncer {
   void deliver(std::uint32_t key, std::uint64_t version, Message message);
 
  private:
+  // From now on Receive waits for version iteration + 1 of every pair.
+  void expect(std::uint64_t iteration);
+
   struct Slot {
     std::uint64_t version = 0;  // version of the values it last received
     Message message;            // empty when the values came from the local shard
