@@ -69,7 +69,9 @@ class Session {
   void finish();
 
  private:
-  void checkAgreementAndBroadcast(const ModelInfo& model);
+  // Fails on every rank unless every rank passed the same `mine`.
+  void agree(const std::string& mine, const std::string& what);
+  void checkPlanAndBroadcast(const ModelInfo& model);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -124,6 +124,14 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       [dispatch](std::exception_ptr e) { dispatch->failure->set(e); }});
 
   try {
+    // Model and options must be the same everywhere before any other collective (the rate
+    // probe is one), or ranks would wait on each other in different calls.
+    agree(detail::cat(model.describe(), " | ", options.agreement, " | scheme=", options.scheme,
+                      " cost_model=", options.cost_model, " bandwidth=", options.bandwidth,
+                      " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
+                      " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
+                      " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes),
+          "start-up agreement check");
     // HybComm: the scheme of every layer, the same on every rank.
     s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
     if (mode == SchemeMode::kAuto && rule == CostRule::kTime && !s.rates.known()) {
@@ -153,33 +161,30 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       s.dispatch->server = s.server.get();
       s.dispatch->client = s.client.get();
     }
-    checkAgreementAndBroadcast(model);
+    checkPlanAndBroadcast(model);
   } catch (...) {
     s.detach();
     throw;
   }
 }
 
-void Session::checkAgreementAndBroadcast(const ModelInfo& model) {
-  Impl& s = *impl_;
-  const Options& options = s.options;
-  Transport& transport = s.transport;
-  // Agreement: model, options and the information book must be the same everywhere, or
-  // pushes would land on the wrong shards. A mismatch is an error on every rank.
-  std::string schemes;
-  for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
-  const std::string mine = detail::cat(model.describe(), " | ", options.agreement, " | schemes=", schemes,
-                                       " batch=", options.batch, " lr=", options.lr,
-                                       " decay=", options.lr_decay_iterations,
-                                       " momentum=", options.momentum, " wd=", options.weight_decay,
-                                       " wfbp=", options.wfbp, " book=", s.book->digest());
-  const auto all = s.control.allgather(mine, "start-up agreement check");
-  for (int r = 0; r < transport.size(); ++r) {
+void Session::agree(const std::string& mine, const std::string& what) {
+  const auto all = impl_->control.allgather(mine, what);
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     if (all[r] != all[0]) {
       throw InputError(detail::cat("rank ", r, " runs a different model or configuration than rank 0: ",
                                    firstDifference(all[0], all[r]), "; start every rank with the same flags"));
     }
   }
+}
+
+void Session::checkPlanAndBroadcast(const ModelInfo& model) {
+  Impl& s = *impl_;
+  // The plan and the book follow from what was agreed, but pushes landing on the wrong
+  // shard would be silent: compare them too.
+  std::string schemes;
+  for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
+  agree(detail::cat("schemes=", schemes, " book=", s.book->digest()), "plan agreement check");
   // Initial parameters come from rank 0.
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     for (std::size_t t = 0; t < model.layers[l].tensors.size(); ++t) {

@@ -315,6 +315,10 @@ def case_ranks_disagree(args):
     cmd = ["mpirun", "--oversubscribe", "-np", "1", args.poseidon, "train", "--model", "mlp", "--batch", "32",
            ":", "-np", "1", args.poseidon, "train", "--model", "mlp", "--batch", "16"]
     expect_failure(args, cmd, "different model or configuration")
+    # Differing cost models must be caught before the time model's start-up probe.
+    cmd = ["mpirun", "--oversubscribe", "-np", "1", args.poseidon, "train", "--model", "mlp", "--cost-model", "time",
+           ":", "-np", "1", args.poseidon, "train", "--model", "mlp", "--cost-model", "bytes"]
+    expect_failure(args, cmd, "different model or configuration", timeout=60)
 
 
 def case_rank_dies(args):
