@@ -88,7 +88,7 @@ std::string ControlChannel::broadcast(const std::string& data, int root, const s
 
 void ControlChannel::broadcastFloats(float* data, std::size_t n, int root, const std::string& what) {
   const std::size_t chunk = kMaxChunkBytes / sizeof(float);
-  for (std::size_t off = 0; off < n || (n == 0 && off == 0); off += chunk) {
+  for (std::size_t off = 0; off < n; off += chunk) {
     const std::uint32_t seq = next_seq_++;
     const std::size_t count = std::min(chunk, n - off);
     if (transport_.rank() == root) {
@@ -103,7 +103,6 @@ void ControlChannel::broadcastFloats(float* data, std::size_t n, int root, const
       }
       std::memcpy(data + off, m.payload(), m.payloadBytes());
     }
-    if (n == 0) break;
   }
 }
 

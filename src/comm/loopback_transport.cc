@@ -35,7 +35,7 @@ std::shared_ptr<Work> LoopbackTransport::send(int peer, Message message) {
     throw CommError(detail::cat("send to rank ", peer, " but the job has ", size(), " ranks"));
   }
   auto work = std::make_shared<Work>(detail::cat("loopback send to rank ", peer));
-  traffic().countSend(peer, message.type(), message.wireBytes());
+  traffic().countSend(peer, message.wireBytes());
   hub_.transports_[peer]->deliver(message.toContiguous());
   work->markDone();
   return work;

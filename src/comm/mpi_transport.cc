@@ -38,7 +38,7 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
     throw CommError(detail::cat("send to rank ", peer, " but the job has ", size_, " ranks"));
   }
   auto work = std::make_shared<Work>(detail::cat("MPI send to rank ", peer));
-  traffic().countSend(peer, message.type(), message.wireBytes());
+  traffic().countSend(peer, message.wireBytes());
   {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_ENFORCE(!stopping_, "send after the transport stopped");
@@ -107,15 +107,14 @@ bool MpiTransport::probeReceives() {
     any = true;
     int count = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
-    InFlight in{false, Message(), nullptr, nullptr, static_cast<std::size_t>(count)};
-    // Refuse to allocate what no valid message can be; the bytes are still received (into
-    // a header-sized buffer, truncating) so that MPI does not hold them forever.
-    const bool plausible = static_cast<std::size_t>(count) <= max_payload_bytes_ + sizeof(MessageHeader);
-    in.buffer.reset(new std::uint8_t[plausible ? count : sizeof(MessageHeader)]);
-    if (!plausible) {
+    // Never allocate what no valid message can be: the transport fails instead (and with
+    // it the job), before a hostile or corrupt length can exhaust memory.
+    if (static_cast<std::size_t>(count) > max_payload_bytes_ + sizeof(MessageHeader)) {
       throw CommError(detail::cat("rank ", status.MPI_SOURCE, " sent a message of ", count,
                                   " bytes, over the limit of ", max_payload_bytes_));
     }
+    InFlight in{false, Message(), nullptr, std::unique_ptr<std::uint8_t[]>(new std::uint8_t[count]),
+                static_cast<std::size_t>(count)};
     MPI_Request req;
     check(MPI_Imrecv(in.buffer.get(), count, MPI_BYTE, &handle, &req), "MPI_Imrecv");
     requests_.push_back(req);
