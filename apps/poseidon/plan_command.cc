@@ -1,5 +1,6 @@
 #include "plan_command.h"
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -114,19 +115,23 @@ int runPlan(const PlanOptions& o) {
     std::printf("plan: %s, P1 = %d workers, P2 = %d server shards (%s), K = %lld per worker, cost model %s%s%s\n",
                 model.name.c_str(), o.workers, servers, o.servers == 0 ? "co-located" : "separate", o.batch,
                 costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
-    std::printf("%-8s %-5s %13s %12s %14s %14s %14s %-6s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
-                "sfb_floats", "adam_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
+    std::printf("%-8s %-5s %13s %12s %14s %14s %14s %14s %-9s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
+                "sfb_floats", "adam_floats", "ar_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
   }
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const auto& l = model.layers[i];
     const auto& p = plans[i];
     const bool fc = l.kind == LayerKind::kFC;
-    const double chosen = p.scheme == Scheme::kSFB ? p.sfb_floats : p.ps_floats;
+    const double chosen = p.scheme == Scheme::kSFB ? p.sfb_floats
+                          : p.scheme == Scheme::kAllreduce ? p.allreduce_floats
+                                                           : p.ps_floats;
     ps_total += p.ps_floats;
     sfb_total += fc ? p.sfb_floats : p.ps_floats;
     adam_total += fc ? p.adam_floats : p.ps_floats;
     chosen_total += chosen;
-    chosen_s += p.scheme == Scheme::kSFB ? p.sfb_seconds : p.ps_seconds;
+    chosen_s += p.scheme == Scheme::kSFB ? p.sfb_seconds
+                : p.scheme == Scheme::kAllreduce ? p.allreduce_seconds
+                                                 : p.ps_seconds;
     if (o.json) {
       nlohmann::ordered_json j;
       j["name"] = l.name;
@@ -137,6 +142,7 @@ int runPlan(const PlanOptions& o) {
       j["ps_floats"] = p.ps_floats;
       j["sfb_floats"] = fc ? nlohmann::ordered_json(p.sfb_floats) : nlohmann::ordered_json(nullptr);
       j["adam_floats"] = fc ? nlohmann::ordered_json(p.adam_floats) : nlohmann::ordered_json(nullptr);
+      j["allreduce_floats"] = p.allreduce_floats > 0 ? nlohmann::ordered_json(p.allreduce_floats) : nlohmann::ordered_json(nullptr);
       j["cluster_ps_floats"] = CostModel::psClusterFloats(l.numel(), 1, o.workers);
       if (fc) {
         j["cluster_sfb_floats"] = CostModel::sfbClusterFloats(l.M, l.N, o.workers, o.batch);
@@ -148,15 +154,18 @@ int runPlan(const PlanOptions& o) {
         j["time_choice"] = schemeName(p.time_choice);
         j["ps_seconds"] = p.ps_seconds;
         j["sfb_seconds"] = fc ? nlohmann::ordered_json(p.sfb_seconds) : nlohmann::ordered_json(nullptr);
+        j["allreduce_seconds"] = p.allreduce_floats > 0 ? nlohmann::ordered_json(p.allreduce_seconds) : nlohmann::ordered_json(nullptr);
       }
       j["reason"] = p.reason;
       layers.push_back(j);
       continue;
     }
     const std::string shape = fc ? std::to_string(l.M) + "x" + std::to_string(l.N) : "-";
-    std::printf("%-8s %-5s %13s %12lld %14.0f %14s %14s %-6s", l.name.c_str(), layerKindName(l.kind), shape.c_str(),
+    std::printf("%-8s %-5s %13s %12lld %14.0f %14s %14s %14s %-9s", l.name.c_str(), layerKindName(l.kind), shape.c_str(),
                 static_cast<long long>(l.numel()), p.ps_floats, fc ? std::to_string(static_cast<long long>(p.sfb_floats)).c_str() : "-",
-                fc ? std::to_string(static_cast<long long>(p.adam_floats)).c_str() : "-", schemeName(p.scheme));
+                fc ? std::to_string(static_cast<long long>(p.adam_floats)).c_str() : "-",
+                p.allreduce_floats > 0 ? std::to_string(std::llround(p.allreduce_floats)).c_str() : "-",
+                schemeName(p.scheme));
     if (req.rates.known()) {
       std::printf(" %9.4f %9s", p.ps_seconds, fc ? std::to_string(p.sfb_seconds).substr(0, 9).c_str() : "-");
     }

@@ -29,9 +29,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--weight-decay", o.session.weight_decay, "SGD weight decay")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the initial parameters and of the data order")->capture_default_str();
   cmd->add_option("--scheme", o.session.scheme,
-                  "Per layer: auto (BestScheme: sufficient factors for FC layers when cheaper), ps (all through the "
-                  "parameter server), sfb (every FC layer by sufficient factors), adam (the 2015 paper's comparison: FC factors "
-                  "to the servers, full matrices back)")
+                  "Per layer: auto (the cheapest of PS, sufficient factors and allreduce by the cost model), ps (all "
+                  "through the parameter server), sfb (every FC layer by sufficient factors), allreduce (MPI_Allreduce "
+                  "among the workers, through the KVStore and the dependency engine), adam (the 2015 paper's comparison: "
+                  "FC factors to the servers, full matrices back)")
       ->capture_default_str();
   cmd->add_option("--cost-model", o.session.cost_model,
                   "How auto decides: bytes (the paper's rule: fewest floats moved) or time (bytes over the link "
@@ -45,6 +46,18 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--server-ranks", o.session.server_ranks, "The last N ranks only serve parameters, they do not train")
       ->capture_default_str();
   cmd->add_option("--shards", o.session.shards, "Parameter-server shards, on the last ranks (0: one per rank)")
+      ->capture_default_str();
+  cmd->add_option("--kvstore", o.session.kvstore,
+                  "How allreduce layers order their collectives: funnel (one MPI thread, key order), concurrent "
+                  "(keys hashed onto --kvstore-comms communicators) or chained (one at a time in push order)")
+      ->capture_default_str();
+  cmd->add_option("--kvstore-comms", o.session.kvstore_comms, "concurrent: duplicated MPI communicators")
+      ->capture_default_str();
+  cmd->add_option("--kvstore-outstanding", o.session.kvstore_outstanding,
+                  "concurrent: collectives in flight at most (at least --kvstore-comms)")
+      ->capture_default_str();
+  cmd->add_option("--fusion-bytes", o.session.fusion_bytes,
+                  "Allreduce layers smaller than this share one buffer and one collective (0: no fusion)")
       ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.session.kv_pair_bytes, "Largest KV pair the parameters are cut into")
       ->capture_default_str();

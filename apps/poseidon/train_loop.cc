@@ -274,6 +274,9 @@ int train(const TrainOptions& o, Runtime* runtime) {
                 static_cast<long long>(total),
                 scheme_summary.c_str(),
                 o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "");
+    if (session && !session->collectiveSummary().empty()) {
+      std::printf("poseidon: %s\n", session->collectiveSummary().c_str());
+    }
     if (session && (session->rates().bandwidth_bytes_per_s > 0 || session->rates().gemm_flops_per_s > 0)) {
       std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n",
                   session->rates().bandwidth_bytes_per_s / 1e6, session->rates().gemm_flops_per_s / 1e9);
@@ -296,7 +299,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
       const auto digests = session->control().allgather(worker ? session->replicaDigest() : "", "replica check");
       for (int r = 1; r < workers; ++r) {
         if (digests[r] != digests[0]) {
-          throw Error(detail::cat("SFB replicas diverged by iteration ", done, ": worker 0 has digest ", digests[0],
+          throw Error(detail::cat("replicated layers (SFB, allreduce) diverged by iteration ", done, ": worker 0 has digest ", digests[0],
                                   ", worker ", r, " has ", digests[r]));
         }
       }

@@ -15,8 +15,9 @@ struct Options {
   // Linear decay of lr to zero over this many iterations (the run's length, usually);
   // 0 keeps it constant.
   std::int64_t lr_decay_iterations = 0;
-  // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "auto" (BestScheme
-  // per layer) or "adam"; "auto" decides by "bytes" (the paper's rule) or "time".
+  // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "allreduce" (MPI
+  // collectives among the workers), "auto" (the cheapest per layer) or "adam"; "auto"
+  // decides by "bytes" (the paper's rule) or "time".
   std::string scheme = "auto";
   std::string cost_model = "bytes";
   // Examples per worker per iteration (K in the cost model).
@@ -30,6 +31,13 @@ struct Options {
   // The last `server_ranks` ranks only serve; `shards` = 0 puts a shard on every rank.
   int server_ranks = 0;
   int shards = 0;
+  // Allreduce layers: the KVStore design ("funnel", "concurrent" or "chained"), for
+  // concurrent its communicators and collectives in flight, and the fusion buffer size
+  // (0: one collective per layer).
+  std::string kvstore = "concurrent";
+  int kvstore_comms = 2;
+  int kvstore_outstanding = 2;
+  std::int64_t fusion_bytes = 2 << 20;
   // Largest KV pair; tensors are cut into pairs of at most this size.
   std::int64_t kv_pair_bytes = 2 << 20;
   // Every blocking wait ends with a TimeoutError after this long.

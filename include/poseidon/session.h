@@ -49,7 +49,9 @@ class Session {
   // The scheme chosen for each layer, with the cost model's figures and reasons.
   const std::vector<LayerPlan>& plan() const;
   const PlatformRates& rates() const;
-  // Digest of the state every worker replicates (SFB layers and their momentum).
+  // The allreduce layers' set-up in one line ("" if none, or on a rank that does not train).
+  std::string collectiveSummary() const;
+  // Digest of the state every worker replicates (SFB and allreduce layers, their momentum).
   std::string replicaDigest() const;
 
   // Before layer l's forward: its parameters are those of the current iteration.

@@ -25,9 +25,13 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
       pool_(static_cast<int>(std::max<std::size_t>(1, book.model().layers.size())), "poseidon-sync", failure) {
   POSEIDON_ENFORCE_EQ(params.size(), book.model().layers.size());
   POSEIDON_ENFORCE_EQ(schemes.size(), book.model().layers.size());
+  std::vector<int> allreduce;
   for (std::size_t l = 0; l < params.size(); ++l) {
     const int layer = static_cast<int>(l);
-    if (schemes[l] == Scheme::kSFB) {
+    if (schemes[l] == Scheme::kAllreduce) {
+      allreduce.push_back(layer);
+      syncers_.push_back(nullptr);
+    } else if (schemes[l] == Scheme::kSFB) {
       auto s = std::make_unique<SfbSyncer>(layer, book, transport, params[l], options.sgd, options.timeout, failure);
       sfb_[l] = s.get();
       syncers_.push_back(std::move(s));
@@ -41,9 +45,24 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
   }
   layer_of_key_.resize(book.pairs().size());
   for (const auto& kv : book.pairs()) layer_of_key_[kv.key] = static_cast<std::uint32_t>(kv.layer);
+  if (!allreduce.empty()) {
+    collective_ = std::make_unique<CollectiveSyncer>(
+        book.model(), allreduce, params, transport,
+        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd}, failure, [this](int layer) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            complete_[layer] = true;
+          }
+          cv_.notify_all();
+        });
+    collective_->schedule(0);
+  }
 }
 
-Client::~Client() { pool_.shutdown(); }
+Client::~Client() {
+  pool_.shutdown();
+  if (collective_) collective_->stop();
+}
 
 void Client::report(int layer, std::function<void()> send) {
   POSEIDON_ENFORCE(layer >= 0 && layer < static_cast<int>(syncers_.size()), "no layer ", layer);
@@ -59,6 +78,11 @@ void Client::report(int layer, std::function<void()> send) {
 }
 
 void Client::gradientsReady(int layer, std::vector<float*> grads) {
+  if (schemes_.at(layer) == Scheme::kAllreduce) {
+    CollectiveSyncer* c = collective_.get();
+    report(layer, [c, layer, grads = std::move(grads)] { c->gradientReady(layer, grads); });
+    return;
+  }
   PsSyncer* s = ps_.at(layer);
   const std::uint64_t t = iteration_;
   report(layer, [s, t, grads = std::move(grads)] {
@@ -96,6 +120,10 @@ void Client::startSync(int layer) {
   LayerSyncer* syncer = syncers_[layer].get();
   auto send = std::move(pending_send_[layer]);
   const std::uint64_t t = iteration_;
+  if (schemes_[layer] == Scheme::kAllreduce) {
+    send();  // hands the gradient to the engine's queued tasks, which set C[layer]
+    return;
+  }
   if (syncer == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     complete_[layer] = true;
@@ -132,6 +160,7 @@ void Client::endIteration() {
   reported_.assign(reported_.size(), false);
   started_.assign(started_.size(), false);
   ++iteration_;
+  if (collective_) collective_->schedule(iteration_);
 }
 
 void Client::waitLayer(int layer) {
@@ -169,13 +198,21 @@ void Client::onFactors(Message message) {
 }
 
 std::uint64_t Client::bytesSentForLayer(int layer) const {
+  if (schemes_[layer] == Scheme::kAllreduce) {
+    // MPI's collectives do not pass through the transport's counters: this is the ring
+    // allreduce's figure, 2 (P-1)/P of the layer's bytes per iteration.
+    const int P = collective_->workers();
+    return static_cast<std::uint64_t>(2.0 * collective_->floatsOfLayer(layer) * sizeof(float) * (P - 1) / P *
+                                      static_cast<double>(iteration_));
+  }
   return syncers_[layer] ? syncers_[layer]->bytesSent() : 0;
 }
 
-void Client::addSfbStateToDigest(Digest& digest) const {
+void Client::addReplicatedStateToDigest(Digest& digest) const {
   for (const auto* s : sfb_) {
     if (s) s->addToDigest(digest);
   }
+  if (collective_) collective_->addToDigest(digest);
 }
 
 }  // namespace poseidon

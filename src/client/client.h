@@ -13,8 +13,9 @@
 #include <mutex>
 #include <vector>
 
+#include "client/collective_syncer.h"
 #include "client/layer_syncer.h"
-#include "client/thread_pool.h"
+#include "common/thread_pool.h"
 #include "comm/transport.h"
 #include "common/wait.h"
 #include "coordinator/cost_model.h"
@@ -31,7 +32,9 @@ class Digest;
 struct ClientOptions {
   bool wfbp = true;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
-  SgdOptions sgd;  // for layers updated on the workers (SFB)
+  SgdOptions sgd;  // for layers updated on the workers (SFB, allreduce)
+  KVStoreOptions kvstore;
+  std::int64_t fusion_bytes = 2 << 20;
 };
 
 class Client {
@@ -60,9 +63,12 @@ class Client {
   void onFactors(Message message);
 
   std::uint64_t iteration() const { return iteration_; }
+  // The allreduce layers' set-up in one line, or "" if there are none.
+  std::string collectiveSummary() const { return collective_ ? collective_->summary() : ""; }
   std::uint64_t bytesSentForLayer(int layer) const;
-  // Digest of what SFB replicas must agree on (weights, biases, momentum).
-  void addSfbStateToDigest(Digest& digest) const;
+  // Digest of what the replicas of SFB and allreduce layers must agree on (weights,
+  // biases, momentum).
+  void addReplicatedStateToDigest(Digest& digest) const;
 
  private:
   void report(int layer, std::function<void()> send);
@@ -85,6 +91,7 @@ class Client {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<bool> complete_;  // guarded by mu_: the BSP vector C
+  std::unique_ptr<CollectiveSyncer> collective_;  // the allreduce layers, if any
   ThreadPool pool_;             // last: its threads stop before the syncers go
 };
 

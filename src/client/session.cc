@@ -102,6 +102,9 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
 
   if (options.batch <= 0) throw InputError(detail::cat("--batch ", options.batch, ": must be positive"));
+  if (options.fusion_bytes < 0) throw InputError("--fusion-bytes must not be negative");
+  KVStoreOptions{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding, options.timeout}
+      .validate();
   const SchemeMode mode = parseSchemeMode(options.scheme);
   const CostRule rule = parseCostRule(options.cost_model);
   ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
@@ -130,7 +133,9 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
                       " cost_model=", options.cost_model, " bandwidth=", options.bandwidth,
                       " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
                       " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
-                      " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes),
+                      " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
+                      " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
+                      " fusion=", options.fusion_bytes),
           "start-up agreement check");
     // HybComm: the scheme of every layer, the same on every rank.
     s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
@@ -141,7 +146,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
     std::vector<bool> on_ps;
     for (const auto& p : s.plan) {
       s.schemes.push_back(p.scheme);
-      on_ps.push_back(p.scheme != Scheme::kSFB);  // ADAM layers live on the servers too
+      on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kAdam);  // ADAM layers live on the servers too
     }
     s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
     const SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
@@ -153,8 +158,11 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
           options.timeout);
     }
     if (cluster.isWorker(me)) {
+      KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
+                             options.timeout};
       s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
-                                          ClientOptions{options.wfbp, options.timeout, sgd}, s.failure);
+                                          ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes},
+                                          s.failure);
     }
     {
       std::lock_guard<std::mutex> lock(s.dispatch->mu);
@@ -242,13 +250,20 @@ void Session::factorsReady(int layer, const float* U, const float* V, std::int64
 
 void Session::layerReleased(int layer) { impl_->client->layerReleased(layer); }
 
-bool Session::usesFactors(int layer) const { return impl_->schemes.at(layer) != Scheme::kPS; }
+bool Session::usesFactors(int layer) const {
+  const Scheme scheme = impl_->schemes.at(layer);
+  return scheme == Scheme::kSFB || scheme == Scheme::kAdam;
+}
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
 const PlatformRates& Session::rates() const { return impl_->rates; }
 
+std::string Session::collectiveSummary() const {
+  return impl_->client ? impl_->client->collectiveSummary() : "";
+}
+
 std::string Session::replicaDigest() const {
   Digest d;
-  if (impl_->client) impl_->client->addSfbStateToDigest(d);
+  if (impl_->client) impl_->client->addReplicatedStateToDigest(d);
   return d.hex();
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "collective/loopback_communicator.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -66,6 +67,16 @@ void LoopbackTransport::runLoop() {
     }
     lock.lock();
   }
+}
+
+std::unique_ptr<Communicator> LoopbackTransport::newCommunicator(std::chrono::milliseconds timeout,
+                                                                const FailureState&) {
+  // The n-th communicator of every rank meets at the hub's n-th rendezvous.
+  std::lock_guard<std::mutex> lock(hub_.mu_);
+  if (communicators_ == hub_.rendezvous_.size()) {
+    hub_.rendezvous_.push_back(std::make_shared<LoopbackRendezvous>(size(), timeout));
+  }
+  return std::make_unique<LoopbackCommunicator>(hub_.rendezvous_[communicators_++], rank_);
 }
 
 void LoopbackTransport::stop() {

@@ -15,6 +15,7 @@
 namespace poseidon {
 
 class LoopbackTransport;
+class LoopbackRendezvous;
 
 // Owns the inboxes of all ranks; create one hub per simulated job.
 class LoopbackHub {
@@ -28,6 +29,8 @@ class LoopbackHub {
  private:
   friend class LoopbackTransport;
   std::vector<std::unique_ptr<LoopbackTransport>> transports_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<LoopbackRendezvous>> rendezvous_;  // guarded by mu_; by creation order
 };
 
 class LoopbackTransport final : public Transport {
@@ -39,6 +42,8 @@ class LoopbackTransport final : public Transport {
   int size() const override { return hub_.size(); }
   void start(TransportCallbacks callbacks) override;
   std::shared_ptr<Work> send(int peer, Message message) override;
+  std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
+                                                const FailureState& failure) override;
   void stop() override;
 
  private:
@@ -47,6 +52,7 @@ class LoopbackTransport final : public Transport {
 
   LoopbackHub& hub_;
   const int rank_;
+  std::size_t communicators_ = 0;  // created by this rank so far
   TransportCallbacks callbacks_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -9,9 +9,11 @@ namespace poseidon {
 MpiContext::MpiContext(int* argc, char*** argv) {
   int initialised = 0;
   MPI_Initialized(&initialised);
-  if (!initialised) {
-    int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+  int provided = 0;
+  if (initialised) {
+    MPI_Query_thread(&provided);
+  } else {
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
       throw CommError("MPI_Init_thread failed");
     }
     we_initialised_ = true;
@@ -20,6 +22,7 @@ MpiContext::MpiContext(int* argc, char*** argv) {
       throw CommError("this MPI library does not provide MPI_THREAD_SERIALIZED");
     }
   }
+  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   // Errors come back as return codes, which the transport turns into CommError.
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);

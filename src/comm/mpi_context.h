@@ -9,8 +9,9 @@ namespace poseidon {
 
 class MpiContext {
  public:
-  // Requires MPI_THREAD_SERIALIZED: after start-up only the MPI transport's progress
-  // thread calls MPI, but that is not the thread that initialised it.
+  // Asks for MPI_THREAD_MULTIPLE (engine threads issue collectives while the transport's
+  // progress thread sends) and requires at least MPI_THREAD_SERIALIZED, which is all the
+  // message transport alone needs.
   MpiContext(int* argc, char*** argv);
   ~MpiContext();
   MpiContext(const MpiContext&) = delete;
@@ -19,6 +20,7 @@ class MpiContext {
   MPI_Comm comm() const { return comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
+  bool threadMultiple() const { return thread_multiple_; }
   // Ends every rank of the job (MPI_Abort); for errors that only some ranks see.
   [[noreturn]] void abortJob(int code) const;
 
@@ -27,6 +29,7 @@ class MpiContext {
   int rank_ = 0;
   int size_ = 1;
   bool we_initialised_ = false;
+  bool thread_multiple_ = false;
 };
 
 }  // namespace poseidon

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <climits>
 
+#include "collective/mpi_communicator.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -19,7 +20,7 @@ constexpr auto kInFlightPoll = std::chrono::microseconds(30);
 }  // namespace
 
 MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes)
-    : comm_(mpi.comm()), rank_(mpi.rank()), size_(mpi.size()), max_payload_bytes_(max_payload_bytes) {
+    : comm_(mpi.comm()), thread_multiple_(mpi.threadMultiple()), rank_(mpi.rank()), size_(mpi.size()), max_payload_bytes_(max_payload_bytes) {
   POSEIDON_ENFORCE(max_payload_bytes_ + sizeof(MessageHeader) < static_cast<std::size_t>(INT_MAX),
                    "MPI counts are int: messages must stay under 2 GiB");
 }
@@ -46,6 +47,16 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
   }
   cv_.notify_one();
   return work;
+}
+
+std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::milliseconds timeout,
+                                                            const FailureState& failure) {
+  if (!thread_multiple_) {
+    throw CommError(
+        "this MPI library does not provide MPI_THREAD_MULTIPLE, which the allreduce scheme needs; "
+        "use --scheme ps, sfb or auto without allreduce");
+  }
+  return std::make_unique<MpiCommunicator>(comm_, timeout, failure);
 }
 
 void MpiTransport::stop() {

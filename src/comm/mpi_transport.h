@@ -30,6 +30,8 @@ class MpiTransport final : public Transport {
   int size() const override { return size_; }
   void start(TransportCallbacks callbacks) override;
   std::shared_ptr<Work> send(int peer, Message message) override;
+  std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
+                                                const FailureState& failure) override;
   void stop() override;
 
  private:
@@ -53,6 +55,7 @@ class MpiTransport final : public Transport {
   void check(int rc, const char* call);
 
   const MPI_Comm comm_;
+  const bool thread_multiple_;
   const int rank_;
   const int size_;
   const std::size_t max_payload_bytes_;

@@ -3,6 +3,7 @@
 // way, so every component above runs unchanged over either.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -12,6 +13,9 @@
 #include "comm/work.h"
 
 namespace poseidon {
+
+class Communicator;
+class FailureState;
 
 struct TransportCallbacks {
   // Called on the transport's own thread for every incoming message; keep it short.
@@ -32,6 +36,11 @@ class Transport {
   // Queues `message` for `peer` and returns at once; the handle completes when the bytes
   // have left this process. Sending to oneself is allowed.
   virtual std::shared_ptr<Work> send(int peer, Message message) = 0;
+  // A new communicator over all ranks, for collectives beside the messages. Collective:
+  // every rank creates the same number, in the same order. Its blocking calls end with a
+  // TimeoutError after `timeout` and watch `failure`.
+  virtual std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
+                                                        const FailureState& failure) = 0;
   // Completes queued sends and stops delivery. Idempotent; called before destruction.
   virtual void stop() = 0;
 

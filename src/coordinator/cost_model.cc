@@ -7,12 +7,17 @@ const char* schemeName(Scheme scheme) {
     case Scheme::kPS: return "ps";
     case Scheme::kSFB: return "sfb";
     case Scheme::kAdam: return "adam";
+    case Scheme::kAllreduce: return "allreduce";
   }
   return "?";
 }
 
 double CostModel::adamFloats(std::int64_t M, std::int64_t N, std::int64_t K) {
   return static_cast<double>(K) * static_cast<double>(M + N) + static_cast<double>(M) * static_cast<double>(N);
+}
+
+double CostModel::allreduceFloats(std::int64_t M, std::int64_t N, int P1) {
+  return 2.0 * 2.0 * static_cast<double>(M) * static_cast<double>(N) * (P1 - 1) / P1;
 }
 
 double CostModel::psFloats(std::int64_t M, std::int64_t N, int P1, int P2, PsRole role) {

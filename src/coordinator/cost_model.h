@@ -11,9 +11,10 @@
 namespace poseidon {
 
 // How one layer's parameters are synchronised: through the parameter server (PS), by
-// sufficient factor broadcasting (SFB), or the 2015 paper's comparison strategy (ADAM:
-// factors to the server, full matrices back).
-enum class Scheme { kPS, kSFB, kAdam };
+// sufficient factor broadcasting (SFB), the 2015 paper's comparison strategy (ADAM:
+// factors to the server, full matrices back), or summed by MPI_Allreduce among the
+// workers with the update replicated on each (Mamidala 2018).
+enum class Scheme { kPS, kSFB, kAdam, kAllreduce };
 const char* schemeName(Scheme scheme);
 
 enum class PsRole { kServerAndWorker, kWorkerOnly, kServerOnly };
@@ -28,6 +29,9 @@ struct CostModel {
   static double adamClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
   // Per node, send + receive: a worker sends its factors and receives the full matrix.
   static double adamFloats(std::int64_t M, std::int64_t N, std::int64_t K);
+  // Per node, send + receive, ring allreduce of M*N floats over P1 workers: each sends
+  // 2*M*N*(P1-1)/P1 (reduce-scatter, then allgather) and receives as much.
+  static double allreduceFloats(std::int64_t M, std::int64_t N, int P1);
 
   // ATC'17 Algorithm 1: SFB if the layer is FC and SFB moves no more than PS.
   static Scheme bestScheme(const LayerInfo& layer, int P1, int P2, std::int64_t K, PsRole role);

@@ -1,5 +1,6 @@
 #include "coordinator/scheme_planner.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "poseidon/errors.h"
@@ -11,7 +12,8 @@ SchemeMode parseSchemeMode(const std::string& name) {
   if (name == "sfb") return SchemeMode::kSFB;
   if (name == "auto") return SchemeMode::kAuto;
   if (name == "adam") return SchemeMode::kAdam;
-  throw InputError("--scheme " + name + ": use ps, sfb, auto or adam");
+  if (name == "allreduce") return SchemeMode::kAllreduce;
+  throw InputError("--scheme " + name + ": use ps, sfb, allreduce, auto or adam");
 }
 
 CostRule parseCostRule(const std::string& name) {
@@ -26,6 +28,7 @@ const char* schemeModeName(SchemeMode mode) {
     case SchemeMode::kSFB: return "sfb";
     case SchemeMode::kAuto: return "auto";
     case SchemeMode::kAdam: return "adam";
+    case SchemeMode::kAllreduce: return "allreduce";
   }
   return "?";
 }
@@ -50,6 +53,11 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
   if (req.rule == CostRule::kTime && req.mode == SchemeMode::kAuto && !req.rates.known()) {
     throw InputError("the time cost model needs the link bandwidth and the GEMM rate");
   }
+  // The collectives run among all ranks, so every rank must train.
+  const bool allreduce_ok = P1 > 1 && cluster.serverOnly() == 0;
+  if (req.mode == SchemeMode::kAllreduce && cluster.serverOnly() > 0) {
+    throw InputError("--scheme allreduce needs every rank to train: drop --server-ranks");
+  }
   std::vector<LayerPlan> plans;
   for (const auto& layer : model.layers) {
     LayerPlan p;
@@ -62,6 +70,15 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       p.adam_floats = CostModel::adamFloats(layer.M, layer.N, req.batch);
       p.bytes_choice = p.sfb_floats <= p.ps_floats ? Scheme::kSFB : Scheme::kPS;
     }
+    // A synchronous step waits for its busiest node. Under PS with every rank a worker
+    // that is a shard's node (2*M*N*(P1+P2-2)/P2): equal to the ring when every rank holds
+    // a shard, more when shards are fewer than workers. That is where allreduce wins.
+    const double ps_busiest = CostModel::psFloats(numel, 1, P1, P2, PsRole::kServerAndWorker);
+    if (allreduce_ok) {
+      p.allreduce_floats = CostModel::allreduceFloats(numel, 1, P1);
+      const double best = p.bytes_choice == Scheme::kSFB ? p.sfb_floats : ps_busiest;
+      if (p.allreduce_floats < best) p.bytes_choice = Scheme::kAllreduce;
+    }
     if (req.rates.known()) {
       const double bw = req.rates.bandwidth_bytes_per_s;
       // A node sends and receives half of the Table 1 count each; the link is full duplex.
@@ -71,6 +88,11 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
         p.sfb_seconds = p.sfb_floats / 2 * sizeof(float) / bw + extra_flops / req.rates.gemm_flops_per_s;
         p.time_choice = p.sfb_seconds < p.ps_seconds ? Scheme::kSFB : Scheme::kPS;
       }
+      if (allreduce_ok) {
+        p.allreduce_seconds = p.allreduce_floats / 2 * sizeof(float) / bw;
+        const double rival = p.time_choice == Scheme::kSFB ? p.sfb_seconds : ps_busiest / 2 * sizeof(float) / bw;
+        if (p.allreduce_seconds < rival) p.time_choice = Scheme::kAllreduce;
+      }
     } else {
       p.time_choice = p.bytes_choice;
     }
@@ -78,18 +100,29 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       case SchemeMode::kPS: p.scheme = Scheme::kPS; break;
       case SchemeMode::kSFB: p.scheme = fc ? Scheme::kSFB : Scheme::kPS; break;
       case SchemeMode::kAdam: p.scheme = fc ? Scheme::kAdam : Scheme::kPS; break;
+      case SchemeMode::kAllreduce: p.scheme = P1 > 1 ? Scheme::kAllreduce : Scheme::kPS; break;
       case SchemeMode::kAuto: p.scheme = req.rule == CostRule::kTime ? p.time_choice : p.bytes_choice; break;
     }
-    if (!fc) {
-      p.reason = layer.kind == LayerKind::kFC ? "one worker: nothing to exchange" : "not FC: no sufficient factors";
-    } else if (req.mode == SchemeMode::kAuto && req.rule == CostRule::kTime) {
-      p.reason = format("time: sfb %.4f s (%.4f network + %.4f reconstruction) vs ps %.4f s", p.sfb_seconds,
-                        p.sfb_floats * 2 / req.rates.bandwidth_bytes_per_s,
-                        p.sfb_seconds - p.sfb_floats * 2 / req.rates.bandwidth_bytes_per_s, p.ps_seconds);
-    } else if (req.mode == SchemeMode::kAuto) {
-      p.reason = format("bytes: sfb %.0f floats vs ps %.0f", p.sfb_floats, p.ps_floats);
+    const bool time_rule = req.rule == CostRule::kTime;
+    if (P1 == 1) {
+      p.reason = "one worker: nothing to exchange";
+    } else if (req.mode != SchemeMode::kAuto) {
+      p.reason = !fc && req.mode != SchemeMode::kAllreduce && req.mode != SchemeMode::kPS
+                     ? "not FC: no sufficient factors"
+                     : std::string("forced by --scheme ") + schemeModeName(req.mode);
+    } else if (!fc && !allreduce_ok) {
+      p.reason = "not FC: no sufficient factors";
+    } else if (!fc) {
+      p.reason = time_rule ? format("not FC; time: allreduce %.4f s vs ps %.4f s", p.allreduce_seconds, p.ps_seconds)
+                           : format("not FC; bytes: allreduce %.0f floats vs ps %.0f", p.allreduce_floats, p.ps_floats);
+    } else if (time_rule) {
+      const double network = p.sfb_floats * 2 / req.rates.bandwidth_bytes_per_s;
+      p.reason = format("time: sfb %.4f s (%.4f network + %.4f reconstruction) vs ps %.4f s", p.sfb_seconds, network,
+                        p.sfb_seconds - network, p.ps_seconds);
+      if (allreduce_ok) p.reason += format(" vs allreduce %.4f s", p.allreduce_seconds, 0);
     } else {
-      p.reason = std::string("forced by --scheme ") + schemeModeName(req.mode);
+      p.reason = format("bytes: sfb %.0f floats vs ps %.0f", p.sfb_floats, p.ps_floats);
+      if (allreduce_ok) p.reason += format(" vs allreduce %.0f", p.allreduce_floats, 0);
     }
     plans.push_back(p);
   }

@@ -15,7 +15,7 @@
 
 namespace poseidon {
 
-enum class SchemeMode { kPS, kSFB, kAuto, kAdam };
+enum class SchemeMode { kPS, kSFB, kAuto, kAdam, kAllreduce };
 enum class CostRule { kBytes, kTime };
 
 // Throw InputError on an unknown name.
@@ -34,9 +34,9 @@ struct PlatformRates {
 struct LayerPlan {
   Scheme scheme = Scheme::kPS;
   // Per node, send + receive, as in ATC'17 Table 1 (0 for layers without the option).
-  double ps_floats = 0, sfb_floats = 0, adam_floats = 0;
+  double ps_floats = 0, sfb_floats = 0, adam_floats = 0, allreduce_floats = 0;
   // Predicted seconds per iteration when rates are known (else 0).
-  double ps_seconds = 0, sfb_seconds = 0;
+  double ps_seconds = 0, sfb_seconds = 0, allreduce_seconds = 0;
   Scheme bytes_choice = Scheme::kPS;  // what each rule alone would pick
   Scheme time_choice = Scheme::kPS;
   std::string reason;
@@ -49,8 +49,9 @@ struct PlanRequest {
   PlatformRates rates;
 };
 
-// One plan per layer of `model`. Only FC layers can go by SFB or ADAM; with one worker
-// every layer stays on PS (there is nobody to exchange with).
+// One plan per layer of `model`. Only FC layers can go by SFB or ADAM; allreduce needs every
+// rank to be a worker; with one worker every layer stays on PS (nobody to exchange with).
+// "auto" takes the cheapest; on a tie PS before SFB before allreduce.
 std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& request);
 
 }  // namespace poseidon

@@ -19,7 +19,7 @@ void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>
       const float* gw = grads[w] + start;
       for (std::int64_t i = 0; i < len; ++i) g[i] += gw[i];
     }
-    if (k > 1) {
+    if (scale != 1.0f) {
       for (std::int64_t i = 0; i < len; ++i) g[i] *= scale;
     }
     float* p = params + start;

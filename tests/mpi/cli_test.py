@@ -182,6 +182,62 @@ def case_np3_adam_equals_ps(args):
         shutil.rmtree(tmp)
 
 
+def case_np4_allreduce_equals_ps(args):
+    # The third transport: MPI_Allreduce through the KVStore and the dependency engine, each
+    # ordering design, against the parameter server (fcnet, 4 ranks, 20 iterations).
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "fcnet", "--iterations", "20", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+        b, _ = train(args, 4, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+        # funnel and chained: np3_convnet_allreduce_fused and the kvstore_stress cases.
+        for design in ["concurrent"]:
+            a, _ = train(args, 4, common + ["--scheme", "allreduce", "--kvstore", design,
+                                            "--save-params", f"{tmp}/{design}.bin"])
+            check(all(l["scheme"] == "allreduce" for l in a["layers"]), a["layers"])
+            loss_rel = abs(a["train_loss"] - b["train_loss"]) / abs(b["train_loss"])
+            print(f"{design}: train loss {a['train_loss']:.9f} vs ps {b['train_loss']:.9f} (relative {loss_rel:.2e})")
+            check(loss_rel <= 1e-4, "train losses differ")
+            compare_params(f"{tmp}/{design}.bin", f"{tmp}/ps.bin", 1e-4, f"allreduce {design} vs ps")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_np3_convnet_allreduce_fused(args):
+    # Small conv layers share fusion buffers; without WFBP too; replicas checked as it goes.
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "convnet", "--iterations", "12", "--no-eval", "--json", "--seed", "5", "--lr", "0.01"]
+        b, _ = train(args, 3, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+        a, out = train(args, 3, common + ["--scheme", "allreduce", "--fusion-bytes", "1048576", "--verify", "4",
+                                          "--kvstore", "funnel", "--save-params", f"{tmp}/fused.bin"])
+        check("5 layers by allreduce in 2 collectives per iteration, KVStore design funnel" in out, out[-1500:])
+        compare_params(f"{tmp}/fused.bin", f"{tmp}/ps.bin", 1e-4, "fused allreduce vs ps")
+        c, _ = train(args, 3, common + ["--scheme", "allreduce", "--fusion-bytes", "0", "--no-wfbp", "--kvstore",
+                                        "chained", "--save-params", f"{tmp}/plain.bin"])
+        compare_params(f"{tmp}/plain.bin", f"{tmp}/ps.bin", 1e-4, "unfused allreduce without WFBP vs ps")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_bad_kvstore(args):
+    base = mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                        "--scheme", "allreduce"]
+    expect_failure(args, base + ["--kvstore", "ring"], "--kvstore ring")
+    expect_failure(args, base + ["--kvstore", "concurrent", "--kvstore-comms", "4", "--kvstore-outstanding", "2"],
+                   "--kvstore-outstanding")
+    expect_failure(args, mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                                      "--scheme", "allreduce", "--server-ranks", "1"], "--server-ranks")
+
+
+def case_kvstore_stress(args):
+    for ranks in [2, 3]:
+        cmd = mpirun(ranks) + [args.stress, "--kvstore", args.design, "--iterations", "150"]
+        rc, out, err, secs = run(cmd, 240)
+        check(rc == 0, f"{' '.join(cmd)} exited {rc}\n{out[-2000:]}\n{err[-2000:]}")
+        check(out.count("0 wrong values") == ranks, out)
+        print(out.strip())
+
+
 def case_np4_sfb_bytes(args):
     r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json",
                            "--scheme", "auto", "--cost-model", "bytes"])
@@ -337,6 +393,8 @@ def main():
     p.add_argument("case")
     p.add_argument("--poseidon", required=True)
     p.add_argument("--example", required=True)
+    p.add_argument("--stress")
+    p.add_argument("--design")
     args = p.parse_args()
     fn = globals().get("case_" + args.case)
     if fn is None:

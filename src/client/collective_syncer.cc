@@ -1,0 +1,182 @@
+#include "client/collective_syncer.h"
+
+#include <cstring>
+
+#include "comm/transport.h"
+#include "common/digest.h"
+#include "engine/external_event.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+struct CollectiveSyncer::Layer {
+  int id = 0;
+  std::vector<float*> params;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::vector<float>> momentum;
+  bool first_step = true;
+  Engine::Tag grad_tag = 0;
+  ExternalEvent gradient;  // the iteration's gradient task ends when autograd reports it
+  std::mutex mu;
+  std::vector<float*> grads;  // guarded by mu: this iteration's gradient buffers
+};
+
+struct CollectiveSyncer::Bucket {
+  int key = 0;
+  FusedBucket plan;
+  std::vector<float> in, out;  // this worker's gradients; the sums
+  Engine::Tag in_tag = 0, out_tag = 0, params_tag = 0;
+};
+
+CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int>& layers,
+                                   const std::vector<std::vector<float*>>& params, Transport& transport,
+                                   const CollectiveOptions& options, FailureState& failure,
+                                   std::function<void(int)> on_done)
+    : failure_(failure),
+      sgd_(options.sgd),
+      workers_(transport.size()),
+      on_done_(std::move(on_done)),
+      layers_(model.layers.size()),
+      // One compute thread applies the steps, one copies, the design decides the comm threads.
+      engine_(Engine::Threads{1, 1, options.kvstore.commThreads()}, failure) {
+  options.kvstore.validate();
+  std::vector<std::pair<int, std::int64_t>> order;  // back-propagation order
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    const int l = *it;
+    auto layer = std::make_unique<Layer>();
+    layer->id = l;
+    layer->params = params.at(l);
+    for (const auto& t : model.layers.at(l).tensors) {
+      layer->sizes.push_back(t.numel());
+      layer->momentum.emplace_back(sgd_.momentum != 0.0f ? t.numel() : 0);
+    }
+    layer->grad_tag = engine_.newTag(model.layers[l].name + " gradient");
+    order.emplace_back(l, model.layers[l].numel());
+    layers_[l] = std::move(layer);
+  }
+  store_ = KVStore::create(options.kvstore, engine_, transport, failure);
+  for (auto& plan : fuseLayers(order, options.fusion_bytes)) {
+    auto b = std::make_unique<Bucket>();
+    b->key = static_cast<int>(buckets_.size());
+    b->in.resize(plan.floats);
+    b->out.resize(plan.floats);
+    b->plan = std::move(plan);
+    b->in_tag = engine_.newTag(detail::cat("bucket ", b->key, " in"));
+    b->out_tag = engine_.newTag(detail::cat("bucket ", b->key, " out"));
+    b->params_tag = engine_.newTag(detail::cat("bucket ", b->key, " parameters"));
+    // init stores rank 0's parameters; the session has broadcast them already, so this
+    // only fills the store's buffers.
+    for (std::size_t i = 0; i < b->plan.layers.size(); ++i) {
+      const Layer& layer = *layers_[b->plan.layers[i]];
+      std::int64_t at = b->plan.offsets[i];
+      for (std::size_t t = 0; t < layer.params.size(); ++t) {
+        std::memcpy(b->in.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
+        at += layer.sizes[t];
+      }
+    }
+    store_->init(b->key, b->in.data(), b->in.size());
+    buckets_.push_back(std::move(b));
+  }
+}
+
+CollectiveSyncer::~CollectiveSyncer() {
+  stop();
+}
+
+void CollectiveSyncer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  store_->stop();
+  engine_.shutdown();
+}
+
+void CollectiveSyncer::schedule(std::uint64_t t) {
+  for (auto& b : buckets_) {
+    Bucket* bucket = b.get();
+    for (std::size_t i = 0; i < bucket->plan.layers.size(); ++i) {
+      Layer* layer = layers_[bucket->plan.layers[i]].get();
+      const std::int64_t offset = bucket->plan.offsets[i];
+      engine_.pushAsync([layer](Engine::Done done) { layer->gradient.arm(std::move(done)); }, {}, {layer->grad_tag},
+                        Engine::Kind::kCopy);
+      engine_.push([this, layer, bucket, offset] { copyIn(*layer, *bucket, offset); }, {layer->grad_tag},
+                   {bucket->in_tag}, Engine::Kind::kCopy);
+    }
+    store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
+  }
+  for (auto& b : buckets_) {
+    Bucket* bucket = b.get();
+    store_->pull(bucket->key, bucket->out.data(), bucket->out_tag);
+    engine_.push([this, bucket, t] { apply(*bucket, t); }, {bucket->out_tag}, {bucket->params_tag},
+                 Engine::Kind::kCompute);
+  }
+}
+
+void CollectiveSyncer::gradientReady(int layer, std::vector<float*> grads) {
+  Layer* l = layers_.at(layer).get();
+  POSEIDON_ENFORCE(l != nullptr, "layer ", layer, " does not go by allreduce");
+  {
+    std::lock_guard<std::mutex> lock(l->mu);
+    l->grads = std::move(grads);
+  }
+  l->gradient.fire();
+}
+
+void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset) {
+  std::vector<float*> grads;
+  {
+    std::lock_guard<std::mutex> lock(layer.mu);
+    grads = layer.grads;
+  }
+  POSEIDON_ENFORCE_EQ(grads.size(), layer.sizes.size(), "gradient tensors of an allreduce layer");
+  float* to = bucket.in.data() + offset;
+  for (std::size_t t = 0; t < grads.size(); ++t) {
+    const std::size_t bytes = layer.sizes[t] * sizeof(float);
+    std::memcpy(to, grads[t], bytes);
+    // The engine accumulates into its gradients; the next backward starts from zero.
+    std::memset(grads[t], 0, bytes);
+    to += layer.sizes[t];
+  }
+}
+
+void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
+  const SgdOptions step = sgd_.at(t);
+  const float scale = 1.0f / static_cast<float>(workers_);
+  for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
+    Layer& layer = *layers_[bucket.plan.layers[i]];
+    const float* sum = bucket.out.data() + bucket.plan.offsets[i];
+    for (std::size_t k = 0; k < layer.params.size(); ++k) {
+      sgdStep(layer.params[k], layer.momentum[k].empty() ? nullptr : layer.momentum[k].data(), {sum}, scale,
+              layer.sizes[k], step, layer.first_step);
+      sum += layer.sizes[k];
+    }
+    layer.first_step = false;
+    on_done_(layer.id);
+  }
+}
+
+std::string CollectiveSyncer::summary() const {
+  std::size_t layers = 0;
+  for (const auto& b : buckets_) layers += b->plan.layers.size();
+  return detail::cat(layers, " layer", layers == 1 ? "" : "s", " by allreduce in ", buckets_.size(), " collective",
+                     buckets_.size() == 1 ? "" : "s", " per iteration, KVStore design ", kvstoreTypeName(store_->type()));
+}
+
+std::int64_t CollectiveSyncer::floatsOfLayer(int layer) const {
+  const Layer* l = layers_.at(layer).get();
+  if (!l) return 0;
+  std::int64_t n = 0;
+  for (auto s : l->sizes) n += s;
+  return n;
+}
+
+void CollectiveSyncer::addToDigest(Digest& d) const {
+  for (const auto& l : layers_) {
+    if (!l) continue;
+    for (std::size_t k = 0; k < l->params.size(); ++k) {
+      d.update(l->params[k], l->sizes[k] * sizeof(float));
+      d.update(l->momentum[k].data(), l->momentum[k].size() * sizeof(float));
+    }
+  }
+}
+
+}  // namespace poseidon

@@ -1,0 +1,78 @@
+// The layers of one worker that go by allreduce (the third HybComm scheme), driven through
+// the dependency engine and the KVStore. Every iteration's tasks are pushed up front, in
+// the same order on every rank (buckets in back-propagation order, all pushes before the
+// pulls); the gradient of each layer enters as an asynchronous task that ends when
+// autograd reports it. Per bucket of fused layers:
+//   grad(l) ready -> copy into the bucket -> KVStore push (sum over workers) -> pull ->
+//   SGD step on each layer with the replicated optimizer state -> C[l] set.
+// Every worker applies the same step to the same sums, so the replicas stay identical.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collective/fusion.h"
+#include "collective/kvstore.h"
+#include "engine/engine.h"
+#include "kvstore/sgd.h"
+#include "poseidon/model_info.h"
+
+namespace poseidon {
+
+class Transport;
+class Digest;
+
+struct CollectiveOptions {
+  KVStoreOptions kvstore;
+  std::int64_t fusion_bytes = 2 << 20;
+  SgdOptions sgd;
+};
+
+class CollectiveSyncer {
+ public:
+  // `layers`: the allreduce layers, `params[l]` layer l's tensors. `on_done(l)` is called
+  // when layer l holds the parameters after the iteration it was synced for. Collective:
+  // every worker constructs it with the same layers, and it broadcasts rank 0's values.
+  CollectiveSyncer(const ModelInfo& model, const std::vector<int>& layers,
+                   const std::vector<std::vector<float*>>& params, Transport& transport,
+                   const CollectiveOptions& options, FailureState& failure, std::function<void(int)> on_done);
+  ~CollectiveSyncer();
+
+  // Queues iteration t's tasks (called once per iteration, t = 0, 1, ...).
+  void schedule(std::uint64_t t);
+  // Layer l's gradient of the current iteration is complete in `grads`.
+  void gradientReady(int layer, std::vector<float*> grads);
+  // Floats each worker hands to allreduce per iteration for layer l.
+  std::int64_t floatsOfLayer(int layer) const;
+  int workers() const { return workers_; }
+  // One line for the progress output: layers, buckets, design.
+  std::string summary() const;
+  // Weights, biases and momentum: what every replica must agree on.
+  void addToDigest(Digest& digest) const;
+  // Stops the store and the engine. The queued tasks of the iteration after the last
+  // wait only for gradients that will not come, and are dropped.
+  void stop();
+
+ private:
+  struct Layer;
+  struct Bucket;
+  void copyIn(Layer& layer, Bucket& bucket, std::int64_t offset);
+  void apply(Bucket& bucket, std::uint64_t t);
+
+  FailureState& failure_;
+  const SgdOptions sgd_;
+  const int workers_;
+  std::function<void(int)> on_done_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // by model layer; null if not allreduce
+  std::vector<std::unique_ptr<Bucket>> buckets_;  // in back-propagation order
+  Engine engine_;
+  std::unique_ptr<KVStore> store_;
+  bool stopped_ = false;
+};
+
+}  // namespace poseidon

@@ -1,0 +1,133 @@
+#include "collective/kvstore.h"
+
+#include <cstring>
+
+#include "collective/funnel_kvstore.h"
+#include "comm/transport.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+KVStoreType parseKVStoreType(const std::string& name) {
+  if (name == "funnel") return KVStoreType::kFunnel;
+  if (name == "concurrent") return KVStoreType::kConcurrent;
+  if (name == "chained") return KVStoreType::kChained;
+  throw InputError("--kvstore " + name + ": use funnel, concurrent or chained");
+}
+
+const char* kvstoreTypeName(KVStoreType type) {
+  switch (type) {
+    case KVStoreType::kFunnel: return "funnel";
+    case KVStoreType::kConcurrent: return "concurrent";
+    case KVStoreType::kChained: return "chained";
+  }
+  return "?";
+}
+
+void KVStoreOptions::validate() const {
+  if (communicators < 1 || communicators > 64) {
+    throw InputError(detail::cat("--kvstore-comms ", communicators, ": use 1 to 64 communicators"));
+  }
+  // A thread blocked in a collective on one communicator cannot serve another; with fewer
+  // threads than communicators, two ranks can each wait inside a different one.
+  if (type == KVStoreType::kConcurrent && outstanding < communicators) {
+    throw InputError(detail::cat("--kvstore-outstanding ", outstanding, " is below --kvstore-comms ", communicators,
+                                 ": each communicator needs a thread of its own, or ranks can block each other"));
+  }
+  if (outstanding < 1) throw InputError("--kvstore-outstanding must be at least 1");
+}
+
+int KVStoreOptions::commThreads() const { return type == KVStoreType::kConcurrent ? outstanding : 1; }
+
+KVStore::Entry& KVStore::entry(int key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) throw Error(detail::cat("KVStore key ", key, " was never initialised"));
+  return it->second;
+}
+
+std::size_t KVStore::count(int key) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? 0 : it->second.value.size();
+}
+
+void KVStore::init(int key, const float* value, std::size_t count) {
+  POSEIDON_ENFORCE(entries_.count(key) == 0, "KVStore key ", key, " initialised twice");
+  Entry e;
+  e.value.assign(value, value + count);
+  e.tag = engine_.newTag(detail::cat("kvstore key ", key));
+  initCommunicator().broadcast(e.value.data(), count, 0);
+  entries_.emplace(key, std::move(e));
+}
+
+void KVStore::push(int key, const float* grad, Engine::Tag grad_tag) { issue(key, entry(key), grad, grad_tag); }
+
+void KVStore::pull(int key, float* out, Engine::Tag out_tag) {
+  Entry& e = entry(key);
+  const float* from = e.value.data();
+  const std::size_t bytes = e.value.size() * sizeof(float);
+  engine_.push([from, out, bytes] { std::memcpy(out, from, bytes); }, {e.tag}, {out_tag}, Engine::Kind::kCopy);
+}
+
+namespace {
+
+// Collectives one at a time in push order: all of them mutate one dummy tag.
+class ChainedKVStore final : public KVStore {
+ public:
+  ChainedKVStore(const KVStoreOptions& o, Engine& engine, Transport& transport, FailureState& failure)
+      : KVStore(o, engine), comm_(transport.newCommunicator(o.timeout, failure)), chain_(engine.newTag("chain")) {}
+
+ private:
+  void issue(int, Entry& e, const float* grad, Engine::Tag grad_tag) override {
+    Communicator* comm = comm_.get();
+    float* value = e.value.data();
+    const std::size_t n = e.value.size();
+    engine_.push([comm, grad, value, n] { comm->allreduceSum(grad, value, n); }, {grad_tag}, {e.tag, chain_},
+                 Engine::Kind::kComm);
+  }
+  Communicator& initCommunicator() override { return *comm_; }
+
+  std::unique_ptr<Communicator> comm_;
+  const Engine::Tag chain_;
+};
+
+// Key k's collectives go to communicator k mod C and run in push order there; the C
+// communicators proceed independently, each on an engine comm thread.
+class ConcurrentKVStore final : public KVStore {
+ public:
+  ConcurrentKVStore(const KVStoreOptions& o, Engine& engine, Transport& transport, FailureState& failure)
+      : KVStore(o, engine) {
+    for (int c = 0; c < o.communicators; ++c) {
+      comms_.push_back(transport.newCommunicator(o.timeout, failure));
+      tags_.push_back(engine.newTag(detail::cat("communicator ", c)));
+    }
+  }
+
+ private:
+  void issue(int key, Entry& e, const float* grad, Engine::Tag grad_tag) override {
+    const std::size_t c = static_cast<std::size_t>(key) % comms_.size();
+    Communicator* comm = comms_[c].get();
+    float* value = e.value.data();
+    const std::size_t n = e.value.size();
+    engine_.push([comm, grad, value, n] { comm->allreduceSum(grad, value, n); }, {grad_tag}, {e.tag, tags_[c]},
+                 Engine::Kind::kComm);
+  }
+  Communicator& initCommunicator() override { return *comms_[0]; }
+
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<Engine::Tag> tags_;
+};
+
+}  // namespace
+
+std::unique_ptr<KVStore> KVStore::create(const KVStoreOptions& options, Engine& engine, Transport& transport,
+                                         FailureState& failure) {
+  options.validate();
+  switch (options.type) {
+    case KVStoreType::kFunnel: return std::make_unique<FunnelKVStore>(options, engine, transport, failure);
+    case KVStoreType::kConcurrent: return std::make_unique<ConcurrentKVStore>(options, engine, transport, failure);
+    case KVStoreType::kChained: return std::make_unique<ChainedKVStore>(options, engine, transport, failure);
+  }
+  throw Error("unknown KVStore type");
+}
+
+}  // namespace poseidon

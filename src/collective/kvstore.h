@@ -1,0 +1,83 @@
+// The KVStore push/pull API over MPI_Allreduce (Mamidala 2018): init(key) gives every rank
+// rank 0's value, push(key, grad) makes the stored value the sum of every rank's grad, and
+// pull(key, out) copies it out. push and pull are engine tasks; they run when the tags
+// they depend on allow. Collectives must be issued in the same order on every rank or
+// they deadlock, while gradients become ready in whatever order threads finish; each
+// design below solves that differently:
+//   funnel     - one thread issues every collective, in ascending key order, one round
+//                of keys after another (every key is pushed once per round);
+//   concurrent - keys hashed onto C duplicated communicators; on each, collectives run in
+//                push order (a tag per communicator), on `outstanding` engine threads;
+//   chained    - every collective mutates one dummy tag, so they run one at a time in push
+//                order; pushes are queued ahead of the pulls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/communicator.h"
+#include "engine/engine.h"
+
+namespace poseidon {
+
+class Transport;
+
+enum class KVStoreType { kFunnel, kConcurrent, kChained };
+// Throws InputError on an unknown name.
+KVStoreType parseKVStoreType(const std::string& name);
+const char* kvstoreTypeName(KVStoreType type);
+
+struct KVStoreOptions {
+  KVStoreType type = KVStoreType::kChained;
+  int communicators = 2;  // concurrent: C
+  int outstanding = 2;    // concurrent: collectives in flight at most
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+
+  // Throws InputError for settings that could deadlock or make no sense.
+  void validate() const;
+  // Engine comm threads the design runs its collectives on.
+  int commThreads() const;
+};
+
+class KVStore {
+ public:
+  // Creates the communicators the design needs: collective, same options on every rank.
+  static std::unique_ptr<KVStore> create(const KVStoreOptions& options, Engine& engine, Transport& transport,
+                                         FailureState& failure);
+  virtual ~KVStore() = default;
+
+  // Collective and synchronous, in the same order on every rank: the key stores `count`
+  // floats, rank 0's `value`.
+  void init(int key, const float* value, std::size_t count);
+  // After the tasks queued before on `grad_tag` (mutations): the key's value becomes the
+  // sum over ranks of `grad`.
+  void push(int key, const float* grad, Engine::Tag grad_tag);
+  // After the key's earlier pushes: copies the value into `out` (a mutation of `out_tag`).
+  void pull(int key, float* out, Engine::Tag out_tag);
+
+  std::size_t count(int key) const;
+  KVStoreType type() const { return options_.type; }
+  // Stops the design's own threads (funnel); the engine must be idle.
+  virtual void stop() {}
+
+ protected:
+  struct Entry {
+    std::vector<float> value;
+    Engine::Tag tag = 0;
+  };
+  KVStore(const KVStoreOptions& options, Engine& engine) : options_(options), engine_(engine) {}
+  // Queues the collective that sums `grad` into `entry.value`.
+  virtual void issue(int key, Entry& entry, const float* grad, Engine::Tag grad_tag) = 0;
+  virtual Communicator& initCommunicator() = 0;
+  Entry& entry(int key);
+
+  const KVStoreOptions options_;
+  Engine& engine_;
+  std::map<int, Entry> entries_;  // set up by init() before any push
+};
+
+}  // namespace poseidon

@@ -1,0 +1,40 @@
+// mpirun -np P kvstore_stress --kvstore funnel|concurrent|chained [--iterations N]
+// Real processes, real MPI collectives: every rank makes its gradients ready in its own
+// random order; the job must neither deadlock nor sum wrongly.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "comm/transport.h"
+#include "kvstore_stress.h"
+#include "poseidon/errors.h"
+#include "poseidon/runtime.h"
+
+int main(int argc, char** argv) {
+  using namespace poseidon;
+  Runtime runtime(&argc, &argv);
+  KVStoreOptions o;
+  int iterations = 200;
+  try {
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string flag = argv[i];
+      if (flag == "--kvstore") o.type = parseKVStoreType(argv[i + 1]);
+      else if (flag == "--iterations") iterations = std::atoi(argv[i + 1]);
+      else if (flag == "--comms") o.communicators = o.outstanding = std::atoi(argv[i + 1]);
+      else throw InputError("unknown flag " + flag);
+    }
+    o.timeout = std::chrono::seconds(60);
+    Transport& transport = runtime.transport();
+    // The message transport's progress thread runs beside the collectives, as in training.
+    transport.start(TransportCallbacks{[](Message) {}, [](std::exception_ptr) {}});
+    const StressResult r = runKVStoreStress(transport, o, iterations, 11);
+    std::printf("rank %d: %s: %lld collectives in %.2f s, %lld wrong values\n", transport.rank(),
+                kvstoreTypeName(o.type), static_cast<long long>(r.collectives), r.seconds,
+                static_cast<long long>(r.wrong_values));
+    return r.wrong_values == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvstore_stress: error: %s\n", e.what());
+    runtime.abortJob(2);
+  }
+}

@@ -1,0 +1,98 @@
+#include "kvstore_stress.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "comm/transport.h"
+#include "engine/external_event.h"
+
+namespace poseidon {
+
+namespace {
+
+// Sizes from one float to a few MB, so both latency- and bandwidth-bound collectives run.
+const std::vector<std::size_t> kSizes = {1, 7, 1000, 65536, 3, 400000, 128, 1 << 20};
+
+float value(int rank, std::size_t key, int iteration, std::size_t i) {
+  return static_cast<float>((rank + 1) * (static_cast<int>(key) + 1) + iteration + static_cast<int>(i % 7));
+}
+
+}  // namespace
+
+StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations,
+                              std::uint64_t seed) {
+  const int rank = transport.rank();
+  const int P = transport.size();
+  const std::size_t K = kSizes.size();
+  FailureState failure;
+  Engine engine(Engine::Threads{1, 1, options.commThreads()}, failure);
+  auto store = KVStore::create(options, engine, transport, failure);
+
+  std::vector<std::vector<float>> grad(K), out(K);
+  std::vector<Engine::Tag> grad_tag(K), out_tag(K);
+  std::vector<ExternalEvent> ready(K);
+  for (std::size_t k = 0; k < K; ++k) {
+    grad[k].assign(kSizes[k], 0.0f);
+    out[k].assign(kSizes[k], 0.0f);
+    grad_tag[k] = engine.newTag("grad");
+    out_tag[k] = engine.newTag("out");
+    std::vector<float> init(kSizes[k], static_cast<float>(rank));  // rank 0's zeros must win
+    store->init(static_cast<int>(k), init.data(), init.size());
+  }
+  std::atomic<std::int64_t> wrong{0};
+  // init gives every rank rank 0's value (zeros).
+  for (std::size_t k = 0; k < K; ++k) store->pull(static_cast<int>(k), out[k].data(), out_tag[k]);
+  engine.waitAll(options.timeout);
+  for (std::size_t k = 0; k < K; ++k) wrong += std::count_if(out[k].begin(), out[k].end(), [](float v) { return v != 0; });
+  const auto start = std::chrono::steady_clock::now();
+  for (int it = 0; it < iterations; ++it) {
+    for (std::size_t j = 0; j < K; ++j) {
+      const std::size_t k = K - 1 - j;
+      engine.pushAsync([&ready, k](Engine::Done d) { ready[k].arm(std::move(d)); }, {}, {grad_tag[k]},
+                       Engine::Kind::kCopy);
+      store->push(static_cast<int>(k), grad[k].data(), grad_tag[k]);
+    }
+    for (std::size_t j = 0; j < K; ++j) {
+      const std::size_t k = K - 1 - j;
+      store->pull(static_cast<int>(k), out[k].data(), out_tag[k]);
+      engine.push(
+          [&, k, it] {
+            std::int64_t bad = 0;
+            for (std::size_t i = 0; i < out[k].size(); ++i) {
+              float expected = 0;
+              for (int r = 0; r < P; ++r) expected += value(r, k, it, i);
+              bad += out[k][i] != expected;
+            }
+            wrong += bad;
+          },
+          {out_tag[k]}, {}, Engine::Kind::kCompute);
+    }
+    // The gradients appear in a random order, with random gaps, different on every rank.
+    std::mt19937_64 rng(seed * 1000003 + static_cast<std::uint64_t>(rank) * 7919 + static_cast<std::uint64_t>(it));
+    std::vector<std::size_t> order(K);
+    for (std::size_t k = 0; k < K; ++k) order[k] = k;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::thread producer([&] {
+      for (std::size_t k : order) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 1500));
+        for (std::size_t i = 0; i < grad[k].size(); ++i) grad[k][i] = value(rank, k, it, i);
+        ready[k].fire();
+      }
+    });
+    producer.join();
+    engine.waitAll(options.timeout);
+  }
+  StressResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.wrong_values = wrong.load();
+  result.collectives = static_cast<std::int64_t>(K) * iterations;
+  store->stop();
+  engine.shutdown();
+  return result;
+}
+
+}  // namespace poseidon

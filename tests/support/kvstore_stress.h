@@ -1,0 +1,26 @@
+// A stress run of one KVStore design, shared by the threads-as-ranks unit test and the
+// real mpirun test: every iteration pushes the push/pull tasks of every key in one fixed
+// order (descending keys, as back-propagation would), then makes the keys' "gradients"
+// ready in an order and with delays drawn at random per rank and iteration, and checks
+// every pulled sum exactly (small integers, so float sums are exact).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "collective/kvstore.h"
+
+namespace poseidon {
+
+class Transport;
+
+struct StressResult {
+  std::int64_t collectives = 0;
+  std::int64_t wrong_values = 0;
+  double seconds = 0;
+};
+
+StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations,
+                              std::uint64_t seed);
+
+}  // namespace poseidon

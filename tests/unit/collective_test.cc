@@ -1,0 +1,101 @@
+// The KVStore designs over the loopback communicators (threads as ranks), tensor fusion,
+// and the planner's allreduce choice. The loopback communicator fails loudly when ranks
+// call collectives in different orders, which is how MPI would deadlock.
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "collective/fusion.h"
+#include "collective/kvstore.h"
+#include "comm/loopback_transport.h"
+#include "coordinator/scheme_planner.h"
+#include "kvstore_stress.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+namespace {
+
+void stress(KVStoreType type, int ranks, int comms, int outstanding) {
+  LoopbackHub hub(ranks);
+  std::vector<StressResult> results(ranks);
+  std::vector<std::exception_ptr> errors(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        KVStoreOptions o{type, comms, outstanding, std::chrono::seconds(30)};
+        results[r] = runKVStoreStress(hub.transport(r), o, 20, 7);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r) {
+    if (errors[r]) std::rethrow_exception(errors[r]);
+    EXPECT_EQ(results[r].wrong_values, 0) << "rank " << r;
+    EXPECT_EQ(results[r].collectives, 8 * 20);
+  }
+}
+
+TEST(KVStoreDesigns, FunnelSumsCorrectlyWhateverOrderGradientsArriveIn) { stress(KVStoreType::kFunnel, 3, 1, 1); }
+TEST(KVStoreDesigns, ConcurrentSumsCorrectlyWhateverOrderGradientsArriveIn) {
+  stress(KVStoreType::kConcurrent, 3, 3, 3);
+}
+TEST(KVStoreDesigns, ChainedSumsCorrectlyWhateverOrderGradientsArriveIn) { stress(KVStoreType::kChained, 3, 1, 1); }
+
+TEST(KVStoreDesigns, SettingsThatCouldDeadlockAreRefused) {
+  EXPECT_THROW((KVStoreOptions{KVStoreType::kConcurrent, 4, 2}.validate()), InputError);
+  EXPECT_THROW((KVStoreOptions{KVStoreType::kChained, 0, 1}.validate()), InputError);
+  EXPECT_NO_THROW((KVStoreOptions{KVStoreType::kConcurrent, 2, 4}.validate()));
+  EXPECT_THROW(parseKVStoreType("ring"), InputError);
+}
+
+TEST(Fusion, SmallLayersShareABucketAndALargeOneGoesAlone) {
+  // floats: 100, 200, 300, 5000 (too big for 4 KB alone), 50, 60
+  const auto b = fuseLayers({{5, 100}, {4, 200}, {3, 300}, {2, 5000}, {1, 50}, {0, 60}}, 4096);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].layers, (std::vector<int>{5, 4, 3}));
+  EXPECT_EQ(b[0].offsets, (std::vector<std::int64_t>{0, 100, 300}));
+  EXPECT_EQ(b[0].floats, 600);
+  EXPECT_EQ(b[1].layers, (std::vector<int>{2}));
+  EXPECT_EQ(b[2].layers, (std::vector<int>{1, 0}));
+  EXPECT_EQ(b[2].floats, 110);
+  EXPECT_EQ(fuseLayers({{1, 10}, {0, 10}}, 0).size(), 2u) << "0 turns fusion off";
+}
+
+ModelInfo convAndFc() {
+  ModelInfo m;
+  m.name = "t";
+  LayerInfo conv{"conv", LayerKind::kConv, {{"w", {64, 32, 3, 3}}}, 0, 0};
+  LayerInfo fc{"fc", LayerKind::kFC, {{"w", {512, 4096}}, {"b", {512}}}, 512, 4096};
+  m.layers = {conv, fc};
+  return m;
+}
+
+TEST(AllreduceCost, RingFiguresAndWhenAutoPicksAllreduce) {
+  // 2*M*N*(P-1)/P floats each way per worker.
+  EXPECT_DOUBLE_EQ(CostModel::allreduceFloats(1000, 1, 4), 2.0 * 2 * 1000 * 3 / 4);
+  // Co-located shards move exactly as much as a ring: a tie, and auto keeps PS.
+  auto even = planSchemes(convAndFc(), ClusterInfo(4, 0, 0), PlanRequest{SchemeMode::kAuto});
+  EXPECT_DOUBLE_EQ(even[0].allreduce_floats, even[0].ps_floats);
+  EXPECT_EQ(even[0].scheme, Scheme::kPS);
+  // One shard for four workers: its node carries 2*M*N*(P1-1) = 6*M*N floats, each ring
+  // node 4*M*N*3/4 = 3*M*N; the conv layer goes by allreduce, the FC layer stays with SFB.
+  auto one_shard = planSchemes(convAndFc(), ClusterInfo(4, 0, 1), PlanRequest{SchemeMode::kAuto});
+  EXPECT_EQ(one_shard[0].scheme, Scheme::kAllreduce);
+  EXPECT_EQ(one_shard[1].scheme, Scheme::kSFB);
+  PlanRequest timed{SchemeMode::kAuto, CostRule::kTime, 32, PlatformRates{125e6, 20e9}};
+  EXPECT_EQ(planSchemes(convAndFc(), ClusterInfo(4, 0, 1), timed)[0].scheme, Scheme::kAllreduce);
+  EXPECT_EQ(planSchemes(convAndFc(), ClusterInfo(4, 0, 0), timed)[0].scheme, Scheme::kPS);
+  auto forced = planSchemes(convAndFc(), ClusterInfo(4, 0, 0), PlanRequest{SchemeMode::kAllreduce});
+  EXPECT_EQ(forced[0].scheme, Scheme::kAllreduce);
+  EXPECT_EQ(forced[1].scheme, Scheme::kAllreduce);
+  EXPECT_THROW(planSchemes(convAndFc(), ClusterInfo(4, 1, 0), PlanRequest{SchemeMode::kAllreduce}), InputError);
+  auto single = planSchemes(convAndFc(), ClusterInfo(1, 0, 0), PlanRequest{SchemeMode::kAllreduce});
+  EXPECT_EQ(single[0].scheme, Scheme::kPS) << "one worker has nobody to reduce with";
+}
+
+}  // namespace
+}  // namespace poseidon
