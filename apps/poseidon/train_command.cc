@@ -69,6 +69,13 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_flag("--no-eval", o.no_eval, "Skip the test-set evaluation after each epoch");
   cmd->add_flag("--json", o.json, "Rank 0 prints a JSON summary as its last line of stdout");
   cmd->add_option("--save-params", o.save_params, "Rank 0 writes the final parameters (raw float32) to this new file");
+  cmd->add_option("--checkpoint-dir", o.checkpoint_dir,
+                  "Save checkpoints (every rank's state, a manifest with checksums) in this folder");
+  cmd->add_option("--checkpoint-every", o.checkpoint_every, "Save a checkpoint every N iterations")
+      ->capture_default_str();
+  cmd->add_option("--resume", o.resume,
+                  "Continue exactly from the newest complete checkpoint in this folder (same flags and -np as the "
+                  "original run; combine with --checkpoint-dir to keep saving)");
   cmd->add_flag("--baseline", o.baseline, "Plain LibTorch loop with torch::optim::SGD in one process, for comparison");
   return cmd;
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 
+#include "checkpointing.h"
 #include "comm/control_channel.h"
 #include "common/digest.h"
 #include "coordinator/cost_model.h"
@@ -187,6 +188,13 @@ int train(const TrainOptions& o, Runtime* runtime) {
   if (o.batch <= 0) throw InputError(detail::cat("--batch ", o.batch, ": the batch must hold at least one example"));
   if (o.epochs <= 0 && o.iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
   if (o.verify_every < 0) throw InputError("--verify must not be negative");
+  if (o.checkpoint_every < 0) throw InputError("--checkpoint-every must not be negative");
+  if ((o.checkpoint_every > 0) != !o.checkpoint_dir.empty()) {
+    throw InputError("--checkpoint-dir and --checkpoint-every go together: give both");
+  }
+  if (o.baseline && (!o.checkpoint_dir.empty() || !o.resume.empty())) {
+    throw InputError("--baseline does not checkpoint; drop --checkpoint-dir and --resume");
+  }
   if (!o.save_params.empty() && std::ifstream(o.save_params).good()) {
     // Checked before training: a finished run must not be lost to a name clash at its end.
     throw InputError("--save-params " + o.save_params + " already exists; remove it or choose another name");
@@ -225,6 +233,14 @@ int train(const TrainOptions& o, Runtime* runtime) {
   const SgdOptions schedule{session_options.lr, session_options.momentum, session_options.weight_decay,
                             session_options.lr_decay_iterations};
 
+  // A resumed run starts at its checkpoint's iteration, on every rank alike.
+  const auto resume = RunCheckpoints::findResume(o.resume, runtime ? runtime->size() : 1);
+  const std::int64_t first = resume ? static_cast<std::int64_t>(resume->iteration) : 0;
+  if (first >= total) {
+    throw InputError(detail::cat("the checkpoint in ", resume->folder, " is at iteration ", first,
+                                 " and this run has ", total, " iterations: nothing left to do"));
+  }
+  session_options.start_iteration = static_cast<std::uint64_t>(first);
   std::unique_ptr<TorchModel> model;
   std::unique_ptr<torch::optim::SGD> optimizer;
   session_options.agreement = detail::cat("epochs=", o.epochs, " iterations=", o.iterations, " seed=", o.seed,
@@ -243,16 +259,40 @@ int train(const TrainOptions& o, Runtime* runtime) {
   const ModelInfo info = describeSequential(net, spec.name);
   // Dropout differs per worker; the initial parameters were already made from the seed.
   torch::manual_seed(o.seed + 1 + static_cast<std::uint64_t>(rank));
+  std::unique_ptr<RunCheckpoints> checkpoints;
+  if (session) {
+    // What a resumed run must share with the run that saved: everything that shapes the
+    // state or the arithmetic after it (the plan is included: --cost-model time measures).
+    std::string schemes;
+    for (const auto& p : session->plan()) schemes += std::string(schemeName(p.scheme)) + ",";
+    checkpoints = std::make_unique<RunCheckpoints>(
+        *session, o.checkpoint_dir, o.checkpoint_every,
+        detail::cat(info.describe(), " | workers=", workers, " batch=", o.batch, " seed=", o.seed, " total=", total,
+                    " lr=", session_options.lr, " schedule=", o.lr_schedule, " momentum=", session_options.momentum,
+                    " wd=", session_options.weight_decay, " schemes=", schemes, " server_ranks=",
+                    session_options.server_ranks, " shards=", session_options.shards, " pair=",
+                    session_options.kv_pair_bytes, " fusion=", session_options.fusion_bytes, " synthetic=", o.synthetic,
+                    " train=", data.train_set.count));
+    if (resume) checkpoints->restore(*resume);
+  }
   // Where every rank stops together: evaluations (after each epoch and at the end) and
   // replica checks (--verify). Server-only ranks join these collectives too.
-  std::map<std::int64_t, std::pair<bool, bool>> sync_points;  // iteration -> (eval, verify)
+  struct SyncPoint {
+    bool eval = false, verify = false, checkpoint = false;
+  };
+  std::map<std::int64_t, SyncPoint> sync_points;  // by iterations done
   if (!o.no_eval) {
-    for (std::int64_t e = 1; e * per_epoch <= total; ++e) sync_points[e * per_epoch].first = true;
-    sync_points[total].first = true;
+    for (std::int64_t e = 1; e * per_epoch <= total; ++e) sync_points[e * per_epoch].eval = true;
+    sync_points[total].eval = true;
   }
   for (std::int64_t v = o.verify_every; o.verify_every > 0 && session && v <= total; v += o.verify_every) {
-    sync_points[v].second = true;
+    sync_points[v].verify = true;
   }
+  for (std::int64_t c = o.checkpoint_every; checkpoints && o.checkpoint_every > 0 && c <= total; c += o.checkpoint_every) {
+    sync_points[c].checkpoint = true;
+  }
+  // A resumed run has passed the earlier ones.
+  sync_points.erase(sync_points.begin(), sync_points.upper_bound(first));
 
   std::string scheme_summary = "local";
   if (session) {
@@ -292,9 +332,11 @@ int train(const TrainOptions& o, Runtime* runtime) {
   std::vector<std::uint64_t> layer_bytes_before(info.layers.size(), 0);
   for (std::size_t l = 0; session && l < info.layers.size(); ++l) layer_bytes_before[l] = session->bytesSentForLayer(static_cast<int>(l));
 
-  auto atSyncPoint = [&](std::int64_t done, bool eval, bool verify) {
+  auto atSyncPoint = [&](std::int64_t done, const SyncPoint& what) {
+    const bool eval = what.eval, verify = what.verify;
     if (worker && model) model->synchronize();
     if (!worker) session->serveUntil(static_cast<std::uint64_t>(done));
+    if (what.checkpoint) checkpoints->save(done);
     if (verify) {
       const auto digests = session->control().allgather(worker ? session->replicaDigest() : "", "replica check");
       for (int r = 1; r < workers; ++r) {
@@ -324,7 +366,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
 
   if (worker) {
     auto start = std::chrono::steady_clock::now();
-    for (std::int64_t it = 0; it < total; ++it) {
+    for (std::int64_t it = first; it < total; ++it) {
       maybeInjectFault(rank, it);
       const std::int64_t epoch = it / per_epoch;
       const auto idx = partition.batch(epoch, it % per_epoch);
@@ -351,11 +393,11 @@ int train(const TrainOptions& o, Runtime* runtime) {
       iter_seconds.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
       progress.iteration(it, total, epoch, epochs, last_loss, median(iter_seconds), static_cast<double>(o.batch * workers),
                          point != sync_points.end() || it + 1 == total);
-      if (point != sync_points.end()) atSyncPoint(it + 1, point->second.first, point->second.second);
+      if (point != sync_points.end()) atSyncPoint(it + 1, point->second);
       start = std::chrono::steady_clock::now();
     }
   } else {
-    for (const auto& [done, what] : sync_points) atSyncPoint(done, what.first, what.second);
+    for (const auto& [done, what] : sync_points) atSyncPoint(done, what);
     session->serveUntil(static_cast<std::uint64_t>(total));
   }
 
@@ -379,7 +421,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
   report.train_loss = last_loss;
 
   if (session) {
-    const double iters = static_cast<double>(total);
+    const double iters = static_cast<double>(total - first);
     const int L = static_cast<int>(info.layers.size());
     // Per worker: loss, then per layer the bytes sent and the cost model's figure for what
     // a node sends under the layer's scheme.

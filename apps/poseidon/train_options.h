@@ -31,6 +31,9 @@ struct TrainOptions {
   int log_every = 0;      // 0: about every 5 seconds
   double timeout_s = 120;
   std::string save_params;
+  std::string checkpoint_dir;       // save checkpoints here
+  std::int64_t checkpoint_every = 0;  // every N iterations (0: never)
+  std::string resume;               // continue from the newest checkpoint in this folder
   Options session;
 };
 

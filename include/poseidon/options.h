@@ -42,6 +42,8 @@ struct Options {
   std::int64_t kv_pair_bytes = 2 << 20;
   // Every blocking wait ends with a TimeoutError after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  // The first iteration to run: that of the checkpoint a run resumes from (0: a new run).
+  std::uint64_t start_iteration = 0;
   // Anything else every rank must agree on (the CLI puts its flags here); compared at
   // start-up together with the model and the information book.
   std::string agreement;

@@ -11,6 +11,7 @@
 
 #include "poseidon/model_info.h"
 #include "poseidon/options.h"
+#include "poseidon/state_record.h"
 
 namespace poseidon {
 
@@ -49,6 +50,10 @@ class Session {
   // The scheme chosen for each layer, with the cost model's figures and reasons.
   const std::vector<LayerPlan>& plan() const;
   const PlatformRates& rates() const;
+  // This rank's whole training state as views of live memory, for checkpoints: parameters,
+  // the shard's optimizer state, replicated optimizer state. Valid only between
+  // iterations, after waitAll() (and serveUntil() on a server-only rank).
+  std::vector<StateRecord> stateRecords();
   // The allreduce layers' set-up in one line ("" if none, or on a rank that does not train).
   std::string collectiveSummary() const;
   // Digest of the state every worker replicates (SFB and allreduce layers, their momentum).

@@ -35,6 +35,10 @@ class Transport;
 // Conv2d is CONV, anything else with parameters is OTHER.
 ModelInfo describeSequential(torch::nn::Sequential& net, const std::string& name);
 
+// LibTorch's default CPU random generator (dropout) as bytes and back, for checkpoints.
+std::vector<std::uint8_t> randomState();
+void setRandomState(const std::vector<std::uint8_t>& bytes);
+
 class TorchModel {
  public:
   // Rank 0's initial parameters are copied to every rank here.

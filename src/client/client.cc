@@ -25,6 +25,7 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
       pool_(static_cast<int>(std::max<std::size_t>(1, book.model().layers.size())), "poseidon-sync", failure) {
   POSEIDON_ENFORCE_EQ(params.size(), book.model().layers.size());
   POSEIDON_ENFORCE_EQ(schemes.size(), book.model().layers.size());
+  iteration_ = options.start_iteration;
   std::vector<int> allreduce;
   for (std::size_t l = 0; l < params.size(); ++l) {
     const int layer = static_cast<int>(l);
@@ -32,11 +33,13 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
       allreduce.push_back(layer);
       syncers_.push_back(nullptr);
     } else if (schemes[l] == Scheme::kSFB) {
-      auto s = std::make_unique<SfbSyncer>(layer, book, transport, params[l], options.sgd, options.timeout, failure);
+      auto s = std::make_unique<SfbSyncer>(layer, book, transport, params[l], options.sgd, options.timeout, failure,
+                                           options.start_iteration);
       sfb_[l] = s.get();
       syncers_.push_back(std::move(s));
     } else if (!book.pairsOfLayer(layer).empty()) {
-      auto s = std::make_unique<PsSyncer>(layer, book, transport, local_server, params[l], options.timeout, failure);
+      auto s = std::make_unique<PsSyncer>(layer, book, transport, local_server, params[l], options.timeout, failure,
+                                          options.start_iteration);
       ps_[l] = s.get();
       syncers_.push_back(std::move(s));
     } else {
@@ -48,14 +51,15 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
   if (!allreduce.empty()) {
     collective_ = std::make_unique<CollectiveSyncer>(
         book.model(), allreduce, params, transport,
-        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd}, failure, [this](int layer) {
+        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration}, failure,
+        [this](int layer) {
           {
             std::lock_guard<std::mutex> lock(mu_);
             complete_[layer] = true;
           }
           cv_.notify_all();
         });
-    collective_->schedule(0);
+    collective_->schedule(iteration_);
   }
 }
 
@@ -206,6 +210,13 @@ std::uint64_t Client::bytesSentForLayer(int layer) const {
                                       static_cast<double>(iteration_));
   }
   return syncers_[layer] ? syncers_[layer]->bytesSent() : 0;
+}
+
+void Client::addStateRecords(std::vector<StateRecord>& records) {
+  for (auto* s : sfb_) {
+    if (s) s->addStateRecords(records);
+  }
+  if (collective_) collective_->addStateRecords(records);
 }
 
 void Client::addReplicatedStateToDigest(Digest& digest) const {

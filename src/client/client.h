@@ -28,6 +28,7 @@ class ParameterServer;
 class PsSyncer;
 class SfbSyncer;
 class Digest;
+struct StateRecord;
 
 struct ClientOptions {
   bool wfbp = true;
@@ -35,6 +36,7 @@ struct ClientOptions {
   SgdOptions sgd;  // for layers updated on the workers (SFB, allreduce)
   KVStoreOptions kvstore;
   std::int64_t fusion_bytes = 2 << 20;
+  std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
 };
 
 class Client {
@@ -69,6 +71,8 @@ class Client {
   // Digest of what the replicas of SFB and allreduce layers must agree on (weights,
   // biases, momentum).
   void addReplicatedStateToDigest(Digest& digest) const;
+  // Optimizer state kept on the workers (SFB and allreduce layers), for checkpoints.
+  void addStateRecords(std::vector<StateRecord>& records);
 
  private:
   void report(int layer, std::function<void()> send);

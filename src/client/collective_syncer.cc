@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "comm/transport.h"
+#include "checkpoint/state_file.h"
 #include "common/digest.h"
 #include "engine/external_event.h"
 #include "poseidon/errors.h"
@@ -45,6 +46,7 @@ CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int
     const int l = *it;
     auto layer = std::make_unique<Layer>();
     layer->id = l;
+    layer->first_step = options.start_iteration == 0;
     layer->params = params.at(l);
     for (const auto& t : model.layers.at(l).tensors) {
       layer->sizes.push_back(t.numel());
@@ -167,6 +169,17 @@ std::int64_t CollectiveSyncer::floatsOfLayer(int layer) const {
   std::int64_t n = 0;
   for (auto s : l->sizes) n += s;
   return n;
+}
+
+void CollectiveSyncer::addStateRecords(std::vector<StateRecord>& records) {
+  for (auto& l : layers_) {
+    if (!l) continue;
+    for (std::size_t k = 0; k < l->momentum.size(); ++k) {
+      if (l->momentum[k].empty()) continue;
+      records.push_back(StateRecord{detail::cat("allreduce/layer", l->id, "/tensor", k, "/momentum"),
+                                    l->momentum[k].data(), l->momentum[k].size() * sizeof(float)});
+    }
+  }
 }
 
 void CollectiveSyncer::addToDigest(Digest& d) const {

@@ -26,11 +26,13 @@ namespace poseidon {
 
 class Transport;
 class Digest;
+struct StateRecord;
 
 struct CollectiveOptions {
   KVStoreOptions kvstore;
   std::int64_t fusion_bytes = 2 << 20;
   SgdOptions sgd;
+  std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
 };
 
 class CollectiveSyncer {
@@ -54,6 +56,8 @@ class CollectiveSyncer {
   std::string summary() const;
   // Weights, biases and momentum: what every replica must agree on.
   void addToDigest(Digest& digest) const;
+  // The replicated optimizer state (momentum), for checkpoints.
+  void addStateRecords(std::vector<StateRecord>& records);
   // Stops the store and the engine. The queued tasks of the iteration after the last
   // wait only for gradients that will not come, and are dropped.
   void stop();

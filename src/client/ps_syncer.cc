@@ -9,7 +9,8 @@
 namespace poseidon {
 
 PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
-               std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure)
+               std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
+               std::uint64_t start_iteration)
     : LayerSyncer(layer),
       book_(book),
       transport_(transport),
@@ -18,7 +19,8 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       timeout_(timeout),
       failure_(failure),
       keys_(book.pairsOfLayer(layer)),
-      slots_(keys_.size()) {}
+      slots_(keys_.size(), Slot{start_iteration, Message()}),
+      awaited_(start_iteration + 1) {}
 
 void PsSyncer::expect(std::uint64_t iteration) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -26,7 +26,8 @@ class ParameterServer;
 class PsSyncer final : public LayerSyncer {
  public:
   PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
-         std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure);
+         std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
+         std::uint64_t start_iteration = 0);
 
   void Send(std::uint64_t iteration, const std::vector<float*>& grads);
   // The 2015 paper's strategy for an FC layer: this worker's factors (a kPushFactors
@@ -63,7 +64,7 @@ class PsSyncer final : public LayerSyncer {
   std::condition_variable cv_;
   std::vector<Slot> slots_;  // guarded by mu_; by position in keys_
   int fresh_ = 0;            // guarded by mu_; slots at the awaited version
-  std::uint64_t awaited_ = 1;  // guarded by mu_
+  std::uint64_t awaited_;  // guarded by mu_
 };
 
 }  // namespace poseidon

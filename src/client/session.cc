@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "checkpoint/state_file.h"
 #include "client/client.h"
 #include "comm/control_channel.h"
 #include "comm/transport.h"
@@ -135,7 +136,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
                       " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
                       " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
                       " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
-                      " fusion=", options.fusion_bytes),
+                      " fusion=", options.fusion_bytes, " start=", options.start_iteration),
           "start-up agreement check");
     // HybComm: the scheme of every layer, the same on every rank.
     s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
@@ -155,13 +156,14 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       s.server = std::make_unique<ParameterServer>(
           *s.book, transport, sgd, storage,
           [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
-          options.timeout);
+          options.timeout, options.start_iteration);
     }
     if (cluster.isWorker(me)) {
       KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
                              options.timeout};
       s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
-                                          ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes},
+                                          ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes,
+                                                        options.start_iteration},
                                           s.failure);
     }
     {
@@ -256,6 +258,23 @@ bool Session::usesFactors(int layer) const {
 }
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
 const PlatformRates& Session::rates() const { return impl_->rates; }
+
+std::vector<StateRecord> Session::stateRecords() {
+  Impl& s = *impl_;
+  std::vector<StateRecord> records;
+  const ModelInfo& model = s.book->model();
+  // Every rank's parameters: on a worker the engine's, which co-located shards share; on a
+  // server-only rank the memory its shard's pairs live in.
+  for (std::size_t l = 0; l < model.layers.size(); ++l) {
+    for (std::size_t t = 0; t < model.layers[l].tensors.size(); ++t) {
+      records.push_back(StateRecord{detail::cat("params/", model.layers[l].name, "/", model.layers[l].tensors[t].name),
+                                    s.params[l][t], model.layers[l].tensors[t].numel() * sizeof(float)});
+    }
+  }
+  if (s.server) s.server->addStateRecords(records);
+  if (s.client) s.client->addStateRecords(records);
+  return records;
+}
 
 std::string Session::collectiveSummary() const {
   return impl_->client ? impl_->client->collectiveSummary() : "";

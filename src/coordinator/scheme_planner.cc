@@ -100,11 +100,13 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       case SchemeMode::kPS: p.scheme = Scheme::kPS; break;
       case SchemeMode::kSFB: p.scheme = fc ? Scheme::kSFB : Scheme::kPS; break;
       case SchemeMode::kAdam: p.scheme = fc ? Scheme::kAdam : Scheme::kPS; break;
-      case SchemeMode::kAllreduce: p.scheme = P1 > 1 ? Scheme::kAllreduce : Scheme::kPS; break;
+      // Even with one worker: the collectives are trivial, but the engine path is the
+      // same, which is what a one-rank benchmark of the designs measures.
+      case SchemeMode::kAllreduce: p.scheme = Scheme::kAllreduce; break;
       case SchemeMode::kAuto: p.scheme = req.rule == CostRule::kTime ? p.time_choice : p.bytes_choice; break;
     }
     const bool time_rule = req.rule == CostRule::kTime;
-    if (P1 == 1) {
+    if (P1 == 1 && req.mode != SchemeMode::kAllreduce) {
       p.reason = "one worker: nothing to exchange";
     } else if (req.mode != SchemeMode::kAuto) {
       p.reason = !fc && req.mode != SchemeMode::kAllreduce && req.mode != SchemeMode::kPS

@@ -1,17 +1,31 @@
 #include "kvstore/kv_shard.h"
 
+#include <algorithm>
+
+#include "checkpoint/state_file.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
 
 KVShard::KVShard(const InformationBook& book, int shard, const SgdOptions& options,
-                 const std::function<float*(const KVPair&)>& storage)
+                 const std::function<float*(const KVPair&)>& storage, std::uint64_t start)
     : book_(book), shard_(shard), options_(options), workers_(book.cluster().workers()) {
   for (std::uint32_t key : book.pairsOfShard(shard)) {
     PairState& s = pairs_[key];
+    s.version = start;
     s.values = storage(book.pair(key));
     if (options.momentum != 0.0f) s.momentum.assign(book.pair(key).length, 0.0f);
     s.pending.resize(workers_);
+  }
+}
+
+void KVShard::addStateRecords(std::vector<StateRecord>& records) {
+  std::vector<std::uint32_t> keys;
+  for (const auto& [key, s] : pairs_) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  for (auto key : keys) {
+    auto& m = pairs_[key].momentum;
+    if (!m.empty()) records.push_back(StateRecord{detail::cat("ps/pair", key, "/momentum"), m.data(), m.size() * sizeof(float)});
   }
 }
 

@@ -15,6 +15,8 @@
 
 namespace poseidon {
 
+struct StateRecord;
+
 // A worker's gradient for one pair: a pointer into a message it arrived in (kept alive
 // here) or, for the co-located worker, straight into its engine gradient (zero copy).
 struct Contribution {
@@ -26,8 +28,9 @@ class KVShard {
  public:
   // `storage(pair)` gives where the pair's parameter values live: on a rank that also
   // trains, that is the engine's own parameter memory, so the local worker needs no copy.
+  // Pairs start at version `start` (a run resumed from a checkpoint of that iteration).
   KVShard(const InformationBook& book, int shard, const SgdOptions& options,
-          const std::function<float*(const KVPair&)>& storage);
+          const std::function<float*(const KVPair&)>& storage, std::uint64_t start = 0);
 
   // Records one worker's gradient of `key` for `iteration`. Returns true when this was the
   // last one missing and the pair has been updated. Throws CommError on a pair of another
@@ -40,6 +43,8 @@ class KVShard {
   // Number of steps applied to `key`.
   std::uint64_t version(std::uint32_t key) const { return state(key).version; }
   int shard() const { return shard_; }
+  // Optimizer state for checkpoints: each pair's momentum, in key order (none without momentum).
+  void addStateRecords(std::vector<StateRecord>& records);
 
  private:
   struct PairState {

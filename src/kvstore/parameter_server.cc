@@ -13,16 +13,17 @@ namespace poseidon {
 ParameterServer::ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
                                  const std::function<float*(const KVPair&)>& storage,
                                  std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh,
-                                 FailureState& failure, std::chrono::milliseconds timeout)
+                                 FailureState& failure, std::chrono::milliseconds timeout,
+                                 std::uint64_t start_iteration)
     : book_(book),
       transport_(transport),
-      shard_(book, book.cluster().shardOf(transport.rank()), options, storage),
+      shard_(book, book.cluster().shardOf(transport.rank()), options, storage, start_iteration),
       on_local_fresh_(std::move(on_local_fresh)),
       failure_(failure),
       layer_bytes_(new std::atomic<std::uint64_t>[book.model().layers.size()]()),
       timeout_(timeout) {
   // An empty shard (a tiny model over many ranks) is always complete.
-  if (book.pairsOfShard(shard_.shard()).empty()) min_version_ = UINT64_MAX;
+  min_version_ = book.pairsOfShard(shard_.shard()).empty() ? UINT64_MAX : start_iteration;
   thread_ = std::thread([this] { runLoop(); });
 }
 

@@ -26,7 +26,7 @@ class ParameterServer {
   ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
                   const std::function<float*(const KVPair&)>& storage,
                   std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh, FailureState& failure,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, std::uint64_t start_iteration = 0);
   ~ParameterServer();
 
   // From the transport thread: a kPushGrad message.
@@ -45,6 +45,8 @@ class ParameterServer {
   // Bytes of parameters this server sent, per layer.
   std::uint64_t bytesSentForLayer(int layer) const { return layer_bytes_[layer]; }
   void stop();
+  // The shard's optimizer state, for checkpoints; only while no push is in flight.
+  void addStateRecords(std::vector<StateRecord>& records) { shard_.addStateRecords(records); }
 
  private:
   struct Push {

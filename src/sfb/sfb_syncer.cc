@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "checkpoint/state_file.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
 #include "sfb/factors.h"
@@ -9,8 +10,17 @@
 namespace poseidon {
 
 SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
-                     const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure)
-    : LayerSyncer(layer), book_(book), transport_(transport), options_(options), timeout_(timeout), failure_(failure) {
+                     const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
+                     std::uint64_t start_iteration)
+    : LayerSyncer(layer),
+      book_(book),
+      transport_(transport),
+      options_(options),
+      timeout_(timeout),
+      failure_(failure),
+      applied_(start_iteration),
+      released_(start_iteration) {
+  state_.first_step = start_iteration == 0;
   const LayerInfo& info = book.model().layers[layer];
   POSEIDON_ENFORCE(info.kind == LayerKind::kFC && !params.empty(), "SFB needs an FC layer");
   state_.M = info.M;
@@ -100,6 +110,22 @@ void SfbSyncer::Move(std::uint64_t iteration) {
   reconstructAndApply(state_, U.data(), V.data(), rows, static_cast<int>(workers_.size()), options_.at(iteration));
   std::lock_guard<std::mutex> lock(mu_);
   applied_ = iteration + 1;
+}
+
+void SfbSyncer::addStateRecords(std::vector<StateRecord>& records) {
+  if (options_.momentum == 0.0f) return;
+  // Allocated here if no step has run yet, so a fresh session can be restored into.
+  if (state_.weight_momentum.empty()) {
+    state_.weight_momentum.assign(static_cast<std::size_t>(state_.M * state_.N), 0.0f);
+    if (state_.bias) state_.bias_momentum.assign(static_cast<std::size_t>(state_.M), 0.0f);
+  }
+  const std::string name = book_.model().layers[layer()].name;
+  records.push_back(StateRecord{"sfb/" + name + "/weight_momentum", state_.weight_momentum.data(),
+                                state_.weight_momentum.size() * sizeof(float)});
+  if (state_.bias) {
+    records.push_back(StateRecord{"sfb/" + name + "/bias_momentum", state_.bias_momentum.data(),
+                                  state_.bias_momentum.size() * sizeof(float)});
+  }
 }
 
 void SfbSyncer::addToDigest(Digest& d) const {

@@ -22,10 +22,13 @@
 
 namespace poseidon {
 
+struct StateRecord;
+
 class SfbSyncer final : public LayerSyncer {
  public:
   SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
-            const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure);
+            const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
+            std::uint64_t start_iteration = 0);
 
   // Packs this worker's factors (K x M gradients at the output, K x N inputs) into a message.
   Message pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const;
@@ -39,6 +42,8 @@ class SfbSyncer final : public LayerSyncer {
 
   // Digest of the replicated state (weight, bias, momentum), for --verify.
   void addToDigest(class Digest& digest) const;
+  // The replicated optimizer state, for checkpoints.
+  void addStateRecords(std::vector<StateRecord>& records);
 
  private:
   const InformationBook& book_;

@@ -229,6 +229,90 @@ def case_bad_kvstore(args):
                                       "--scheme", "allreduce", "--server-ranks", "1"], "--server-ranks")
 
 
+def tree_digest(folder):
+    out = {}
+    for root, _, files in os.walk(folder):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), folder)] = hash(fh.read())
+    return out
+
+
+def case_np3_resume_exact(args):
+    # A run killed after its checkpoint of iteration 10 and resumed ends with the same
+    # parameters as one that ran through, for PS, SFB and allreduce layers.
+    for scheme in ["ps", "sfb", "allreduce"]:
+        tmp = tempfile.mkdtemp()
+        try:
+            common = ["--model", "mlp", "--iterations", "30", "--no-eval", "--json", "--seed", "9",
+                      "--scheme", scheme]
+            a, _ = train(args, 3, common)
+            env = dict(ENV, POSEIDON_FAULT_EXIT="1:17")
+            cmd = mpirun(3) + [args.poseidon, "train"] + common + ["--checkpoint-dir", f"{tmp}/ck",
+                                                                   "--checkpoint-every", "10"]
+            rc, out, err, secs = run(cmd, 300, env)
+            check(rc != 0 and "dying at iteration 17" in err, f"the run was meant to die: rc {rc}\n{err[-1500:]}")
+            with open(f"{tmp}/ck/LATEST") as f:
+                check(f.read().strip() == "iter-00000010", "LATEST does not name the checkpoint of iteration 10")
+            c, out = train(args, 3, common + ["--resume", f"{tmp}/ck", "--checkpoint-dir", f"{tmp}/ck",
+                                              "--checkpoint-every", "10"])
+            check("resumed from" in out and "at iteration 10" in out, out[-1500:])
+            print(f"{scheme}: uninterrupted {a['param_digest']}, resumed {c['param_digest']}")
+            check(a["param_digest"] == c["param_digest"], f"{scheme}: resumed run ends elsewhere")
+            with open(f"{tmp}/ck/LATEST") as f:
+                check(f.read().strip() == "iter-00000030", "the resumed run saved no checkpoint at 30")
+        finally:
+            shutil.rmtree(tmp)
+
+
+def case_bad_checkpoints(args):
+    tmp = tempfile.mkdtemp()
+    try:
+        base = ["--model", "mlp", "--no-eval", "--synthetic"]
+        flags = base + ["--iterations", "20"]
+        env = dict(ENV, POSEIDON_FAULT_EXIT="0:15")
+        rc, out, err, secs = run(mpirun(2) + [args.poseidon, "train"] + flags +
+                                 ["--checkpoint-dir", f"{tmp}/ck", "--checkpoint-every", "10"], 300, env)
+        check(rc != 0, "the run was meant to die at iteration 15")
+        before = tree_digest(f"{tmp}/ck")
+
+        def resume(folder, n=2, extra=(), iterations="20"):
+            return mpirun(n) + [args.poseidon, "train"] + base + ["--iterations", iterations] + list(extra) + [
+                "--resume", folder]
+
+        expect_failure(args, resume(f"{tmp}/ck", iterations="30"), "other settings")
+        expect_failure(args, resume(f"{tmp}/ck", extra=["--lr", "0.5"]), "other settings")
+        expect_failure(args, resume(f"{tmp}/ck", iterations="10"), "nothing left to do")
+        expect_failure(args, resume(f"{tmp}/ck", n=3), "mpirun -np 2")
+        fcnet = [a if a != "mlp" else "fcnet" for a in resume(f"{tmp}/ck")]
+        expect_failure(args, fcnet, "other settings")
+        expect_failure(args, resume(f"{tmp}/none"), "no such folder")
+        os.makedirs(f"{tmp}/empty")
+        expect_failure(args, resume(f"{tmp}/empty"), "no complete checkpoint")
+        check(tree_digest(f"{tmp}/ck") == before, "a failed resume changed the checkpoint folder")
+        # Damage: a flipped byte, a truncated file, a damaged manifest.
+        for damage, phrase in [("flip", "does not match its manifest"), ("truncate", "does not match its manifest"),
+                               ("manifest", "corrupt")]:
+            shutil.copytree(f"{tmp}/ck", f"{tmp}/bad")
+            target = f"{tmp}/bad/iter-00000010/" + ("MANIFEST" if damage == "manifest" else "rank-1.state")
+            with open(target, "rb") as f:
+                data = bytearray(f.read())
+            if damage == "truncate":
+                data = data[: len(data) // 2]
+            else:
+                data[len(data) // 3] ^= 0x01
+            with open(target, "wb") as f:
+                f.write(data)
+            expect_failure(args, resume(f"{tmp}/bad"), phrase)
+            shutil.rmtree(f"{tmp}/bad")
+        # The intact checkpoint still resumes.
+        train(args, 2, flags + ["--resume", f"{tmp}/ck"])
+        expect_failure(args, mpirun(2) + [args.poseidon, "train"] + flags + ["--checkpoint-dir", f"{tmp}/x"],
+                       "go together")
+    finally:
+        shutil.rmtree(tmp)
+
+
 def case_kvstore_stress(args):
     for ranks in [2, 3]:
         cmd = mpirun(ranks) + [args.stress, "--kvstore", args.design, "--iterations", "150"]

@@ -94,7 +94,9 @@ TEST(AllreduceCost, RingFiguresAndWhenAutoPicksAllreduce) {
   EXPECT_EQ(forced[1].scheme, Scheme::kAllreduce);
   EXPECT_THROW(planSchemes(convAndFc(), ClusterInfo(4, 1, 0), PlanRequest{SchemeMode::kAllreduce}), InputError);
   auto single = planSchemes(convAndFc(), ClusterInfo(1, 0, 0), PlanRequest{SchemeMode::kAllreduce});
-  EXPECT_EQ(single[0].scheme, Scheme::kPS) << "one worker has nobody to reduce with";
+  EXPECT_EQ(single[0].scheme, Scheme::kAllreduce) << "forced: the engine path even with nobody to reduce with";
+  auto single_auto = planSchemes(convAndFc(), ClusterInfo(1, 0, 0), PlanRequest{SchemeMode::kAuto});
+  EXPECT_EQ(single_auto[0].scheme, Scheme::kPS);
 }
 
 }  // namespace

@@ -1,0 +1,174 @@
+#include "checkpoint/checkpointer.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "comm/control_channel.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kHeader = "poseidon-checkpoint 1";
+
+std::string folderName(std::uint64_t iteration) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "iter-%08llu", static_cast<unsigned long long>(iteration));
+  return name;
+}
+
+std::string rankFile(int rank) { return detail::cat("rank-", rank, ".state"); }
+
+std::uint32_t crcOf(const std::string& text) {
+  return static_cast<std::uint32_t>(
+      ::crc32_z(::crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(text.data()), text.size()));
+}
+
+std::string readText(const std::string& path, std::size_t limit) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(detail::cat("cannot read ", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > limit) throw InputError(detail::cat(path, " is too large to be a checkpoint manifest"));
+  return text;
+}
+
+CheckpointInfo parseManifest(const std::string& folder) {
+  const std::string path = folder + "/MANIFEST";
+  const std::string text = readText(path, 1 << 20);
+  const auto crc_at = text.rfind("crc ");
+  if (text.rfind(kHeader, 0) != 0 || crc_at == std::string::npos) {
+    throw InputError(detail::cat(path, " is not a Poseidon checkpoint manifest"));
+  }
+  unsigned long crc = 0;
+  if (std::sscanf(text.c_str() + crc_at, "crc %lu", &crc) != 1 || crc != crcOf(text.substr(0, crc_at))) {
+    throw InputError(detail::cat(path, " is corrupt (checksum mismatch)"));
+  }
+  CheckpointInfo info;
+  info.folder = folder;
+  std::istringstream lines(text.substr(0, crc_at));
+  std::string line;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string key;
+    words >> key;
+    if (key == "iteration") {
+      words >> info.iteration;
+    } else if (key == "ranks") {
+      words >> info.ranks;
+    } else if (key == "config") {
+      info.config = line.size() > 7 ? line.substr(7) : "";
+    } else if (key == "file") {
+      FileDigest d;
+      int rank = -1;
+      words >> rank >> d.bytes >> d.crc;
+      if (rank != static_cast<int>(info.files.size())) throw InputError(detail::cat(path, " is corrupt"));
+      info.files.push_back(d);
+    }
+    if (words.fail()) throw InputError(detail::cat(path, " is corrupt (line '", line.substr(0, 60), "')"));
+  }
+  if (info.ranks <= 0 || static_cast<int>(info.files.size()) != info.ranks) {
+    throw InputError(detail::cat(path, " is incomplete"));
+  }
+  return info;
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(std::string dir, ControlChannel& control, int rank, int ranks)
+    : dir_(std::move(dir)), control_(control), rank_(rank), ranks_(ranks) {}
+
+void Checkpointer::save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records) {
+  const std::string folder = dir_ + "/" + folderName(iteration);
+  std::string mine;
+  try {
+    fs::create_directories(folder);
+    const FileDigest d = writeStateFile(folder + "/" + rankFile(rank_), detail::cat("iteration ", iteration), records);
+    mine = detail::cat("ok ", d.bytes, " ", d.crc);
+  } catch (const std::exception& e) {
+    mine = detail::cat("rank ", rank_, ": ", e.what());
+  }
+  const auto all = control_.allgather(mine, "checkpoint files");
+  for (const auto& a : all) {
+    if (a.rfind("ok ", 0) != 0) throw Error("checkpoint at iteration " + std::to_string(iteration) + " failed: " + a);
+  }
+  if (rank_ == 0) {
+    std::string text = detail::cat(kHeader, "\niteration ", iteration, "\nranks ", ranks_, "\nconfig ", config, "\n");
+    for (int r = 0; r < ranks_; ++r) text += detail::cat("file ", r, " ", all[r].substr(3), "\n");
+    text += detail::cat("crc ", crcOf(text), "\n");
+    writeFileAtomically(folder + "/MANIFEST", text);
+    writeFileAtomically(dir_ + "/LATEST", folderName(iteration) + "\n");
+    // Keep the two newest; what LATEST does not name is only ever removed after it moved on.
+    std::vector<std::string> old;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_directory() && name.rfind("iter-", 0) == 0 && name < folderName(iteration)) old.push_back(name);
+    }
+    std::sort(old.begin(), old.end());
+    for (std::size_t i = 0; i + 1 < old.size(); ++i) {
+      std::error_code ec;
+      fs::remove_all(dir_ + "/" + old[i], ec);  // best effort: a leftover folder harms nothing
+    }
+  }
+  control_.barrier("checkpoint written");
+}
+
+CheckpointInfo Checkpointer::latest(const std::string& dir) {
+  if (!fs::is_directory(dir)) throw InputError(detail::cat("--resume ", dir, ": no such folder"));
+  const std::string latest = dir + "/LATEST";
+  if (!fs::exists(latest)) throw InputError(detail::cat("--resume ", dir, ": no complete checkpoint there (no LATEST file)"));
+  std::string name = readText(latest, 256);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (name.rfind("iter-", 0) != 0 || name.find('/') != std::string::npos) {
+    throw InputError(detail::cat(latest, " is corrupt"));
+  }
+  CheckpointInfo info = parseManifest(dir + "/" + name);
+  if (folderName(info.iteration) != name) throw InputError(detail::cat(dir, "/", name, "/MANIFEST names another iteration"));
+  return info;
+}
+
+void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks) {
+  if (info.ranks != ranks) {
+    throw InputError(detail::cat("the checkpoint in ", info.folder, " was written by ", info.ranks,
+                                 " ranks; resume it with mpirun -np ", info.ranks));
+  }
+  if (info.config != config) {
+    std::size_t i = 0;
+    while (i < config.size() && i < info.config.size() && config[i] == info.config[i]) ++i;
+    const std::size_t from = i > 20 ? i - 20 : 0;
+    throw InputError(detail::cat("the checkpoint in ", info.folder, " was written with other settings: '...",
+                                 info.config.substr(from, 60), "' vs this run's '...", config.substr(from, 60),
+                                 "'; resume with the flags of the original run"));
+  }
+}
+
+void Checkpointer::load(const CheckpointInfo& info, const std::vector<StateRecord>& records) {
+  std::string mine = "ok";
+  try {
+    const std::string path = info.folder + "/" + rankFile(rank_);
+    const FileDigest d = digestFile(path);
+    const FileDigest& want = info.files.at(static_cast<std::size_t>(rank_));
+    if (d.bytes != want.bytes || d.crc != want.crc) {
+      throw InputError(detail::cat(path, " does not match its manifest (", d.bytes, " bytes, CRC ", d.crc,
+                                   "; the manifest says ", want.bytes, " bytes, CRC ", want.crc, ")"));
+    }
+    readStateFile(path, records);
+  } catch (const std::exception& e) {
+    mine = detail::cat("rank ", rank_, ": ", e.what());
+  }
+  const auto all = control_.allgather(mine, "checkpoint restore");
+  for (const auto& a : all) {
+    if (a != "ok") throw InputError("cannot resume: " + a);
+  }
+}
+
+}  // namespace poseidon

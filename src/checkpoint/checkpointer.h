@@ -1,0 +1,53 @@
+// Checkpoints of a whole job, one folder per checkpoint (2015 paper: exact restart):
+//   DIR/iter-<T>/rank-<r>.state   each rank's records (state_file.h)
+//   DIR/iter-<T>/MANIFEST         iteration, ranks, configuration, every file's size and
+//                                 CRC-32, and a CRC of the manifest itself; written last
+//   DIR/LATEST                    the folder of the newest complete checkpoint
+// A checkpoint exists once LATEST names it; a crash at any moment leaves the previous one
+// readable. The two newest are kept.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint/state_file.h"
+
+namespace poseidon {
+
+class ControlChannel;
+
+struct CheckpointInfo {
+  std::string folder;  // DIR/iter-<T>
+  std::uint64_t iteration = 0;
+  int ranks = 0;
+  std::string config;
+  std::vector<FileDigest> files;  // by rank
+};
+
+class Checkpointer {
+ public:
+  Checkpointer(std::string dir, ControlChannel& control, int rank, int ranks);
+
+  // Collective: every rank writes its records, rank 0 the manifest and LATEST. `config`
+  // describes what a resumed run must match (one line).
+  void save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records);
+
+  // The newest complete checkpoint in `dir`, its manifest checked; InputError if there is
+  // none or it is damaged.
+  static CheckpointInfo latest(const std::string& dir);
+  // Throws InputError unless a run with `config` on `ranks` ranks may resume from `info`.
+  static void checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks);
+
+  // Collective: restores this rank's records from `info`. If any rank fails, every rank
+  // throws the same error, so none goes on training alone.
+  void load(const CheckpointInfo& info, const std::vector<StateRecord>& records);
+
+ private:
+  const std::string dir_;
+  ControlChannel& control_;
+  const int rank_;
+  const int ranks_;
+};
+
+}  // namespace poseidon

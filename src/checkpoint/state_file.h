@@ -1,0 +1,37 @@
+// One rank's share of a checkpoint: named byte records (parameters, optimizer state,
+// random state) in a self-checking file. Written atomically: a temporary file, fsync,
+// rename, fsync of the folder, so a crash leaves the old file or the new one, never half.
+//
+// Layout (little-endian): "PSDNSTAT" | u32 version | u32 records | u64 meta bytes | meta |
+// per record: u32 name bytes | name | u64 bytes | bytes | ... | u32 CRC-32 of all before.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "poseidon/state_record.h"
+
+namespace poseidon {
+
+struct FileDigest {
+  std::uint64_t bytes = 0;
+  std::uint32_t crc = 0;
+};
+
+// Writes `records` and `meta` to `path` atomically; returns the file's size and CRC-32.
+FileDigest writeStateFile(const std::string& path, const std::string& meta, const std::vector<StateRecord>& records);
+
+// Reads `path` into `records`, which must match the file's records one for one (names and
+// sizes); checks magic, version, every length against the file's size, and the CRC.
+// Throws InputError saying what is wrong; `records` are untouched unless all is well.
+// Returns the meta string.
+std::string readStateFile(const std::string& path, const std::vector<StateRecord>& records);
+
+// Writes a small text file atomically (same protocol).
+void writeFileAtomically(const std::string& path, const std::string& contents);
+// CRC-32 and size of a whole file.
+FileDigest digestFile(const std::string& path);
+
+}  // namespace poseidon
