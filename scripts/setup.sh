@@ -12,6 +12,7 @@ packages=(
   dataset-fashion-mnist                      # the real data, as IDX files
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev
   python3 python3-numpy                      # the end-to-end test driver
+  clang libclang-rt-14-dev                   # libFuzzer and sanitizers for the decoding fuzz test
 )
 missing=()
 for p in "${packages[@]}"; do

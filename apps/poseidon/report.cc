@@ -25,6 +25,10 @@ std::string toJson(const TrainReport& r) {
   j["bytes_sent_per_iter"] = r.bytes_sent_per_iter;
   j["bytes_model_per_iter"] = r.bytes_model_per_iter;
   j["param_digest"] = r.param_digest;
+  j["straggler_dropped_updates"] = r.dropped_updates;
+  j["straggler_late_updates"] = r.late_updates;
+  j["staleness"] = r.staleness;
+  j["max_staleness_seen"] = r.max_staleness_seen;
   auto layers = nlohmann::ordered_json::array();
   for (const auto& l : r.layers) {
     nlohmann::ordered_json o;

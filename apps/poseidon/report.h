@@ -38,6 +38,11 @@ struct TrainReport {
   double bytes_sent_per_iter = 0;
   double bytes_model_per_iter = 0;
   std::string param_digest;
+  // Straggler dropping, summed over shards: worker updates left out of steps, updates late.
+  std::uint64_t dropped_updates = 0;
+  std::uint64_t late_updates = 0;
+  int staleness = 0;                  // the SSP bound
+  std::uint64_t max_staleness_seen = 0;  // the most any worker's read lacked
   std::vector<LayerReport> layers;
 };
 

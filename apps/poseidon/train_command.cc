@@ -63,6 +63,14 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--timeout", o.timeout_s, "Seconds any wait for a peer may last before the job fails")
       ->capture_default_str();
+  cmd->add_option("--staleness", o.session.staleness,
+                  "Bounded staleness (SSP) on parameter-server layers: a worker may run this many iterations ahead "
+                  "of the slowest (0: BSP)")
+      ->capture_default_str();
+  cmd->add_option("--straggler-timeout", o.straggler_timeout_s,
+                  "Seconds a parameter-server step waits for a late worker before going ahead without its update "
+                  "(0: wait for everyone; PS layers only)")
+      ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Compute threads per rank (0: cores / ranks on this host)")
       ->capture_default_str();
   cmd->add_option("--log-every", o.log_every, "Print progress every N iterations (0: about every 5 s)");

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "checkpointing.h"
 #include "comm/control_channel.h"
@@ -120,9 +121,17 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Test hook for failure tests: POSEIDON_FAULT_EXIT="RANK:ITERATION" makes that rank die
-// abruptly (as a crash would) when it reaches that iteration.
+// Test hooks for failure tests: POSEIDON_FAULT_EXIT="RANK:ITERATION" makes that rank die
+// abruptly (as a crash would) when it reaches that iteration; POSEIDON_FAULT_DELAY=
+// "RANK:ITERATION:MS" makes it stall that long there (a straggler).
 void maybeInjectFault(int rank, std::int64_t iteration) {
+  static const char* delay = std::getenv("POSEIDON_FAULT_DELAY");
+  int dr = -1;
+  long long dit = -1, ms = 0;
+  if (delay && std::sscanf(delay, "%d:%lld:%lld", &dr, &dit, &ms) == 3 && dr == rank && dit == iteration) {
+    std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT_DELAY: stalling %lld ms at iteration %lld\n", rank, ms, dit);
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  }
   static const char* spec = std::getenv("POSEIDON_FAULT_EXIT");
   if (!spec) return;
   int r = -1;
@@ -137,15 +146,18 @@ class ProgressPrinter {
  public:
   ProgressPrinter(bool enabled, int every) : enabled_(enabled), every_(every) {}
   void iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs, double loss,
-                 double s_per_iter, double images_per_iter, bool force) {
+                 double s_per_iter, double images_per_iter, bool force, std::uint64_t dropped) {
     if (!enabled_) return;
     const auto now = std::chrono::steady_clock::now();
     const bool due = every_ > 0 ? (it + 1) % every_ == 0 : Seconds(now - last_).count() >= 5.0;
     if (!due && !force) return;
     last_ = now;
-    std::printf("poseidon: epoch %lld/%lld iter %lld/%lld loss %.4f %.3f s/iter %.1f images/s\n",
+    std::printf("poseidon: epoch %lld/%lld iter %lld/%lld loss %.4f %.3f s/iter %.1f images/s",
                 static_cast<long long>(epoch + 1), static_cast<long long>(epochs), static_cast<long long>(it + 1),
                 static_cast<long long>(total), loss, s_per_iter, s_per_iter > 0 ? images_per_iter / s_per_iter : 0.0);
+    // Seen by this rank's shard: a straggler shows up at every shard it is late for.
+    if (dropped > 0) std::printf(", %llu straggler updates dropped", static_cast<unsigned long long>(dropped));
+    std::printf("\n");
     std::fflush(stdout);
   }
 
@@ -176,7 +188,12 @@ int runTrain(const TrainOptions& o, int* argc, char*** argv) {
     if (runtime.size() == 1) throw;
     // Other ranks may be waiting for this one: end the whole job now rather than let them
     // run into their timeouts (and MPI_Finalize would wait for them).
-    std::fprintf(stderr, "poseidon: error: rank %d: %s\n", runtime.rank(), e.what());
+    // Most waits already say which rank timed out; others get this rank's number.
+    if (std::string(e.what()).rfind("rank ", 0) == 0) {
+      std::fprintf(stderr, "poseidon: error: %s\n", e.what());
+    } else {
+      std::fprintf(stderr, "poseidon: error: rank %d: %s\n", runtime.rank(), e.what());
+    }
     std::fflush(stderr);
     runtime.abortJob(2);
   }
@@ -209,6 +226,11 @@ int train(const TrainOptions& o, Runtime* runtime) {
   session_options.batch = o.batch;
   session_options.wfbp = !o.no_wfbp;
   session_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
+  if (o.straggler_timeout_s < 0) throw InputError("--straggler-timeout must not be negative");
+  if (o.straggler_timeout_s > 0 && o.straggler_timeout_s >= o.timeout_s) {
+    throw InputError("--straggler-timeout must be shorter than --timeout, or no step would ever go ahead");
+  }
+  session_options.straggler_timeout = std::chrono::milliseconds(static_cast<long long>(o.straggler_timeout_s * 1000));
   if (!o.bandwidth.empty()) session_options.bandwidth = parseBandwidth(o.bandwidth, "--bandwidth");
   if (o.gflops < 0) throw InputError("--gflops must be positive");
   session_options.gemm_flops = o.gflops * 1e9;
@@ -392,7 +414,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
       if (model && (point != sync_points.end() || it + 1 == total)) model->synchronize();
       iter_seconds.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
       progress.iteration(it, total, epoch, epochs, last_loss, median(iter_seconds), static_cast<double>(o.batch * workers),
-                         point != sync_points.end() || it + 1 == total);
+                         point != sync_points.end() || it + 1 == total, session ? session->droppedUpdates() : 0);
       if (point != sync_points.end()) atSyncPoint(it + 1, point->second);
       start = std::chrono::steady_clock::now();
     }
@@ -447,6 +469,14 @@ int train(const TrainOptions& o, Runtime* runtime) {
     const auto all = session->control().allreduceSum({worker ? (session->bytesSent() - bytes_before) / iters : 0.0},
                                                      "bytes sent");
     report.bytes_sent_per_iter = all[0] / workers;
+    const auto stragglers = session->control().allreduceSum(
+        {static_cast<double>(session->droppedUpdates()), static_cast<double>(session->lateUpdates())}, "stragglers");
+    report.dropped_updates = static_cast<std::uint64_t>(stragglers[0]);
+    report.staleness = session_options.staleness;
+    for (const auto& seen : session->control().allgather(std::to_string(session->maxStalenessSeen()), "staleness")) {
+      report.max_staleness_seen = std::max<std::uint64_t>(report.max_staleness_seen, std::stoull(seen));
+    }
+    report.late_updates = static_cast<std::uint64_t>(stragglers[1]);
     // Every worker's replica must end with the same parameters; a difference is a bug, not
     // noise. (A server-only rank holds fresh values only for its own shard's pairs.)
     const auto digests = session->control().allgather(report.param_digest, "final parameter digests");

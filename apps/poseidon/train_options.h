@@ -30,6 +30,7 @@ struct TrainOptions {
   int threads = 0;        // 0: cores / ranks on this host
   int log_every = 0;      // 0: about every 5 seconds
   double timeout_s = 120;
+  double straggler_timeout_s = 0;  // 0: BSP waits for every worker
   std::string save_params;
   std::string checkpoint_dir;       // save checkpoints here
   std::int64_t checkpoint_every = 0;  // every N iterations (0: never)

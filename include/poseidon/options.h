@@ -42,6 +42,13 @@ struct Options {
   std::int64_t kv_pair_bytes = 2 << 20;
   // Every blocking wait ends with a TimeoutError after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  // Bounded staleness (SSP) on the parameter server: a worker may run up to this many
+  // iterations ahead of the slowest; a read at iteration t has every update of iterations
+  // up to t - staleness - 1. 0 is BSP.
+  int staleness = 0;
+  // Straggler dropping on the parameter server: a step goes ahead without the workers
+  // whose update is this late (0: off, BSP waits for everyone).
+  std::chrono::milliseconds straggler_timeout{0};
   // The first iteration to run: that of the checkpoint a run resumes from (0: a new run).
   std::uint64_t start_iteration = 0;
   // Anything else every rank must agree on (the CLI puts its flags here); compared at

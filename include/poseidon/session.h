@@ -50,6 +50,12 @@ class Session {
   // The scheme chosen for each layer, with the cost model's figures and reasons.
   const std::vector<LayerPlan>& plan() const;
   const PlatformRates& rates() const;
+  // SSP: the most iterations' updates any read of this worker lacked (at most staleness).
+  std::uint64_t maxStalenessSeen() const;
+  // Straggler dropping at this rank's shard: worker updates left out of a step, and
+  // updates that arrived after their step had gone ahead.
+  std::uint64_t droppedUpdates() const;
+  std::uint64_t lateUpdates() const;
   // This rank's whole training state as views of live memory, for checkpoints: parameters,
   // the shard's optimizer state, replicated optimizer state. Valid only between
   // iterations, after waitAll() (and serveUntil() on a server-only rank).

@@ -41,9 +41,10 @@ std::string readText(const std::string& path, std::size_t limit) {
   return text;
 }
 
-CheckpointInfo parseManifest(const std::string& folder) {
+}  // namespace
+
+CheckpointInfo Checkpointer::parseManifest(const std::string& text, const std::string& folder) {
   const std::string path = folder + "/MANIFEST";
-  const std::string text = readText(path, 1 << 20);
   const auto crc_at = text.rfind("crc ");
   if (text.rfind(kHeader, 0) != 0 || crc_at == std::string::npos) {
     throw InputError(detail::cat(path, " is not a Poseidon checkpoint manifest"));
@@ -81,8 +82,6 @@ CheckpointInfo parseManifest(const std::string& folder) {
   }
   return info;
 }
-
-}  // namespace
 
 Checkpointer::Checkpointer(std::string dir, ControlChannel& control, int rank, int ranks)
     : dir_(std::move(dir)), control_(control), rank_(rank), ranks_(ranks) {}
@@ -131,7 +130,7 @@ CheckpointInfo Checkpointer::latest(const std::string& dir) {
   if (name.rfind("iter-", 0) != 0 || name.find('/') != std::string::npos) {
     throw InputError(detail::cat(latest, " is corrupt"));
   }
-  CheckpointInfo info = parseManifest(dir + "/" + name);
+  CheckpointInfo info = parseManifest(readText(dir + "/" + name + "/MANIFEST", 1 << 20), dir + "/" + name);
   if (folderName(info.iteration) != name) throw InputError(detail::cat(dir, "/", name, "/MANIFEST names another iteration"));
   return info;
 }

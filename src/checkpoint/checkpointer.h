@@ -36,6 +36,8 @@ class Checkpointer {
   // The newest complete checkpoint in `dir`, its manifest checked; InputError if there is
   // none or it is damaged.
   static CheckpointInfo latest(const std::string& dir);
+  // Parses the MANIFEST text of `folder`, checksum included; InputError if damaged.
+  static CheckpointInfo parseManifest(const std::string& text, const std::string& folder);
   // Throws InputError unless a run with `config` on `ranks` ranks may resume from `info`.
   static void checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks);
 

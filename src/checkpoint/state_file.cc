@@ -136,6 +136,10 @@ std::string readStateFile(const std::string& path, const std::vector<StateRecord
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(detail::cat("cannot read checkpoint file ", path));
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parseStateFile(bytes, path, records);
+}
+
+std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records) {
   if (bytes.size() < sizeof(kMagic) + 4 + 4 + 8 + 4) throw InputError(detail::cat("checkpoint file ", path, " is truncated"));
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     throw InputError(detail::cat(path, " is not a Poseidon checkpoint file"));

@@ -29,6 +29,9 @@ FileDigest writeStateFile(const std::string& path, const std::string& meta, cons
 // Returns the meta string.
 std::string readStateFile(const std::string& path, const std::vector<StateRecord>& records);
 
+// The same, from the file's bytes (`path` only names it in errors).
+std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records);
+
 // Writes a small text file atomically (same protocol).
 void writeFileAtomically(const std::string& path, const std::string& contents);
 // CRC-32 and size of a whole file.

@@ -38,8 +38,9 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
       sfb_[l] = s.get();
       syncers_.push_back(std::move(s));
     } else if (!book.pairsOfLayer(layer).empty()) {
-      auto s = std::make_unique<PsSyncer>(layer, book, transport, local_server, params[l], options.timeout, failure,
-                                          options.start_iteration);
+      auto s = std::make_unique<PsSyncer>(layer, book, transport, options.local_by_message ? nullptr : local_server,
+                                          params[l], options.timeout, failure, options.start_iteration,
+                                          options.staleness, local_server);
       ps_[l] = s.get();
       syncers_.push_back(std::move(s));
     } else {
@@ -133,10 +134,15 @@ void Client::startSync(int layer) {
     complete_[layer] = true;
     return;
   }
-  pool_.schedule([this, syncer, send = std::move(send), t] {
+  const bool ssp = options_.staleness > 0;
+  pool_.schedule([this, syncer, send = std::move(send), t, ssp] {
     send();
-    syncer->Receive(t);
-    syncer->Move(t);
+    // SSP: the gradient is out (copied); the fresh values are read before the layer's next
+    // forward, as stale as the bound allows (waitLayer).
+    if (!ssp) {
+      syncer->Receive(t);
+      syncer->Move(t);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       complete_[syncer->layer()] = true;
@@ -168,14 +174,31 @@ void Client::endIteration() {
 }
 
 void Client::waitLayer(int layer) {
-  std::unique_lock<std::mutex> lock(mu_);
-  waitFor(lock, cv_, [&] { return complete_[layer]; }, options_.timeout, &failure_,
-          detail::cat("rank ", transport_.rank(), ": sync of layer '", book_.model().layers[layer].name,
-                      "' for iteration ", iteration_ - 1));
+  const std::uint64_t s = static_cast<std::uint64_t>(options_.staleness);
+  waitSynced(layer, iteration_ >= s ? iteration_ - s : 0);
+}
+
+void Client::waitSynced(int layer, std::uint64_t version) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    waitFor(lock, cv_, [&] { return complete_[layer]; }, options_.timeout, &failure_,
+            detail::cat("rank ", transport_.rank(), ": sync of layer '", book_.model().layers[layer].name,
+                        "' for iteration ", iteration_ - 1));
+  }
+  if (options_.staleness > 0 && ps_[layer]) ps_[layer]->readFresh(version, iteration_);
 }
 
 void Client::waitAll() {
-  for (std::size_t l = 0; l < syncers_.size(); ++l) waitLayer(static_cast<int>(l));
+  // Everything up to now, stale or not: sync points and the end see the same values everywhere.
+  for (std::size_t l = 0; l < syncers_.size(); ++l) waitSynced(static_cast<int>(l), iteration_);
+}
+
+std::uint64_t Client::maxStalenessSeen() const {
+  std::uint64_t m = 0;
+  for (const auto* s : ps_) {
+    if (s) m = std::max(m, s->maxStalenessSeen());
+  }
+  return m;
 }
 
 void Client::onParams(Message message) {

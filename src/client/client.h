@@ -37,6 +37,8 @@ struct ClientOptions {
   KVStoreOptions kvstore;
   std::int64_t fusion_bytes = 2 << 20;
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
+  int staleness = 0;                  // SSP window for PS layers; 0 is BSP
+  bool local_by_message = false;      // the co-located shard keeps its own values
 };
 
 class Client {
@@ -65,6 +67,8 @@ class Client {
   void onFactors(Message message);
 
   std::uint64_t iteration() const { return iteration_; }
+  // SSP: the most iterations' updates any read of this worker lacked (at most staleness).
+  std::uint64_t maxStalenessSeen() const;
   // The allreduce layers' set-up in one line, or "" if there are none.
   std::string collectiveSummary() const { return collective_ ? collective_->summary() : ""; }
   std::uint64_t bytesSentForLayer(int layer) const;
@@ -76,6 +80,7 @@ class Client {
 
  private:
   void report(int layer, std::function<void()> send);
+  void waitSynced(int layer, std::uint64_t version);
   void startSync(int layer);
 
   const InformationBook& book_;

@@ -57,9 +57,12 @@ CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int
     layers_[l] = std::move(layer);
   }
   store_ = KVStore::create(options.kvstore, engine_, transport, failure);
-  for (auto& plan : fuseLayers(order, options.fusion_bytes)) {
+  auto plans = fuseLayers(order, options.fusion_bytes);
+  for (auto& plan : plans) {
     auto b = std::make_unique<Bucket>();
-    b->key = static_cast<int>(buckets_.size());
+    // Keys number the buckets in forward order, as MXNet numbers a model's parameters; the
+    // buckets themselves are kept in back-propagation order, the order of the pushes.
+    b->key = static_cast<int>(plans.size() - 1 - buckets_.size());
     b->in.resize(plan.floats);
     b->out.resize(plan.floats);
     b->plan = std::move(plan);

@@ -1,5 +1,6 @@
 #include "client/ps_syncer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kvstore/parameter_server.h"
@@ -10,7 +11,7 @@ namespace poseidon {
 
 PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
                std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
-               std::uint64_t start_iteration)
+               std::uint64_t start_iteration, int staleness, ParameterServer* local_shard)
     : LayerSyncer(layer),
       book_(book),
       transport_(transport),
@@ -19,6 +20,8 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       timeout_(timeout),
       failure_(failure),
       keys_(book.pairsOfLayer(layer)),
+      staleness_(staleness),
+      local_shard_(local_shard),
       slots_(keys_.size(), Slot{start_iteration, Message()}),
       awaited_(start_iteration + 1) {}
 
@@ -26,14 +29,30 @@ void PsSyncer::expect(std::uint64_t iteration) {
   std::lock_guard<std::mutex> lock(mu_);
   awaited_ = iteration + 1;
   fresh_ = 0;
-  for (const auto& s : slots_) fresh_ += s.version == awaited_ ? 1 : 0;
+  // At or past: with straggler dropping a step can go ahead while this worker still computes.
+  for (const auto& s : slots_) fresh_ += s.version >= awaited_ ? 1 : 0;
 }
 
 void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
   POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradients for layer ", layer());
   expect(iteration);
-  grads_ = grads;
   const int me = transport_.rank();
+  if (staleness_ > 0) {
+    // SSP: the worker runs on at once, so the gradient is copied out and cleared now.
+    for (std::uint32_t key : keys_) {
+      const KVPair& kv = book_.pair(key);
+      Message m = Message::make(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration,
+                                static_cast<std::size_t>(kv.length) * sizeof(float));
+      std::memcpy(m.floats(), grads[kv.tensor] + kv.offset, static_cast<std::size_t>(kv.length) * sizeof(float));
+      const int owner = book_.cluster().shardRank(kv.shard);
+      if (owner != me) bytes_sent_ += m.wireBytes();
+      transport_.send(owner, std::move(m));
+    }
+    const auto& tensors = book_.model().layers[layer()].tensors;
+    for (std::size_t t = 0; t < grads.size(); ++t) std::memset(grads[t], 0, tensors[t].numel() * sizeof(float));
+    return;
+  }
+  grads_ = grads;
   for (std::uint32_t key : keys_) {
     const KVPair& kv = book_.pair(key);
     const float* src = grads[kv.tensor] + kv.offset;
@@ -97,9 +116,60 @@ void PsSyncer::deliver(std::uint32_t key, std::uint64_t version, Message message
 
 void PsSyncer::Receive(std::uint64_t iteration) {
   std::unique_lock<std::mutex> lock(mu_);
-  waitFor(lock, cv_, [&] { return fresh_ == static_cast<int>(slots_.size()); }, timeout_, &failure_,
-          detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer()].name,
-                      "' for iteration ", iteration));
+  try {
+    waitFor(lock, cv_, [&] { return fresh_ == static_cast<int>(slots_.size()); }, timeout_, &failure_,
+            detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer()].name,
+                        "' for iteration ", iteration));
+  } catch (const TimeoutError& e) {
+    // Name the likely culprit: the workers this rank's own shard has heard nothing from.
+    std::vector<int> behind = local_shard_ ? local_shard_->workersBehind(iteration) : std::vector<int>();
+    if (behind.empty()) throw;
+    std::string who;
+    for (int w : behind) who += detail::cat(who.empty() ? "" : ", ", w);
+    throw TimeoutError(detail::cat(e.what(), "; rank", behind.size() > 1 ? "s " : " ", who,
+                                   " sent no update for iteration ", iteration, " (lost or stalled)"));
+  }
+}
+
+void PsSyncer::readFresh(std::uint64_t version, std::uint64_t t) {
+  std::vector<Message> arrived(keys_.size());
+  std::uint64_t oldest = UINT64_MAX;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto fresh = [&] {
+      for (const auto& s : slots_) {
+        if (s.version < version) return false;
+      }
+      return true;
+    };
+    try {
+      waitFor(lock, cv_, fresh, timeout_, &failure_,
+              detail::cat("rank ", transport_.rank(), ": parameters of layer '", book_.model().layers[layer()].name,
+                          "' with the updates of iterations before ", version, " (staleness ", staleness_, ")"));
+    } catch (const TimeoutError& e) {
+      std::vector<int> behind = local_shard_ ? local_shard_->workersBehind(version - 1) : std::vector<int>();
+      if (behind.empty()) throw;
+      std::string who;
+      for (int w : behind) who += detail::cat(who.empty() ? "" : ", ", w);
+      throw TimeoutError(detail::cat(e.what(), "; rank", behind.size() > 1 ? "s " : " ", who,
+                                     " sent no update for iteration ", version - 1, " (lost or stalled)"));
+    }
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      arrived[i] = std::move(slots_[i].message);
+      oldest = std::min(oldest, slots_[i].version);
+    }
+  }
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    if (arrived[i].empty()) continue;
+    const KVPair& kv = book_.pair(keys_[i]);
+    std::memcpy(params_[kv.tensor] + kv.offset, arrived[i].floats(), kv.length * sizeof(float));
+  }
+  // How many iterations' updates this read lacks: t - oldest; the bound says at most s.
+  if (!slots_.empty() && t > oldest) {
+    std::uint64_t seen = max_staleness_.load();
+    while (t - oldest > seen && !max_staleness_.compare_exchange_weak(seen, t - oldest)) {
+    }
+  }
 }
 
 void PsSyncer::Move(std::uint64_t iteration) {

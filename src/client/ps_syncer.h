@@ -8,6 +8,7 @@
 // Fresh values may arrive before Receive starts; they wait in the syncer's slots.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -27,7 +28,7 @@ class PsSyncer final : public LayerSyncer {
  public:
   PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
          std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
-         std::uint64_t start_iteration = 0);
+         std::uint64_t start_iteration = 0, int staleness = 0, ParameterServer* local_shard = nullptr);
 
   void Send(std::uint64_t iteration, const std::vector<float*>& grads);
   // The 2015 paper's strategy for an FC layer: this worker's factors (a kPushFactors
@@ -37,6 +38,10 @@ class PsSyncer final : public LayerSyncer {
   Message packFactors(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const;
   void Receive(std::uint64_t iteration) override;
   void Move(std::uint64_t iteration) override;
+  // SSP, on the compute thread before the layer's forward of iteration t: waits until every
+  // pair has at least `version` steps, then copies the newest values that came in.
+  void readFresh(std::uint64_t version, std::uint64_t t);
+  std::uint64_t maxStalenessSeen() const { return max_staleness_.load(); }
 
   // Called on the transport thread (remote shard) or the local server thread.
   void deliver(std::uint32_t key, std::uint64_t version, Message message);
@@ -59,6 +64,9 @@ class PsSyncer final : public LayerSyncer {
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
   const std::vector<std::uint32_t>& keys_;
+  const int staleness_;
+  ParameterServer* const local_shard_;  // this rank's shard, to name who a wait waits for
+  std::atomic<std::uint64_t> max_staleness_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;

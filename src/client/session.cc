@@ -1,8 +1,10 @@
 #include "poseidon/session.h"
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 
 #include "checkpoint/state_file.h"
 #include "client/client.h"
@@ -76,6 +78,8 @@ struct Session::Impl {
   std::shared_ptr<Dispatch> dispatch = std::make_shared<Dispatch>();
   ControlChannel control;
   std::unique_ptr<ParameterServer> server;
+  // The shard's own values when it does not share the engine's memory (SSP, dropping).
+  std::unordered_map<std::uint32_t, std::vector<float>> shard_values;
   std::unique_ptr<Client> client;
   bool finished = false;
 
@@ -136,7 +140,8 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
                       " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
                       " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
                       " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
-                      " fusion=", options.fusion_bytes, " start=", options.start_iteration),
+                      " fusion=", options.fusion_bytes, " start=", options.start_iteration,
+                      " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness),
           "start-up agreement check");
     // HybComm: the scheme of every layer, the same on every rank.
     s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
@@ -149,21 +154,46 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       s.schemes.push_back(p.scheme);
       on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kAdam);  // ADAM layers live on the servers too
     }
+    if (options.staleness < 0) throw InputError("--staleness must not be negative");
+    if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
+      throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
+    }
+    if (options.straggler_timeout.count() > 0 || options.staleness > 0) {
+      const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
+      for (std::size_t l = 0; l < s.plan.size(); ++l) {
+        if (s.plan[l].scheme != Scheme::kPS) {
+          throw InputError(detail::cat(flag, " works on parameter-server layers, and layer '", model.layers[l].name,
+                                       "' goes by ", schemeName(s.plan[l].scheme), "; add --scheme ps"));
+        }
+      }
+    }
     s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
     const SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
+    // A worker that may compute while its co-located shard steps (SSP, straggler
+    // dropping) must not share memory with it: the shard keeps its own values then, and
+    // the local worker gets them by message like any other.
+    const bool separate = options.staleness > 0 || options.straggler_timeout.count() > 0;
     if (cluster.hasShard(me)) {
-      auto storage = [&s](const KVPair& kv) { return s.params[kv.layer][kv.tensor] + kv.offset; };
+      std::function<float*(const KVPair&)> storage = [&s](const KVPair& kv) {
+        return s.params[kv.layer][kv.tensor] + kv.offset;
+      };
+      if (separate) {
+        for (const auto key : s.book->pairsOfShard(cluster.shardOf(me))) {
+          s.shard_values[key].resize(static_cast<std::size_t>(s.book->pair(key).length));
+        }
+        storage = [&s](const KVPair& kv) { return s.shard_values.at(kv.key).data(); };
+      }
       s.server = std::make_unique<ParameterServer>(
           *s.book, transport, sgd, storage,
           [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
-          options.timeout, options.start_iteration);
+          ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate});
     }
     if (cluster.isWorker(me)) {
       KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
                              options.timeout};
       s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
                                           ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes,
-                                                        options.start_iteration},
+                                                        options.start_iteration, options.staleness, separate},
                                           s.failure);
     }
     {
@@ -201,6 +231,11 @@ void Session::checkPlanAndBroadcast(const ModelInfo& model) {
       s.control.broadcastFloats(s.params[l][t], model.layers[l].tensors[t].numel(), 0,
                                 "initial parameters of " + model.layers[l].name);
     }
+  }
+  // A shard with values of its own starts from the same.
+  for (auto& [key, values] : s.shard_values) {
+    const KVPair& kv = s.book->pair(key);
+    std::memcpy(values.data(), s.params[kv.layer][kv.tensor] + kv.offset, values.size() * sizeof(float));
   }
   // Nobody trains before everybody holds them: a server-only shard would otherwise apply
   // the workers' first updates to values its copy of the broadcast has not yet replaced.
@@ -259,6 +294,13 @@ bool Session::usesFactors(int layer) const {
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
 const PlatformRates& Session::rates() const { return impl_->rates; }
 
+std::uint64_t Session::maxStalenessSeen() const {
+  return impl_->client ? impl_->client->maxStalenessSeen() : 0;
+}
+
+std::uint64_t Session::droppedUpdates() const { return impl_->server ? impl_->server->droppedUpdates() : 0; }
+std::uint64_t Session::lateUpdates() const { return impl_->server ? impl_->server->lateUpdates() : 0; }
+
 std::vector<StateRecord> Session::stateRecords() {
   Impl& s = *impl_;
   std::vector<StateRecord> records;
@@ -270,6 +312,13 @@ std::vector<StateRecord> Session::stateRecords() {
       records.push_back(StateRecord{detail::cat("params/", model.layers[l].name, "/", model.layers[l].tensors[t].name),
                                     s.params[l][t], model.layers[l].tensors[t].numel() * sizeof(float)});
     }
+  }
+  std::vector<std::uint32_t> keys;
+  for (const auto& [key, values] : s.shard_values) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  for (auto key : keys) {
+    auto& v = s.shard_values[key];
+    records.push_back(StateRecord{detail::cat("ps/pair", key, "/values"), v.data(), v.size() * sizeof(float)});
   }
   if (s.server) s.server->addStateRecords(records);
   if (s.client) s.client->addStateRecords(records);

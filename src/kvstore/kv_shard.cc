@@ -8,14 +8,16 @@
 namespace poseidon {
 
 KVShard::KVShard(const InformationBook& book, int shard, const SgdOptions& options,
-                 const std::function<float*(const KVPair&)>& storage, std::uint64_t start)
-    : book_(book), shard_(shard), options_(options), workers_(book.cluster().workers()) {
+                 const std::function<float*(const KVPair&)>& storage, std::uint64_t start, int staleness)
+    : book_(book), shard_(shard), options_(options), workers_(book.cluster().workers()), staleness_(staleness) {
+  POSEIDON_ENFORCE(staleness >= 0, "staleness must not be negative");
   for (std::uint32_t key : book.pairsOfShard(shard)) {
     PairState& s = pairs_[key];
     s.version = start;
     s.values = storage(book.pair(key));
     if (options.momentum != 0.0f) s.momentum.assign(book.pair(key).length, 0.0f);
-    s.pending.resize(workers_);
+    s.pending.assign(static_cast<std::size_t>(staleness) + 1, std::vector<Contribution>(workers_));
+    s.count.assign(static_cast<std::size_t>(staleness) + 1, 0);
   }
 }
 
@@ -37,7 +39,20 @@ const KVShard::PairState& KVShard::state(std::uint32_t key) const {
   return it->second;
 }
 
-bool KVShard::push(std::uint32_t key, std::uint64_t iteration, int worker, Contribution c) {
+KVShard::PairState& KVShard::stateOf(std::uint32_t key) {
+  auto it = pairs_.find(key);
+  if (it == pairs_.end()) throw CommError(detail::cat("KV pair ", key, " does not belong to shard ", shard_));
+  return it->second;
+}
+
+int KVShard::missing(std::uint32_t key) const {
+  const PairState& s = state(key);
+  return workers_ - s.count[s.slot()];
+}
+
+bool KVShard::ready(std::uint32_t key) const { return missing(key) == 0; }
+
+bool KVShard::record(std::uint32_t key, std::uint64_t iteration, int worker, Contribution c) {
   auto it = pairs_.find(key);
   if (it == pairs_.end()) {
     throw CommError(detail::cat("worker ", worker, " pushed KV pair ", key, " to shard ", shard_,
@@ -47,26 +62,69 @@ bool KVShard::push(std::uint32_t key, std::uint64_t iteration, int worker, Contr
   if (worker < 0 || worker >= workers_) {
     throw CommError(detail::cat("KV pair ", key, ": update from rank ", worker, ", which is not a worker"));
   }
-  if (iteration != s.version) {
-    throw CommError(detail::cat("KV pair ", key, ": worker ", worker, " sent an update for iteration ",
-                                iteration, " but the shard is at iteration ", s.version,
-                                " (BSP allows no other)"));
+  if (drops_allowed_ && iteration < s.version) {
+    ++late_;  // its step went ahead without it; the worker has the fresh values already
+    return false;
   }
-  if (s.pending[worker].data != nullptr) {
+  if (iteration < s.version || iteration > s.version + static_cast<std::uint64_t>(staleness_)) {
+    throw CommError(detail::cat("KV pair ", key, ": worker ", worker, " sent an update for iteration ", iteration,
+                                " but the shard is at iteration ", s.version,
+                                staleness_ == 0 ? " (BSP allows no other)"
+                                                : detail::cat(" (staleness ", staleness_, " allows up to ",
+                                                              s.version + staleness_, ")")));
+  }
+  const std::size_t slot = static_cast<std::size_t>(iteration % s.pending.size());
+  if (s.pending[slot][worker].data != nullptr) {
     throw CommError(detail::cat("KV pair ", key, ": worker ", worker, " sent two updates for iteration ",
                                 iteration));
   }
-  s.pending[worker] = std::move(c);
-  if (++s.count < workers_) return false;
+  s.pending[slot][worker] = std::move(c);
+  if (s.count[slot]++ == 0 && iteration == s.version) s.first_at = std::chrono::steady_clock::now();
+  return s.count[s.slot()] == workers_;
+}
 
-  std::vector<const float*> grads(workers_);
-  for (int w = 0; w < workers_; ++w) grads[w] = s.pending[w].data;
-  sgdStep(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads, 1.0f / workers_,
-          book_.pair(key).length, options_.at(s.version), s.version == 0);
-  for (auto& p : s.pending) p = Contribution();
-  s.count = 0;
-  ++s.version;
+bool KVShard::push(std::uint32_t key, std::uint64_t iteration, int worker, Contribution c) {
+  if (!record(key, iteration, worker, std::move(c))) return false;
+  step(key);
   return true;
 }
+
+int KVShard::step(std::uint32_t key) {
+  PairState& s = stateOf(key);
+  auto& pending = s.pending[s.slot()];
+  // The updates present, in rank order: every run rounds the same way.
+  std::vector<const float*> grads;
+  for (int w = 0; w < workers_; ++w) {
+    if (pending[w].data != nullptr) grads.push_back(pending[w].data);
+  }
+  POSEIDON_ENFORCE(!grads.empty(), "a step needs at least one update");
+  const int missing = workers_ - static_cast<int>(grads.size());
+  dropped_ += static_cast<std::uint64_t>(missing);
+  sgdStep(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads, 1.0f / static_cast<float>(grads.size()),
+          book_.pair(key).length, options_.at(s.version), s.version == 0);
+  for (auto& p : pending) p = Contribution();
+  s.count[s.slot()] = 0;
+  ++s.version;
+  // The next step may have been waiting already (SSP): its clock starts now.
+  if (s.count[s.slot()] > 0) s.first_at = std::chrono::steady_clock::now();
+  return missing;
+}
+
+std::optional<std::chrono::steady_clock::time_point> KVShard::oldestWaiting() const {
+  std::optional<std::chrono::steady_clock::time_point> oldest;
+  for (const auto& [key, s] : pairs_) {
+    if (s.count[s.slot()] > 0 && (!oldest || s.first_at < *oldest)) oldest = s.first_at;
+  }
+  return oldest;
+}
+
+std::vector<std::uint32_t> KVShard::overdue(std::chrono::steady_clock::time_point cutoff) const {
+  std::vector<std::uint32_t> keys;
+  for (const auto& [key, s] : pairs_) {
+    if (s.count[s.slot()] > 0 && s.first_at <= cutoff) keys.push_back(key);
+  }
+  return keys;
+}
+
 
 }  // namespace poseidon

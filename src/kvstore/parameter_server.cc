@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -13,15 +14,20 @@ namespace poseidon {
 ParameterServer::ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
                                  const std::function<float*(const KVPair&)>& storage,
                                  std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh,
-                                 FailureState& failure, std::chrono::milliseconds timeout,
-                                 std::uint64_t start_iteration)
+                                 FailureState& failure, const ServerConfig& config)
     : book_(book),
       transport_(transport),
-      shard_(book, book.cluster().shardOf(transport.rank()), options, storage, start_iteration),
+      shard_(book, book.cluster().shardOf(transport.rank()), options, storage, config.start_iteration,
+             config.staleness),
       on_local_fresh_(std::move(on_local_fresh)),
       failure_(failure),
       layer_bytes_(new std::atomic<std::uint64_t>[book.model().layers.size()]()),
-      timeout_(timeout) {
+      timeout_(config.timeout),
+      straggler_timeout_(config.straggler_timeout),
+      local_by_message_(config.local_by_message) {
+  const std::uint64_t start_iteration = config.start_iteration;
+  if (straggler_timeout_.count() > 0) shard_.allowDrops();
+  pushed_through_.assign(book.cluster().workers(), start_iteration);
   // An empty shard (a tiny model over many ranks) is always complete.
   min_version_ = book.pairsOfShard(shard_.shard()).empty() ? UINT64_MAX : start_iteration;
   thread_ = std::thread([this] { runLoop(); });
@@ -48,6 +54,7 @@ void ParameterServer::onPush(Message message) {
   Push p{h.key, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}, Message()};
   {
     std::lock_guard<std::mutex> lock(mu_);
+    notePush(p.worker, p.iteration);
     queue_.push_back(std::move(p));
   }
   cv_.notify_one();
@@ -56,6 +63,7 @@ void ParameterServer::onPush(Message message) {
 void ParameterServer::pushLocal(std::uint32_t key, std::uint64_t iteration, const float* grad) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    notePush(transport_.rank(), iteration);
     queue_.push_back(Push{key, iteration, transport_.rank(), Contribution{grad, Message()}, Message()});
   }
   cv_.notify_one();
@@ -70,6 +78,7 @@ void ParameterServer::onPushFactors(Message message) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    notePush(static_cast<int>(h.source), h.iteration);
     queue_.push_back(Push{h.key, h.iteration, static_cast<int>(h.source), Contribution(), message});
   }
   cv_.notify_one();
@@ -91,18 +100,54 @@ void ParameterServer::applyFactors(const Push& p) {
   }
 }
 
-void ParameterServer::apply(Push p) {
-  if (shard_.missing(p.key) == 1) {
-    // This push completes the pair and its step will overwrite the values: the previous
-    // sends of them must be done. Every worker has received them (it pushed again), so
-    // this does not wait in practice.
-    auto& sends = sends_[p.key];
-    for (auto& w : sends) w->wait(timeout_);
-    sends.clear();
+void ParameterServer::notePush(int worker, std::uint64_t iteration) {
+  if (worker >= 0 && worker < static_cast<int>(pushed_through_.size())) {
+    pushed_through_[worker] = std::max(pushed_through_[worker], iteration + 1);
   }
-  if (!shard_.push(p.key, p.iteration, p.worker, std::move(p.contribution))) return;
-  publish(p.key, p.iteration + 1);
-  const std::uint64_t version = p.iteration + 1;
+}
+
+std::vector<int> ParameterServer::workersBehind(std::uint64_t iteration) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> behind;
+  for (int w = 0; w < static_cast<int>(pushed_through_.size()); ++w) {
+    if (pushed_through_[w] <= iteration) behind.push_back(w);
+  }
+  return behind;
+}
+
+void ParameterServer::waitSends(std::uint32_t key) {
+  // A step overwrites the values that the previous publish sends from: those sends must be
+  // done. Every worker has received them (it pushed again), so this does not wait in practice.
+  auto& sends = sends_[key];
+  for (auto& w : sends) w->wait(timeout_);
+  sends.clear();
+}
+
+void ParameterServer::apply(Push p) {
+  const std::uint64_t late = shard_.late();
+  bool ready = shard_.record(p.key, p.iteration, p.worker, std::move(p.contribution));
+  late_ += shard_.late() - late;
+  // Under SSP the next iterations' updates may all be in already: step through them.
+  while (ready) {
+    waitSends(p.key);
+    const std::uint64_t version = shard_.version(p.key) + 1;
+    shard_.step(p.key);
+    finishStep(p.key, version);
+    ready = shard_.ready(p.key);
+  }
+}
+
+void ParameterServer::dropStragglers() {
+  for (std::uint32_t key : shard_.overdue(Clock::now() - straggler_timeout_)) {
+    waitSends(key);
+    const std::uint64_t version = shard_.version(key) + 1;
+    dropped_ += static_cast<std::uint64_t>(shard_.step(key));
+    finishStep(key, version);
+  }
+}
+
+void ParameterServer::finishStep(std::uint32_t key, std::uint64_t version) {
+  publish(key, version);
   if (completed_.size() <= version) completed_.resize(version + 1, 0);
   if (++completed_[version] == book_.pairsOfShard(shard_.shard()).size()) {
     std::lock_guard<std::mutex> guard(mu_);
@@ -121,11 +166,11 @@ void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
                                               shard_.values(key), static_cast<std::size_t>(kv.length) * sizeof(float));
   auto& sends = sends_[key];
   for (int w = 0; w < cluster.workers(); ++w) {
-    if (w == me) continue;
+    if (w == me && !local_by_message_) continue;
     sends.push_back(transport_.send(w, fresh));
-    layer_bytes_[kv.layer] += fresh.wireBytes();
+    if (w != me) layer_bytes_[kv.layer] += fresh.wireBytes();
   }
-  if (cluster.isWorker(me)) on_local_fresh_(key, iteration);
+  if (cluster.isWorker(me) && !local_by_message_) on_local_fresh_(key, iteration);
 }
 
 void ParameterServer::waitVersion(std::uint64_t iterations, std::chrono::milliseconds timeout) {
@@ -138,7 +183,23 @@ void ParameterServer::runLoop() {
   pthread_setname_np(pthread_self(), "poseidon-server");
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    const auto ready = [&] { return stopping_ || !queue_.empty(); };
+    const auto oldest = straggler_timeout_.count() > 0 ? shard_.oldestWaiting() : std::nullopt;
+    if (oldest) {
+      // A step is waiting for a late worker: wake at its deadline to go ahead without it.
+      if (!cv_.wait_until(lock, *oldest + straggler_timeout_, ready)) {
+        lock.unlock();
+        try {
+          dropStragglers();
+        } catch (...) {
+          failure_.set(std::current_exception());
+        }
+        lock.lock();
+        continue;
+      }
+    } else {
+      cv_.wait(lock, ready);
+    }
     if (queue_.empty()) return;
     Push p = std::move(queue_.front());
     queue_.pop_front();

@@ -19,6 +19,17 @@
 
 namespace poseidon {
 
+struct ServerConfig {
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
+  // Straggler dropping: a step waits at most this long for a late worker (0: off).
+  std::chrono::milliseconds straggler_timeout{0};
+  int staleness = 0;  // SSP window; 0 is BSP
+  // The co-located worker gets fresh values by message like the others, instead of
+  // sharing the shard's memory: needed when it may compute while the shard steps.
+  bool local_by_message = false;
+};
+
 class ParameterServer {
  public:
   // `on_local_fresh(key, iteration)` tells the co-located worker that a pair it pulls is
@@ -26,7 +37,7 @@ class ParameterServer {
   ParameterServer(const InformationBook& book, Transport& transport, const SgdOptions& options,
                   const std::function<float*(const KVPair&)>& storage,
                   std::function<void(std::uint32_t, std::uint64_t)> on_local_fresh, FailureState& failure,
-                  std::chrono::milliseconds timeout, std::uint64_t start_iteration = 0);
+                  const ServerConfig& config);
   ~ParameterServer();
 
   // From the transport thread: a kPushGrad message.
@@ -40,8 +51,13 @@ class ParameterServer {
   // (kPushFactors) or from the co-located client.
   void onPushFactors(Message message);
 
+  // Workers that have pushed nothing here for `iteration` yet: who a stalled step waits for.
+  std::vector<int> workersBehind(std::uint64_t iteration);
   // Blocks until every pair of this shard has completed `iterations` steps.
   void waitVersion(std::uint64_t iterations, std::chrono::milliseconds timeout);
+  // Straggler dropping: worker updates left out of a step, and updates that came too late.
+  std::uint64_t droppedUpdates() const { return dropped_.load(); }
+  std::uint64_t lateUpdates() const { return late_.load(); }
   // Bytes of parameters this server sent, per layer.
   std::uint64_t bytesSentForLayer(int layer) const { return layer_bytes_[layer]; }
   void stop();
@@ -60,6 +76,10 @@ class ParameterServer {
   void apply(Push p);
   void applyFactors(const Push& p);
   void publish(std::uint32_t key, std::uint64_t iteration);
+  void waitSends(std::uint32_t key);
+  void notePush(int worker, std::uint64_t iteration);  // with mu_ held
+  void finishStep(std::uint32_t key, std::uint64_t version);
+  void dropStragglers();
 
   const InformationBook& book_;
   Transport& transport_;
@@ -74,9 +94,13 @@ class ParameterServer {
   std::deque<Push> queue_;          // guarded by mu_
   bool stopping_ = false;           // guarded by mu_
   std::uint64_t min_version_ = 0;   // guarded by mu_: steps completed by every pair
+  std::vector<std::uint64_t> pushed_through_;  // guarded by mu_: per worker, 1 + latest iteration pushed
   std::vector<std::uint64_t> completed_;  // server thread only: count of final pairs per version
   std::unordered_map<std::uint32_t, std::vector<std::shared_ptr<Work>>> sends_;  // server thread only
   const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds straggler_timeout_;  // 0: BSP waits for every worker
+  const bool local_by_message_;
+  std::atomic<std::uint64_t> dropped_{0}, late_{0};
   std::thread thread_;
 };
 

@@ -12,6 +12,7 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -461,6 +462,80 @@ def case_ranks_disagree(args):
     expect_failure(args, cmd, "different model or configuration", timeout=60)
 
 
+def case_np3_straggler_dropped(args):
+    # Rank 2 stalls 3 s at iteration 5; with --straggler-timeout 0.3 the others go on without
+    # its updates, it continues with fresh parameters, and all end with the same parameters.
+    env = dict(ENV, POSEIDON_FAULT_DELAY="2:5:3000")
+    common = ["--model", "mlp", "--iterations", "20", "--no-eval", "--json", "--scheme", "ps"]
+    cmd = mpirun(3) + [args.poseidon, "train"] + common + ["--straggler-timeout", "0.3"]
+    rc, out, err, secs = run(cmd, 300, env)
+    check(rc == 0, f"exit {rc}\n{err[-2000:]}")
+    r = json.loads(out.strip().splitlines()[-1])
+    print(f"dropped {r['straggler_dropped_updates']} updates, {r['straggler_late_updates']} came late; "
+          f"run took {secs:.1f} s")
+    check("stalling 3000 ms" in err, err[-1000:])
+    check(r["straggler_dropped_updates"] > 0, r)
+    check("straggler updates dropped" in out, out[-1500:])
+    check(math.isfinite(r["train_loss"]), r)
+
+
+def case_np3_straggler_no_false_drops(args):
+    # Without a straggler, a generous deadline drops nothing and changes nothing.
+    common = ["--model", "mlp", "--iterations", "15", "--no-eval", "--json", "--scheme", "ps", "--seed", "4"]
+    a, _ = train(args, 3, common + ["--straggler-timeout", "20"])
+    b, _ = train(args, 3, common)
+    check(a["straggler_dropped_updates"] == 0 and a["straggler_late_updates"] == 0, a)
+    check(a["param_digest"] == b["param_digest"], f"{a['param_digest']} vs {b['param_digest']}")
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                                      "--scheme", "sfb", "--straggler-timeout", "1"], "--scheme ps")
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                                      "--straggler-timeout", "200"], "shorter than --timeout")
+
+
+def case_np3_ssp_bound(args):
+    # Rank 2 stalls 2 s at iteration 5. With --staleness 2 the others run ahead and then
+    # wait: the stalest read any worker makes lacks exactly 2 iterations' updates, never 3.
+    # Without a stall, staleness 2 still trains to the same loss range, and staleness 0 is
+    # BSP bit for bit.
+    common = ["--model", "mlp", "--iterations", "20", "--no-eval", "--json", "--scheme", "ps", "--seed", "6"]
+    env = dict(ENV, POSEIDON_FAULT_DELAY="2:5:2000")
+    r, _ = train(args, 3, common + ["--staleness", "2"], env=env)
+    print(f"staleness 2 with a stalled rank: max staleness seen {r['max_staleness_seen']}, loss {r['train_loss']:.4f}")
+    check(r["staleness"] == 2 and r["max_staleness_seen"] == 2, r)
+    one, _ = train(args, 3, common + ["--staleness", "1"], env=env)
+    check(one["max_staleness_seen"] == 1, one)
+    bsp, _ = train(args, 3, common)
+    zero, _ = train(args, 3, common + ["--staleness", "0"])
+    check(zero["param_digest"] == bsp["param_digest"] and zero["max_staleness_seen"] == 0, (zero, bsp))
+    check(abs(r["train_loss"] - bsp["train_loss"]) < 0.5, f"SSP loss {r['train_loss']} vs BSP {bsp['train_loss']}")
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                                      "--scheme", "sfb", "--staleness", "1"], "--scheme ps")
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                                      "--scheme", "ps", "--staleness", "-1"], "--staleness")
+
+
+def leftovers(args):
+    time.sleep(1)
+    return subprocess.run(["pgrep", "-f", args.poseidon + " train --model mlp --iterations 400"],
+                          capture_output=True, text=True).stdout.split()
+
+
+def case_rank_stalls(args):
+    # A rank that hangs (not dead, so the launcher cannot tell): the others time out, name
+    # it, and the whole job ends within twice the timeout with no process left behind.
+    timeout = 5
+    env = dict(ENV, POSEIDON_FAULT_DELAY="1:5:600000")
+    cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "400", "--scheme", "ps",
+                       "--timeout", str(timeout), "--synthetic", "--no-eval"]
+    rc, out, err, secs = run(cmd, 120, env)
+    check(rc != 0, "the job must fail when a rank stalls")
+    check(secs < 2 * timeout + 15, f"the job took {secs:.1f} s to end after a rank stalled")
+    errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
+    check(any("rank 1 sent no update" in l for l in errors), "\n".join(errors) or err[-2000:])
+    check(not leftovers(args), f"processes left behind: {leftovers(args)}")
+    print(f"ok: rank 1 stalled; the job ended with exit {rc} after {secs:.1f} s: {errors[0][:200]}")
+
+
 def case_rank_dies(args):
     timeout = 10
     env = dict(ENV, POSEIDON_FAULT_EXIT="1:5")
@@ -469,6 +544,9 @@ def case_rank_dies(args):
     check(rc != 0, "the job must fail when a rank dies")
     check(secs < 2 * timeout + 15, f"the job took {secs:.1f} s to end after a rank died")
     check("dying at iteration 5" in err, err[-2000:])
+    # The launcher names the lost process: OpenMPI's name for rank 1 is [[job,1],1].
+    check(re.search(r"\[\[\d+,\d+\],1\]", err) and "Exit code:    17" in err, err[-2000:])
+    check(not leftovers(args), f"processes left behind: {leftovers(args)}")
     print(f"ok: a rank died at iteration 5; the job ended with exit {rc} after {secs:.1f} s")
 
 

@@ -85,5 +85,47 @@ TEST_F(ShardTest, RejectsWrongIterationDuplicateAndForeignPair) {
   EXPECT_THROW(shard.push(7, 0, 1, Contribution{g.data(), {}}), CommError);  // no such pair here
 }
 
+TEST_F(ShardTest, StalenessAcceptsUpdatesUpToSAheadAndStepsThemInOrder) {
+  InformationBook book(model, ClusterInfo(2, 0, 1), 1 << 20);  // 2 workers, one shard
+  KVShard shard(book, 0, SgdOptions{1.0f, 0.0f, 0.0f}, [&](const KVPair& kv) { return values.data() + kv.offset; },
+                /*start=*/0, /*staleness=*/2);
+  std::vector<float> g(8, 1.0f), h(8, 3.0f);
+  // Worker 0 runs ahead: iterations 0, 1, 2 (= version + 2); 3 would break the bound.
+  EXPECT_FALSE(shard.record(0, 0, 0, Contribution{g.data(), {}}));
+  EXPECT_FALSE(shard.record(0, 1, 0, Contribution{g.data(), {}}));
+  EXPECT_FALSE(shard.record(0, 2, 0, Contribution{g.data(), {}}));
+  EXPECT_THROW(shard.record(0, 3, 0, Contribution{g.data(), {}}), CommError);
+  EXPECT_EQ(shard.version(0), 0u);
+  // Worker 1 catches up one iteration at a time; each completes one step.
+  EXPECT_TRUE(shard.record(0, 0, 1, Contribution{h.data(), {}}));
+  shard.step(0);
+  EXPECT_FLOAT_EQ(values[0], 1.0f - 2.0f);  // mean of 1 and 3
+  EXPECT_FALSE(shard.ready(0));
+  EXPECT_TRUE(shard.record(0, 1, 1, Contribution{h.data(), {}}));
+  shard.step(0);
+  EXPECT_FLOAT_EQ(values[0], -1.0f - 2.0f);
+  EXPECT_EQ(shard.version(0), 2u);
+  // Now iteration 4 (= 2 + 2) is within the window; 1 is in the past.
+  EXPECT_FALSE(shard.record(0, 3, 0, Contribution{g.data(), {}}));
+  EXPECT_THROW(shard.record(0, 1, 1, Contribution{h.data(), {}}), CommError);
+}
+
+TEST_F(ShardTest, DroppingGoesAheadWithThePresentUpdatesAndDiscardsLateOnes) {
+  InformationBook book(model, ClusterInfo(3, 0, 1), 1 << 20);
+  KVShard shard(book, 0, SgdOptions{1.0f, 0.0f, 0.0f}, [&](const KVPair& kv) { return values.data() + kv.offset; });
+  shard.allowDrops();
+  std::vector<float> g(8, 2.0f), h(8, 4.0f);
+  shard.record(0, 0, 0, Contribution{g.data(), {}});
+  shard.record(0, 0, 2, Contribution{h.data(), {}});
+  ASSERT_TRUE(shard.oldestWaiting().has_value());
+  EXPECT_EQ(shard.overdue(*shard.oldestWaiting()), (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(shard.step(0), 1);              // worker 1 left out
+  EXPECT_FLOAT_EQ(values[0], 1.0f - 3.0f);  // mean over the two present
+  EXPECT_EQ(shard.dropped(), 1u);
+  EXPECT_FALSE(shard.record(0, 0, 1, Contribution{g.data(), {}}));  // too late: discarded
+  EXPECT_EQ(shard.late(), 1u);
+  EXPECT_FALSE(shard.oldestWaiting().has_value());
+}
+
 }  // namespace
 }  // namespace poseidon
