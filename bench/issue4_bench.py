@@ -5,7 +5,8 @@ rank count, with the parameter server (--scheme ps) alongside for reference. Run
 (model, ranks) cell alternate between the designs, so drift hits them alike; medians of
 --repeats runs. Usage:
   bench/issue4_bench.py [--poseidon build/apps/poseidon] [--models fcnet,convnet] [--ranks 1,2,4]
-                        [--iterations 20] [--repeats 3] [--csv FILE]
+                        [--iterations 20] [--repeats 3] [--csv FILE] [--lab 1gbit]
+With --lab (as root) every run is inside `poseidon lab` at that rate per rank.
 """
 import argparse
 import csv
@@ -24,12 +25,15 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--csv")
+    ap.add_argument("--lab", help="run in `poseidon lab` with this rate per rank, e.g. 1gbit")
     a = ap.parse_args()
     configs = [(d, ["--scheme", "allreduce", "--kvstore", d]) for d in DESIGNS] + [("ps", ["--scheme", "ps"])]
     rows = []
     for model in a.models.split(","):
         for ranks in [int(r) for r in a.ranks.split(",")]:
-            base = mpirun(ranks, a.poseidon) + ["train", "--model", model, "--synthetic", "--batch", str(a.batch),
+            launch = ([a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", a.lab, "--", a.poseidon]
+                      if a.lab else mpirun(ranks, a.poseidon))
+            base = launch + ["train", "--model", model, "--synthetic", "--batch", str(a.batch),
                                                 "--iterations", str(a.iterations), "--no-eval", "--json",
                                                 "--threads", "1"]
             times = {name: [] for name, _ in configs}
@@ -43,7 +47,8 @@ def main():
             for name, _ in configs:
                 row[name] = median(times[name])
             rows.append(row)
-    print(f"\nseconds per 100 iterations (median of {a.repeats}), batch {a.batch} per rank, synthetic data:")
+    where = f", each rank behind a {a.lab} link (poseidon lab)" if a.lab else ", shared memory"
+    print(f"\nseconds per 100 iterations (median of {a.repeats}), batch {a.batch} per rank, synthetic data{where}:")
     print("| model | ranks | funnel | concurrent | chained | ps (reference) | concurrent / funnel | chained / funnel |")
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:

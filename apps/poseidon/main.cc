@@ -7,6 +7,7 @@
 
 #include "poseidon/config.h"
 #include "poseidon/errors.h"
+#include "lab_command.h"
 #include "plan_command.h"
 #include "train_command.h"
 #include "train_loop.h"
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
   auto* train = poseidon::app::addTrainCommand(app, train_options);
   poseidon::app::PlanOptions plan_options;
   auto* plan = poseidon::app::addPlanCommand(app, plan_options);
+  poseidon::app::LabOptions lab_options;
+  auto* lab = poseidon::app::addLabCommand(app, lab_options);
 
   try {
     app.parse(argc, argv);
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   try {
     if (train->parsed()) return poseidon::app::runTrain(train_options, &argc, &argv);
     if (plan->parsed()) return poseidon::app::runPlan(plan_options);
+    if (lab->parsed()) return poseidon::app::runLab(lab_options);
   } catch (const poseidon::Error& e) {
     std::fprintf(stderr, "poseidon: error: %s\n", e.what());
     return 2;

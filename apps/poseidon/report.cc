@@ -14,6 +14,7 @@ std::string toJson(const TrainReport& r) {
   j["wfbp"] = r.wfbp;
   j["baseline"] = r.baseline;
   j["synthetic"] = r.synthetic;
+  j["compute"] = r.compute;
   j["threads"] = r.threads;
   j["batch"] = r.batch;
   j["lr"] = r.lr;

@@ -27,6 +27,7 @@ struct TrainReport {
   bool wfbp = true;
   bool baseline = false;
   bool synthetic = false;
+  std::string compute = "real";  // or "emulated" (--emulate-compute)
   int threads = 1;
   std::int64_t batch = 0;
   double lr = 0;

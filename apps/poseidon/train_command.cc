@@ -84,6 +84,15 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--resume", o.resume,
                   "Continue exactly from the newest complete checkpoint in this folder (same flags and -np as the "
                   "original run; combine with --checkpoint-dir to keep saving)");
+  cmd->add_option("--timeline", o.timeline,
+                  "Write a Chrome trace of every rank's forward, backward, send, receive and apply spans and bytes "
+                  "per scheme to this new file (open it in ui.perfetto.dev or chrome://tracing)");
+  cmd->add_option("--emulate-compute", o.emulate_compute,
+                  "Replace every layer's forward and backward by a wait from this profile (communication stays "
+                  "real): many ranks on few cores. Needs --iterations");
+  cmd->add_option("--profile-out", o.profile_out,
+                  "Write this run's per-layer forward/backward times (rank 0, medians) as a profile for "
+                  "--emulate-compute");
   cmd->add_flag("--baseline", o.baseline, "Plain LibTorch loop with torch::optim::SGD in one process, for comparison");
   return cmd;
 }

@@ -11,7 +11,10 @@
 #include <optional>
 #include <thread>
 
+#include "checkpoint/state_file.h"
 #include "checkpointing.h"
+#include "emulated_compute.h"
+#include "common/timeline.h"
 #include "comm/control_channel.h"
 #include "common/digest.h"
 #include "coordinator/cost_model.h"
@@ -115,6 +118,20 @@ double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int ran
   return (static_cast<double>(K) * (li.M + li.N) * remote + own * (cluster.workers() - 1)) * sizeof(float);
 }
 
+// Every rank's events into one Chrome trace, written by rank 0 (atomically: a reader never
+// sees half a file).
+void writeTimeline(Session& session, const std::string& path, bool lead, const std::string& model) {
+  const auto all = session.control().allgather(session.timeline()->events(), "timeline");
+  if (!lead) return;
+  std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + model + "\",\"ranks\":" +
+                     std::to_string(all.size()) + ",\"compute\":\"real\"},\"traceEvents\":[\n";
+  for (std::size_t r = 0; r < all.size(); ++r) text += (r ? ",\n" : "") + all[r];
+  text += "\n]}\n";
+  writeFileAtomically(path, text);
+  std::printf("poseidon: timeline written to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n",
+              path.c_str());
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -212,6 +229,10 @@ int train(const TrainOptions& o, Runtime* runtime) {
   if (o.baseline && (!o.checkpoint_dir.empty() || !o.resume.empty())) {
     throw InputError("--baseline does not checkpoint; drop --checkpoint-dir and --resume");
   }
+  if (!o.timeline.empty() && std::ifstream(o.timeline).good()) {
+    throw InputError("--timeline " + o.timeline + " already exists; remove it or choose another name");
+  }
+  if (!o.timeline.empty() && o.baseline) throw InputError("--timeline records Poseidon's work; drop --baseline");
   if (!o.save_params.empty() && std::ifstream(o.save_params).good()) {
     // Checked before training: a finished run must not be lost to a name clash at its end.
     throw InputError("--save-params " + o.save_params + " already exists; remove it or choose another name");
@@ -236,6 +257,14 @@ int train(const TrainOptions& o, Runtime* runtime) {
   session_options.gemm_flops = o.gflops * 1e9;
   parseSchemeMode(session_options.scheme);  // a bad name fails here, before any data is read
   parseCostRule(session_options.cost_model);
+  if (!o.emulate_compute.empty()) {
+    if (!runtime) throw InputError("--emulate-compute emulates Poseidon's ranks; drop --baseline");
+    if (o.iterations <= 0) throw InputError("--emulate-compute needs --iterations (there is no data to make epochs of)");
+    return runEmulated(o, *runtime, spec, session_options, o.iterations);
+  }
+  if (!o.profile_out.empty() && std::ifstream(o.profile_out).good()) {
+    throw InputError("--profile-out " + o.profile_out + " already exists; remove it or choose another name");
+  }
 
   Data data = loadData(o, spec);
   torch::manual_seed(o.seed);
@@ -263,6 +292,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
                                  " and this run has ", total, " iterations: nothing left to do"));
   }
   session_options.start_iteration = static_cast<std::uint64_t>(first);
+  session_options.timeline = !o.timeline.empty() || !o.profile_out.empty();
   std::unique_ptr<TorchModel> model;
   std::unique_ptr<torch::optim::SGD> optimizer;
   session_options.agreement = detail::cat("epochs=", o.epochs, " iterations=", o.iterations, " seed=", o.seed,
@@ -472,6 +502,8 @@ int train(const TrainOptions& o, Runtime* runtime) {
     const auto stragglers = session->control().allreduceSum(
         {static_cast<double>(session->droppedUpdates()), static_cast<double>(session->lateUpdates())}, "stragglers");
     report.dropped_updates = static_cast<std::uint64_t>(stragglers[0]);
+    if (!o.timeline.empty()) writeTimeline(*session, o.timeline, lead, spec.name);
+    if (!o.profile_out.empty()) writeProfile(*session, o.profile_out, o.batch, spec.name);
     report.staleness = session_options.staleness;
     for (const auto& seen : session->control().allgather(std::to_string(session->maxStalenessSeen()), "staleness")) {
       report.max_staleness_seen = std::max<std::uint64_t>(report.max_staleness_seen, std::stoull(seen));

@@ -35,6 +35,9 @@ struct TrainOptions {
   std::string checkpoint_dir;       // save checkpoints here
   std::int64_t checkpoint_every = 0;  // every N iterations (0: never)
   std::string resume;               // continue from the newest checkpoint in this folder
+  std::string timeline;             // write a Chrome trace here
+  std::string emulate_compute;      // replace compute by the waits of this profile
+  std::string profile_out;          // write this run's per-layer compute times here
   Options session;
 };
 

@@ -49,6 +49,8 @@ struct Options {
   // Straggler dropping on the parameter server: a step goes ahead without the workers
   // whose update is this late (0: off, BSP waits for everyone).
   std::chrono::milliseconds straggler_timeout{0};
+  // Record a timeline of every layer's work (Session::timeline()).
+  bool timeline = false;
   // The first iteration to run: that of the checkpoint a run resumes from (0: a new run).
   std::uint64_t start_iteration = 0;
   // Anything else every rank must agree on (the CLI puts its flags here); compared at

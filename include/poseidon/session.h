@@ -17,6 +17,7 @@ namespace poseidon {
 
 class Transport;
 class ControlChannel;
+class Timeline;
 class InformationBook;
 struct LayerPlan;
 struct PlatformRates;
@@ -60,6 +61,8 @@ class Session {
   // the shard's optimizer state, replicated optimizer state. Valid only between
   // iterations, after waitAll() (and serveUntil() on a server-only rank).
   std::vector<StateRecord> stateRecords();
+  // The timeline this session records into, or null (Options::timeline).
+  Timeline* timeline() const;
   // The allreduce layers' set-up in one line ("" if none, or on a rank that does not train).
   std::string collectiveSummary() const;
   // Digest of the state every worker replicates (SFB and allreduce layers, their momentum).

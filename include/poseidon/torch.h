@@ -19,6 +19,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,8 @@ class TorchModel {
 
  private:
   torch::Tensor forwardWithFactors(torch::nn::AnyModule& m, int layer, torch::Tensor x);
+  // Timeline: layer l's gradient exists; its backward span ends here.
+  void markBackward(int layer);
   struct Hooks;
   torch::nn::Sequential net_;
   ModelInfo info_;
@@ -68,6 +71,7 @@ class TorchModel {
   std::vector<std::vector<torch::Tensor>> layer_params_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<Hooks> hooks_;
+  std::chrono::steady_clock::time_point backward_mark_;  // end of the last backward span
 };
 
 }  // namespace poseidon

@@ -1,6 +1,9 @@
 #include "client/client.h"
 
+#include <map>
+
 #include "client/ps_syncer.h"
+#include "common/timeline.h"
 #include "poseidon/errors.h"
 #include "sfb/sfb_syncer.h"
 
@@ -52,7 +55,8 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
   if (!allreduce.empty()) {
     collective_ = std::make_unique<CollectiveSyncer>(
         book.model(), allreduce, params, transport,
-        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration}, failure,
+        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration, options.timeline},
+        failure,
         [this](int layer) {
           {
             std::lock_guard<std::mutex> lock(mu_);
@@ -136,11 +140,21 @@ void Client::startSync(int layer) {
   }
   const bool ssp = options_.staleness > 0;
   pool_.schedule([this, syncer, send = std::move(send), t, ssp] {
-    send();
+    Timeline* tl = options_.timeline;
+    const std::string track = tl ? "sync " + book_.model().layers[syncer->layer()].name : "";
+    const char* scheme = schemeName(schemes_[syncer->layer()]);
+    {
+      TimelineSpan span(tl, track, "send", scheme);
+      send();
+    }
     // SSP: the gradient is out (copied); the fresh values are read before the layer's next
     // forward, as stale as the bound allows (waitLayer).
     if (!ssp) {
-      syncer->Receive(t);
+      {
+        TimelineSpan span(tl, track, "receive", scheme);
+        syncer->Receive(t);
+      }
+      TimelineSpan span(tl, track, "apply", scheme);
       syncer->Move(t);
     }
     {
@@ -171,6 +185,13 @@ void Client::endIteration() {
   started_.assign(started_.size(), false);
   ++iteration_;
   if (collective_) collective_->schedule(iteration_);
+  if (options_.timeline) {
+    // Bytes this worker has sent so far, per scheme: the counters' slopes in the viewer.
+    std::map<std::string, double> bytes;
+    for (std::size_t l = 0; l < schemes_.size(); ++l) bytes[schemeName(schemes_[l])] += bytesSentForLayer(static_cast<int>(l));
+    const auto now = Timeline::Clock::now();
+    for (const auto& [scheme, b] : bytes) options_.timeline->counter("bytes sent: " + scheme, b, now);
+  }
 }
 
 void Client::waitLayer(int layer) {

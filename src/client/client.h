@@ -28,6 +28,7 @@ class ParameterServer;
 class PsSyncer;
 class SfbSyncer;
 class Digest;
+class Timeline;
 struct StateRecord;
 
 struct ClientOptions {
@@ -39,6 +40,7 @@ struct ClientOptions {
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
   int staleness = 0;                  // SSP window for PS layers; 0 is BSP
   bool local_by_message = false;      // the co-located shard keeps its own values
+  Timeline* timeline = nullptr;       // records each layer's send, receive and apply
 };
 
 class Client {

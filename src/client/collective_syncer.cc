@@ -5,6 +5,7 @@
 #include "comm/transport.h"
 #include "checkpoint/state_file.h"
 #include "common/digest.h"
+#include "common/timeline.h"
 #include "engine/external_event.h"
 #include "poseidon/errors.h"
 
@@ -35,6 +36,7 @@ CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int
                                    std::function<void(int)> on_done)
     : failure_(failure),
       sgd_(options.sgd),
+      timeline_(options.timeline),
       workers_(transport.size()),
       on_done_(std::move(on_done)),
       layers_(model.layers.size()),
@@ -127,6 +129,7 @@ void CollectiveSyncer::gradientReady(int layer, std::vector<float*> grads) {
 }
 
 void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset) {
+  TimelineSpan span(timeline_, "engine copy", timeline_ ? detail::cat("copy layer ", layer.id) : "", "allreduce");
   std::vector<float*> grads;
   {
     std::lock_guard<std::mutex> lock(layer.mu);
@@ -144,6 +147,7 @@ void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset)
 }
 
 void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
+  TimelineSpan span(timeline_, "engine compute", timeline_ ? detail::cat("apply key ", bucket.key) : "", "allreduce");
   const SgdOptions step = sgd_.at(t);
   const float scale = 1.0f / static_cast<float>(workers_);
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {

@@ -26,6 +26,7 @@ namespace poseidon {
 
 class Transport;
 class Digest;
+class Timeline;
 struct StateRecord;
 
 struct CollectiveOptions {
@@ -33,6 +34,7 @@ struct CollectiveOptions {
   std::int64_t fusion_bytes = 2 << 20;
   SgdOptions sgd;
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
+  Timeline* timeline = nullptr;       // records copies and steps, if set
 };
 
 class CollectiveSyncer {
@@ -70,6 +72,7 @@ class CollectiveSyncer {
 
   FailureState& failure_;
   const SgdOptions sgd_;
+  Timeline* const timeline_;
   const int workers_;
   std::function<void(int)> on_done_;
   std::vector<std::unique_ptr<Layer>> layers_;  // by model layer; null if not allreduce

@@ -11,6 +11,7 @@
 #include "comm/control_channel.h"
 #include "comm/transport.h"
 #include "common/digest.h"
+#include "common/timeline.h"
 #include "coordinator/information_book.h"
 #include "coordinator/rate_probe.h"
 #include "coordinator/scheme_planner.h"
@@ -77,6 +78,7 @@ struct Session::Impl {
   std::vector<std::vector<float*>> params;
   std::shared_ptr<Dispatch> dispatch = std::make_shared<Dispatch>();
   ControlChannel control;
+  std::unique_ptr<Timeline> timeline;  // before the components that record into it
   std::unique_ptr<ParameterServer> server;
   // The shard's own values when it does not share the engine's memory (SSP, dropping).
   std::unordered_map<std::uint32_t, std::vector<float>> shard_values;
@@ -115,6 +117,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
   s.params = std::move(params);
   const int me = transport.rank();
+  if (options.timeline) s.timeline = std::make_unique<Timeline>(me);
 
   // Control messages flow from here on; the components that receive the other kinds are
   // created below, before the agreement check that every rank must pass before it sends any.
@@ -186,14 +189,16 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       s.server = std::make_unique<ParameterServer>(
           *s.book, transport, sgd, storage,
           [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
-          ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate});
+          ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate,
+                       s.timeline.get()});
     }
     if (cluster.isWorker(me)) {
       KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
-                             options.timeout};
+                             options.timeout, s.timeline.get()};
       s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
                                           ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes,
-                                                        options.start_iteration, options.staleness, separate},
+                                                        options.start_iteration, options.staleness, separate,
+                                                        s.timeline.get()},
                                           s.failure);
     }
     {
@@ -240,6 +245,7 @@ void Session::checkPlanAndBroadcast(const ModelInfo& model) {
   // Nobody trains before everybody holds them: a server-only shard would otherwise apply
   // the workers' first updates to values its copy of the broadcast has not yet replaced.
   s.control.barrier("initial parameters");
+  if (s.timeline) s.timeline->setOrigin(Timeline::Clock::now());
 }
 
 Session::~Session() {
@@ -324,6 +330,8 @@ std::vector<StateRecord> Session::stateRecords() {
   if (s.client) s.client->addStateRecords(records);
   return records;
 }
+
+Timeline* Session::timeline() const { return impl_->timeline.get(); }
 
 std::string Session::collectiveSummary() const {
   return impl_->client ? impl_->client->collectiveSummary() : "";

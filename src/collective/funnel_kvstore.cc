@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "comm/transport.h"
+#include "common/timeline.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -59,7 +60,11 @@ void FunnelKVStore::runLoop() {
           r = std::move(requests_[key]);
           requests_.erase(key);
         }
-        comm_->allreduceSum(r.grad, r.value, r.count);
+        {
+          TimelineSpan span(options_.timeline, "funnel", options_.timeline ? detail::cat("allreduce key ", key) : "",
+                            "allreduce");
+          comm_->allreduceSum(r.grad, r.value, r.count);
+        }
         r.done();
       }
     }

@@ -4,6 +4,7 @@
 
 #include "collective/funnel_kvstore.h"
 #include "comm/transport.h"
+#include "common/timeline.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -77,12 +78,17 @@ class ChainedKVStore final : public KVStore {
       : KVStore(o, engine), comm_(transport.newCommunicator(o.timeout, failure)), chain_(engine.newTag("chain")) {}
 
  private:
-  void issue(int, Entry& e, const float* grad, Engine::Tag grad_tag) override {
+  void issue(int key, Entry& e, const float* grad, Engine::Tag grad_tag) override {
     Communicator* comm = comm_.get();
     float* value = e.value.data();
     const std::size_t n = e.value.size();
-    engine_.push([comm, grad, value, n] { comm->allreduceSum(grad, value, n); }, {grad_tag}, {e.tag, chain_},
-                 Engine::Kind::kComm);
+    Timeline* timeline = options_.timeline;
+    engine_.push(
+        [comm, grad, value, n, timeline, key] {
+          TimelineSpan span(timeline, "engine comm", timeline ? detail::cat("allreduce key ", key) : "", "allreduce");
+          comm->allreduceSum(grad, value, n);
+        },
+        {grad_tag}, {e.tag, chain_}, Engine::Kind::kComm);
   }
   Communicator& initCommunicator() override { return *comm_; }
 
@@ -108,8 +114,14 @@ class ConcurrentKVStore final : public KVStore {
     Communicator* comm = comms_[c].get();
     float* value = e.value.data();
     const std::size_t n = e.value.size();
-    engine_.push([comm, grad, value, n] { comm->allreduceSum(grad, value, n); }, {grad_tag}, {e.tag, tags_[c]},
-                 Engine::Kind::kComm);
+    Timeline* timeline = options_.timeline;
+    engine_.push(
+        [comm, grad, value, n, timeline, key, c] {
+          TimelineSpan span(timeline, detail::cat("engine comm ", c), timeline ? detail::cat("allreduce key ", key) : "",
+                            "allreduce");
+          comm->allreduceSum(grad, value, n);
+        },
+        {grad_tag}, {e.tag, tags_[c]}, Engine::Kind::kComm);
   }
   Communicator& initCommunicator() override { return *comms_[0]; }
 

@@ -25,6 +25,7 @@
 namespace poseidon {
 
 class Transport;
+class Timeline;
 
 enum class KVStoreType { kFunnel, kConcurrent, kChained };
 // Throws InputError on an unknown name.
@@ -36,6 +37,7 @@ struct KVStoreOptions {
   int communicators = 2;  // concurrent: C
   int outstanding = 2;    // concurrent: collectives in flight at most
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  Timeline* timeline = nullptr;  // records each collective, if set
 
   // Throws InputError for settings that could deadlock or make no sense.
   void validate() const;

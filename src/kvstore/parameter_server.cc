@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/timeline.h"
 #include "poseidon/errors.h"
 #include "sfb/reconstruct.h"
 
@@ -24,7 +25,8 @@ ParameterServer::ParameterServer(const InformationBook& book, Transport& transpo
       layer_bytes_(new std::atomic<std::uint64_t>[book.model().layers.size()]()),
       timeout_(config.timeout),
       straggler_timeout_(config.straggler_timeout),
-      local_by_message_(config.local_by_message) {
+      local_by_message_(config.local_by_message),
+      timeline_(config.timeline) {
   const std::uint64_t start_iteration = config.start_iteration;
   if (straggler_timeout_.count() > 0) shard_.allowDrops();
   pushed_through_.assign(book.cluster().workers(), start_iteration);
@@ -131,6 +133,10 @@ void ParameterServer::apply(Push p) {
   while (ready) {
     waitSends(p.key);
     const std::uint64_t version = shard_.version(p.key) + 1;
+    TimelineSpan span(timeline_, "server",
+                      timeline_ ? detail::cat("step ", book_.model().layers[book_.pair(p.key).layer].name, " pair ", p.key)
+                                : std::string(),
+                      "ps");
     shard_.step(p.key);
     finishStep(p.key, version);
     ready = shard_.ready(p.key);

@@ -19,6 +19,8 @@
 
 namespace poseidon {
 
+class Timeline;
+
 struct ServerConfig {
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
@@ -28,6 +30,7 @@ struct ServerConfig {
   // The co-located worker gets fresh values by message like the others, instead of
   // sharing the shard's memory: needed when it may compute while the shard steps.
   bool local_by_message = false;
+  Timeline* timeline = nullptr;  // records each step, if set
 };
 
 class ParameterServer {
@@ -100,6 +103,7 @@ class ParameterServer {
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds straggler_timeout_;  // 0: BSP waits for every worker
   const bool local_by_message_;
+  Timeline* const timeline_;
   std::atomic<std::uint64_t> dropped_{0}, late_{0};
   std::thread thread_;
 };

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "common/timeline.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -76,6 +77,7 @@ struct TorchModel::Hooks {
       POSEIDON_ENFORCE(p.grad().defined() && p.grad().is_contiguous(), "layer ", layer, " has no dense gradient");
       grads.push_back(p.grad().data_ptr<float>());
     }
+    owner.markBackward(layer);
     owner.session_->gradientsReady(layer, std::move(grads));
   }
 
@@ -118,16 +120,31 @@ TorchModel::~TorchModel() = default;
 torch::Tensor TorchModel::forward(torch::Tensor x) {
   std::size_t child = 0;
   const bool training = torch::GradMode::is_enabled();
+  Timeline* tl = training ? session_->timeline() : nullptr;
   for (auto& m : *net_) {
     const int layer = layer_of_child_[child++];
-    if (layer >= 0) session_->waitLayer(layer);
+    if (layer >= 0) {
+      TimelineSpan span(tl, "compute", tl ? "wait " + info_.layers[layer].name : "", "wait");
+      session_->waitLayer(layer);
+    }
+    TimelineSpan span(tl, "compute", tl ? "forward " + (layer >= 0 ? info_.layers[layer].name : m.ptr()->name()) : "",
+                      "forward");
     if (layer >= 0 && training && session_->usesFactors(layer)) {
       x = forwardWithFactors(m, layer, x);
     } else {
       x = m.forward(x);
     }
   }
+  backward_mark_ = std::chrono::steady_clock::now();
   return x;
+}
+
+void TorchModel::markBackward(int layer) {
+  Timeline* tl = session_->timeline();
+  if (!tl) return;
+  const auto now = std::chrono::steady_clock::now();
+  tl->span("compute", "backward " + info_.layers[layer].name, "backward", backward_mark_, now);
+  backward_mark_ = now;
 }
 
 // Sufficient factors of an FC layer y = x W^T + b: V = x (K x N) now, U = dL/dy (K x M)
@@ -140,7 +157,8 @@ torch::Tensor TorchModel::forwardWithFactors(torch::nn::AnyModule& m, int layer,
     y = y.detach().requires_grad_(true);
   }
   Session* session = session_.get();
-  y.register_hook([session, layer, V](torch::Tensor U) {
+  y.register_hook([this, session, layer, V](torch::Tensor U) {
+    markBackward(layer);
     U = U.contiguous();
     session->factorsReady(layer, U.data_ptr<float>(), V.data_ptr<float>(), V.size(0));
   });

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -512,6 +513,100 @@ def case_np3_ssp_bound(args):
                                       "--scheme", "sfb", "--staleness", "1"], "--scheme ps")
     expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
                                       "--scheme", "ps", "--staleness", "-1"], "--staleness")
+
+
+def lab_namespaces():
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {l.split()[0] for l in out.splitlines() if l.startswith("psd")}
+
+
+def need_root():
+    if os.geteuid() != 0:
+        raise AssertionError("the bandwidth lab needs root (network namespaces); run the tests as root")
+
+
+def case_lab_caps_bandwidth(args):
+    # Each rank behind its own 100mbit link: the time cost model's start-up probe, which
+    # times real transfers between ranks 0 and 1, must see about 12.5 MB/s.
+    need_root()
+    before = lab_namespaces()
+    cmd = [args.poseidon, "lab", "--ranks", "2", "--bandwidth", "100mbit", "--", "poseidon", "train", "--model", "mlp",
+           "--iterations", "3", "--synthetic", "--no-eval", "--cost-model", "time"]
+    rc, out, err, secs = run(cmd, 180)
+    check(rc == 0, f"exit {rc}\n{out[-1500:]}\n{err[-1500:]}")
+    m = re.search(r"cost model rates: link ([0-9.]+) MB/s", out)
+    check(m, out[-1500:])
+    rate = float(m.group(1))
+    print(f"measured {rate:.1f} MB/s through a 100mbit lab link (12.5 MB/s nominal)")
+    check(9.0 <= rate <= 13.5, f"the lab link measured {rate} MB/s")
+    check(lab_namespaces() == before, f"namespaces left: {lab_namespaces() - before}")
+
+
+def case_lab_cleans_up(args):
+    need_root()
+    before = lab_namespaces()
+    # The job fails: its exit status comes back, the namespaces go.
+    rc, out, err, secs = run([args.poseidon, "lab", "--ranks", "2", "--bandwidth", "1gbit", "--", "false"], 120)
+    check(rc != 0 and "the lab is removed" in err, f"exit {rc}: {err[-800:]}")
+    check(lab_namespaces() == before, f"namespaces left after a failed job: {lab_namespaces() - before}")
+    # Ctrl-C in the middle of a run.
+    p = subprocess.Popen([args.poseidon, "lab", "--ranks", "2", "--bandwidth", "1gbit", "--", "poseidon", "train",
+                          "--model", "mlp", "--iterations", "100000", "--synthetic", "--no-eval"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(lab_namespaces() - before) < 3:
+        time.sleep(0.2)
+    check(len(lab_namespaces() - before) == 3, "the lab did not come up")
+    time.sleep(3)
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("the lab did not end within 60 s of Ctrl-C")
+    check(p.returncode != 0, "an interrupted lab must not report success")
+    check(lab_namespaces() == before, f"namespaces left after Ctrl-C: {lab_namespaces() - before}")
+    expect_failure(args, [args.poseidon, "lab", "--bandwidth", "fast", "--", "true"], "--bandwidth fast")
+    print("ok: failed job and Ctrl-C both leave no namespace behind")
+
+
+def case_lab_needs_root(args):
+    cmd = [args.poseidon, "lab", "--ranks", "2", "--", "true"]
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
+    expect_failure(args, cmd, "needs root")
+
+
+def case_np2_timeline_and_emulated_compute(args):
+    tmp = tempfile.mkdtemp()
+    try:
+        trace, profile = f"{tmp}/trace.json", f"{tmp}/mlp.profile"
+        r, out = train(args, 2, ["--model", "mlp", "--iterations", "6", "--no-eval", "--json", "--scheme", "auto",
+                                 "--timeline", trace, "--profile-out", profile])
+        with open(trace) as f:
+            t = json.load(f)
+        spans = [e for e in t["traceEvents"] if e["ph"] == "X"]
+        names = {e["name"] for e in spans}
+        for want in ["forward fc1", "backward fc1", "wait fc1", "send", "receive", "apply"]:
+            check(want in names, f"no '{want}' span in the timeline: {sorted(names)[:30]}")
+        check({e["pid"] for e in spans} == {0, 1}, "the timeline must hold both ranks")
+        check(any(e["ph"] == "C" and e["name"].startswith("bytes sent: ") for e in t["traceEvents"]), "no byte counters")
+        check(all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans), "negative times in the timeline")
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2",
+                                          "--timeline", trace], "already exists")
+        with open(profile) as f:
+            text = f.read()
+        check("layer fc1 forward_ms" in text and "batch 32" in text, text)
+        # Eight ranks on two cores: compute is waits from the profile, communication is real.
+        r, out = train(args, 8, ["--model", "mlp", "--iterations", "5", "--json", "--emulate-compute", profile])
+        check("COMPUTE IS EMULATED" in out and r["compute"] == "emulated" and r["workers"] == 8, out[-1500:])
+        check(r["bytes_sent_per_iter"] > 0, r)
+        with open(f"{tmp}/bad.profile", "w") as f:
+            f.write("batch 32\nlayer fc1 forward_ms x\n")
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2",
+                                          "--emulate-compute", f"{tmp}/bad.profile"], "bad.profile line 2")
+    finally:
+        shutil.rmtree(tmp)
 
 
 def leftovers(args):

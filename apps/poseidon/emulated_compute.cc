@@ -1,0 +1,208 @@
+#include "emulated_compute.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "checkpoint/state_file.h"
+#include "comm/control_channel.h"
+#include "common/timeline.h"
+#include "coordinator/cost_model.h"
+#include "coordinator/scheme_planner.h"
+#include "models/model_spec.h"
+#include "poseidon/errors.h"
+#include "poseidon/runtime.h"
+#include "poseidon/session.h"
+#include "poseidon/torch.h"
+#include "report.h"
+#include "torch/model_builder.h"
+
+namespace poseidon::app {
+
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+
+double medianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void waitMs(double ms) {
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
+
+}  // namespace
+
+ComputeProfile readProfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--emulate-compute " + path + ": cannot read the profile");
+  ComputeProfile p;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::istringstream words(line);
+    std::string kind;
+    if (!(words >> kind) || kind[0] == '#') continue;
+    double fwd = -1, bwd = -1;
+    std::string name, f, b;
+    if (kind == "batch") {
+      words >> p.batch;
+    } else if (kind == "layer") {
+      words >> name >> f >> fwd >> b >> bwd;
+      if (f == "forward_ms" && b == "backward_ms" && fwd >= 0 && bwd >= 0) p.layers[name] = {fwd, bwd};
+      else fwd = -1;
+    } else if (kind == "other") {
+      words >> f >> fwd >> b >> bwd;
+      if (f == "forward_ms" && b == "backward_ms" && fwd >= 0 && bwd >= 0) p.other_forward_ms = fwd, p.other_backward_ms = bwd;
+      else fwd = -1;
+    }
+    if (words.fail() || fwd < 0 && kind != "batch" || (kind != "batch" && kind != "layer" && kind != "other")) {
+      throw InputError(detail::cat(path, " line ", n, ": expected 'batch K', 'layer NAME forward_ms F backward_ms B' "
+                                   "or 'other forward_ms F backward_ms B'"));
+    }
+  }
+  if (p.batch <= 0 || p.layers.empty()) throw InputError(path + ": a profile needs a 'batch' line and 'layer' lines");
+  return p;
+}
+
+void writeProfile(Session& session, const std::string& path, std::int64_t batch, const std::string& model) {
+  if (session.rank() != 0) return;
+  std::map<std::string, std::vector<double>> spans = session.timeline()->durationsMs();
+  std::ostringstream out;
+  out << "# poseidon compute profile: model " << model << ", medians over the run of rank 0 of "
+      << session.size() << "\nbatch " << batch << "\n";
+  double other_f = 0, other_b = 0;
+  for (const auto& l : session.book().model().layers) {
+    out << "layer " << l.name << " forward_ms " << medianOf(spans["forward " + l.name]) << " backward_ms "
+        << medianOf(spans["backward " + l.name]) << "\n";
+  }
+  for (const auto& [name, d] : spans) {
+    const bool param_layer = std::any_of(session.book().model().layers.begin(), session.book().model().layers.end(),
+                                         [&](const LayerInfo& l) { return name == "forward " + l.name; });
+    if (name.rfind("forward ", 0) == 0 && !param_layer) other_f += medianOf(d);
+  }
+  out << "other forward_ms " << other_f << " backward_ms " << other_b << "\n";
+  writeFileAtomically(path, out.str());
+  std::printf("poseidon: compute profile written to %s\n", path.c_str());
+}
+
+int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, Options session_options,
+                std::int64_t total) {
+  const ComputeProfile profile = readProfile(o.emulate_compute);
+  if (profile.batch != o.batch) {
+    throw InputError(detail::cat(o.emulate_compute, " was measured at batch ", profile.batch, "; run with --batch ",
+                                 profile.batch));
+  }
+  torch::manual_seed(o.seed);
+  torch::nn::Sequential net = buildSequential(spec);
+  const ModelInfo info = describeSequential(net, spec.name);
+  std::vector<std::vector<float*>> params;
+  std::vector<std::vector<std::vector<float>>> grads(info.layers.size());
+  for (std::size_t l = 0; l < info.layers.size(); ++l) {
+    if (!profile.layers.count(info.layers[l].name)) {
+      throw InputError(detail::cat(o.emulate_compute, " has no line for layer '", info.layers[l].name, "'"));
+    }
+  }
+  int l = 0;
+  for (const auto& m : net->children()) {
+    auto ps = m->parameters(true);
+    if (ps.empty()) continue;
+    std::vector<float*> ptrs;
+    for (auto& p : ps) {
+      ptrs.push_back(p.data_ptr<float>());
+      grads[l].emplace_back(static_cast<std::size_t>(p.numel()), 1e-4f);  // real bytes, harmless values
+    }
+    params.push_back(ptrs);
+    ++l;
+  }
+  session_options.lr = 1e-3f;
+  Session session(runtime.transport(), info, params, session_options);
+  const bool lead = session.rank() == 0;
+  // Factors for layers that go by them: K x M and K x N of small values.
+  std::vector<std::vector<float>> U(info.layers.size()), V(info.layers.size());
+  for (std::size_t k = 0; k < info.layers.size(); ++k) {
+    if (session.usesFactors(static_cast<int>(k))) {
+      U[k].assign(static_cast<std::size_t>(o.batch * info.layers[k].M), 1e-3f);
+      V[k].assign(static_cast<std::size_t>(o.batch * info.layers[k].N), 1e-3f);
+    }
+  }
+  if (lead) {
+    std::printf("poseidon: COMPUTE IS EMULATED: every layer's forward and backward is a wait taken from %s; all "
+                "communication is real. %s, %d ranks, batch %lld, %lld iterations\n",
+                o.emulate_compute.c_str(), spec.name.c_str(), session.size(), static_cast<long long>(o.batch),
+                static_cast<long long>(total));
+    std::fflush(stdout);
+  }
+  const int L = static_cast<int>(info.layers.size());
+  std::vector<double> times;
+  const std::uint64_t bytes_before = session.bytesSent();
+  if (session.isWorker()) {
+    for (std::int64_t it = 0; it < total; ++it) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int k = 0; k < L; ++k) {
+        session.waitLayer(k);
+        waitMs(profile.layers.at(info.layers[k].name).first);
+      }
+      waitMs(profile.other_forward_ms);
+      waitMs(profile.other_backward_ms);
+      for (int k = L - 1; k >= 0; --k) {
+        waitMs(profile.layers.at(info.layers[k].name).second);
+        if (session.usesFactors(k)) {
+          session.factorsReady(k, U[k].data(), V[k].data(), o.batch);
+          session.layerReleased(k);
+        } else {
+          std::vector<float*> g;
+          for (auto& t : grads[k]) g.push_back(t.data());
+          session.gradientsReady(k, g);
+        }
+      }
+      session.endIteration();
+      times.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
+      // The syncers zero the gradients after the first iteration: the values change, the
+      // bytes on the wire do not, and refilling them would be compute the profile lacks.
+    }
+    session.waitAll();
+  } else {
+    session.serveUntil(static_cast<std::uint64_t>(total));
+  }
+  TrainReport report;
+  report.ranks = session.size();
+  report.workers = session.workers();
+  report.model = spec.name;
+  report.scheme = session_options.scheme;
+  report.cost_model = session_options.cost_model;
+  report.wfbp = session_options.wfbp;
+  report.synthetic = true;
+  report.compute = "emulated";
+  report.batch = o.batch;
+  report.iterations = total;
+  report.s_per_iter_median = medianOf(times);
+  report.images_per_s = report.s_per_iter_median > 0 ? session.workers() * o.batch / report.s_per_iter_median : 0;
+  const auto sum = session.control().allreduceSum(
+      {session.isWorker() ? (session.bytesSent() - bytes_before) / static_cast<double>(total) : 0.0}, "bytes sent");
+  report.bytes_sent_per_iter = sum[0] / session.workers();
+  for (std::size_t k = 0; k < info.layers.size(); ++k) {
+    const auto& li = info.layers[k];
+    report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(),
+                                        schemeName(session.plan()[k].scheme), 0, 0, session.plan()[k].reason});
+  }
+  session.finish();
+  if (lead) {
+    std::printf("poseidon: done (compute emulated): %lld iterations, %.3f s/iter (median), %.1f images/s, %.1f MB sent "
+                "per iteration per worker\n",
+                static_cast<long long>(total), report.s_per_iter_median, report.images_per_s,
+                report.bytes_sent_per_iter / 1e6);
+    if (o.json) std::printf("%s\n", toJson(report).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace poseidon::app

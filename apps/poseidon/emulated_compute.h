@@ -1,0 +1,40 @@
+// Emulated compute (`--emulate-compute PROFILE`): every layer's forward and backward is a
+// wait of the duration a profile gives, while all communication stays real, so that 8 or
+// 16 ranks fit on a 2-core machine and show how communication alone scales. A profile is
+// measured by a real run with `--profile-out FILE` (one rank: the compute alone), or
+// written by hand from a GPU profile. Output and JSON say plainly that compute is emulated.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "poseidon/options.h"
+#include "train_options.h"
+
+namespace poseidon {
+class Runtime;
+class Session;
+struct ModelSpec;
+}  // namespace poseidon
+
+namespace poseidon::app {
+
+struct ComputeProfile {
+  std::int64_t batch = 0;
+  // Per layer with parameters, by name: milliseconds of forward and backward.
+  std::map<std::string, std::pair<double, double>> layers;
+  double other_forward_ms = 0;  // modules without parameters (ReLU, pooling), in total
+  double other_backward_ms = 0;
+};
+
+// Reads a profile; InputError on anything malformed.
+ComputeProfile readProfile(const std::string& path);
+// Writes rank 0's medians of the session's timeline as a profile (atomically).
+void writeProfile(Session& session, const std::string& path, std::int64_t batch, const std::string& model);
+
+// Trains `spec` with emulated compute; returns the exit code.
+int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, Options session_options,
+                std::int64_t total);
+
+}  // namespace poseidon::app

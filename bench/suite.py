@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""The benchmark suite against PyTorch DDP (issue "Bandwidth lab, timeline, and a benchmark
+suite"): for a model, rank counts and link rates it runs side by side, in one go,
+  plain      a plain LibTorch loop in one process (`poseidon train --baseline`),
+  naive-ps   Poseidon, parameter server, no wait-free backprop (--scheme ps --no-wfbp),
+  ps+wfbp    Poseidon, parameter server with WFBP (--scheme ps),
+  poseidon   full Poseidon (--scheme auto --cost-model time: PS or SFB per layer, rates
+             measured in the lab at start-up),
+  ddp        PyTorch DDP with gloo (bench/ddp_train.py, Debian's python3-torch),
+every multi-rank run inside `poseidon lab` at the given rate per rank, same model file,
+batch, one compute thread per rank, synthetic data. Systems alternate within a repeat so
+drift hits them alike; medians of --repeats. Writes suite-<model>.md, .csv and .png into
+--out, with the machine and settings. Needs root (the lab). Usage:
+  sudo bench/suite.py [--model fcnet] [--ranks 4] [--bandwidths 1gbit,10gbit] [--iterations 12] [--repeats 2]
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+PY = "/usr/bin/python3"  # Debian's, with python3-torch
+
+
+def run_json(cmd, timeout=1800):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--poseidon", default=os.path.join(ROOT, "build/apps/poseidon"))
+    ap.add_argument("--model", default="fcnet")
+    ap.add_argument("--ranks", default="4")
+    ap.add_argument("--bandwidths", default="1gbit,10gbit")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--iterations", type=int, default=12)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--systems", default="naive-ps,ps+wfbp,poseidon,ddp")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/suite.py runs ranks in network namespaces (poseidon lab): run it as root")
+    model_file = os.path.join(HERE, "models", a.model + ".model")
+    if not os.path.exists(model_file):
+        sys.exit(f"no model file {model_file}: add one in Poseidon's model-file format")
+    common = ["--model-file", model_file, "--synthetic", "--batch", str(a.batch), "--iterations",
+              str(a.iterations), "--no-eval", "--json", "--threads", "1"]
+    poseidon_flags = {
+        "naive-ps": ["--scheme", "ps", "--no-wfbp"],
+        "ps+wfbp": ["--scheme", "ps"],
+        "poseidon": ["--scheme", "auto", "--cost-model", "time"],
+    }
+    systems = a.systems.split(",")
+    rows = []
+
+    def record(system, ranks, bandwidth, times, extra=""):
+        s = statistics.median(times)
+        rows.append({"model": a.model, "system": system, "ranks": ranks, "bandwidth": bandwidth,
+                     "s_per_iter": s, "images_per_s": ranks * a.batch / s, "runs": len(times), "note": extra})
+        print(f"{a.model} {system:9s} {ranks} ranks {bandwidth:8s} {s:.3f} s/iter "
+              f"{ranks * a.batch / s:7.1f} images/s {extra}", flush=True)
+
+    # One process, no network: the reference every speedup is measured against.
+    plain, one = [], []
+    for _ in range(a.repeats):
+        plain.append(run_json([a.poseidon, "train", "--baseline"] + common)["s_per_iter_median"])
+        one.append(run_json([a.poseidon, "train"] + common + ["--scheme", "ps"])["s_per_iter_median"])
+    record("plain", 1, "-", plain)
+    record("poseidon", 1, "-", one)
+
+    for bandwidth in a.bandwidths.split(","):
+        for ranks in [int(r) for r in a.ranks.split(",")]:
+            times = {s: [] for s in systems}
+            plans = {}
+            for rep in range(a.repeats):
+                for system in systems:
+                    lab = [a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", bandwidth, "--"]
+                    if system == "ddp":
+                        port = str(random.randint(20000, 60000))
+                        j = run_json(lab + [PY, os.path.join(HERE, "ddp_train.py"), "--model-file", model_file,
+                                            "--batch", str(a.batch), "--iterations", str(a.iterations), "--port", port])
+                    else:
+                        j = run_json(lab + ["poseidon", "train"] + common + poseidon_flags[system])
+                        plans[system] = ",".join(l["scheme"] for l in j["layers"])
+                    times[system].append(j["s_per_iter_median"])
+                    print(f"  run {rep + 1} {system:9s} {ranks} ranks {bandwidth}: {j['s_per_iter_median']:.3f} s/iter",
+                          flush=True)
+            for system in systems:
+                record(system, ranks, bandwidth, times[system], plans.get(system, ""))
+
+    base = next(r for r in rows if r["system"] == "plain")["images_per_s"]
+    for r in rows:
+        r["speedup_vs_plain"] = r["images_per_s"] / base
+    os.makedirs(a.out, exist_ok=True)
+    stem = os.path.join(a.out, f"suite-{a.model}")
+    with open(stem + ".csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    machine = f"{platform.node()}, {os.cpu_count()} cores, {platform.platform()}"
+    with open(stem + ".md", "w") as f:
+        f.write(f"# Suite: {a.model}\n\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {machine}; "
+                f"batch {a.batch} per rank, {a.iterations} iterations per run, one compute thread per rank, synthetic "
+                f"data, medians of {a.repeats} runs; links capped per rank by `poseidon lab` (tc).\n\n")
+        f.write("| system | ranks | link per rank | s/iter | images/s | speedup vs plain | vs ddp | schemes |\n")
+        f.write("|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            ddp = next((d for d in rows if d["system"] == "ddp" and d["ranks"] == r["ranks"]
+                        and d["bandwidth"] == r["bandwidth"]), None)
+            vs = f"{r['images_per_s'] / ddp['images_per_s']:.2f}x" if ddp else "-"
+            f.write(f"| {r['system']} | {r['ranks']} | {r['bandwidth']} | {r['s_per_iter']:.3f} | "
+                    f"{r['images_per_s']:.1f} | {r['speedup_vs_plain']:.2f}x | {vs} | {r['note']} |\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for (system, bandwidth) in sorted({(r["system"], r["bandwidth"]) for r in rows if r["ranks"] > 1}):
+            pts = sorted((r["ranks"], r["images_per_s"], r["speedup_vs_plain"]) for r in rows
+                         if r["system"] == system and r["bandwidth"] == bandwidth)
+            pts = [(1, base, 1.0)] + pts
+            axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{system} @ {bandwidth}")
+            axes[1].plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=f"{system} @ {bandwidth}")
+        axes[0].set_xlabel("ranks"), axes[0].set_ylabel("images/s (all ranks)")
+        axes[1].set_xlabel("ranks"), axes[1].set_ylabel("speedup vs one plain process")
+        axes[0].legend(fontsize=7)
+        fig.suptitle(f"{a.model}, batch {a.batch} per rank, {machine}", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(stem + ".png", dpi=110)
+    except ImportError:
+        print("matplotlib missing (apt-get install python3-matplotlib): no PNG written", file=sys.stderr)
+    print(f"wrote {stem}.md, .csv and .png")
+
+
+if __name__ == "__main__":
+    main()
