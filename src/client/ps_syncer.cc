@@ -121,14 +121,18 @@ void PsSyncer::Receive(std::uint64_t iteration) {
             detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer()].name,
                         "' for iteration ", iteration));
   } catch (const TimeoutError& e) {
-    // Name the likely culprit: the workers this rank's own shard has heard nothing from.
-    std::vector<int> behind = local_shard_ ? local_shard_->workersBehind(iteration) : std::vector<int>();
-    if (behind.empty()) throw;
-    std::string who;
-    for (int w : behind) who += detail::cat(who.empty() ? "" : ", ", w);
-    throw TimeoutError(detail::cat(e.what(), "; rank", behind.size() > 1 ? "s " : " ", who,
-                                   " sent no update for iteration ", iteration, " (lost or stalled)"));
+    throwNamingCulprits(e, iteration);
   }
+}
+
+void PsSyncer::throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const {
+  // The likely culprits: the workers this rank's own shard has heard nothing from.
+  const std::vector<int> behind = local_shard_ ? local_shard_->workersBehind(iteration) : std::vector<int>();
+  if (behind.empty()) throw e;
+  std::string who;
+  for (int w : behind) who += detail::cat(who.empty() ? "" : ", ", w);
+  throw TimeoutError(detail::cat(e.what(), "; rank", behind.size() > 1 ? "s " : " ", who,
+                                 " sent no update for iteration ", iteration, " (lost or stalled)"));
 }
 
 void PsSyncer::readFresh(std::uint64_t version, std::uint64_t t) {
@@ -147,12 +151,7 @@ void PsSyncer::readFresh(std::uint64_t version, std::uint64_t t) {
               detail::cat("rank ", transport_.rank(), ": parameters of layer '", book_.model().layers[layer()].name,
                           "' with the updates of iterations before ", version, " (staleness ", staleness_, ")"));
     } catch (const TimeoutError& e) {
-      std::vector<int> behind = local_shard_ ? local_shard_->workersBehind(version - 1) : std::vector<int>();
-      if (behind.empty()) throw;
-      std::string who;
-      for (int w : behind) who += detail::cat(who.empty() ? "" : ", ", w);
-      throw TimeoutError(detail::cat(e.what(), "; rank", behind.size() > 1 ? "s " : " ", who,
-                                     " sent no update for iteration ", version - 1, " (lost or stalled)"));
+      throwNamingCulprits(e, version - 1);
     }
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       arrived[i] = std::move(slots_[i].message);

@@ -19,6 +19,7 @@
 #include "comm/transport.h"
 #include "common/wait.h"
 #include "coordinator/information_book.h"
+#include "poseidon/errors.h"
 
 namespace poseidon {
 
@@ -47,6 +48,8 @@ class PsSyncer final : public LayerSyncer {
   void deliver(std::uint32_t key, std::uint64_t version, Message message);
 
  private:
+  // Rethrows a wait's timeout naming the workers that sent no update for `iteration`.
+  [[noreturn]] void throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
   // From now on Receive waits for version iteration + 1 of every pair.
   void expect(std::uint64_t iteration);
 
