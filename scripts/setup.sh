@@ -13,6 +13,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev
   python3 python3-numpy                      # the end-to-end test driver
   clang libclang-rt-14-dev                   # libFuzzer and sanitizers for the decoding fuzz test
+  iproute2 util-linux                        # ip/tc for the bandwidth lab, setpriv for its tests
 )
 missing=()
 for p in "${packages[@]}"; do

