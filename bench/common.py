@@ -9,10 +9,11 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
 
-def run_json(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+def run_json(cmd, timeout=1800):
+    """Runs cmd; returns the JSON object on its last stdout line, or stops with its output."""
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 

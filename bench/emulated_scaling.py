@@ -6,21 +6,13 @@ markdown table of images/s and speedup over one rank's emulated compute. Needs r
   sudo bench/emulated_scaling.py [--model fcnet] [--ranks 2,4,8,16] [--bandwidths 1gbit,10gbit]
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 
-from common import ENV
+from common import ENV, run_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_json(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=1800)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main():

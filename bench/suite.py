@@ -16,26 +16,17 @@ drift hits them alike; medians of --repeats. Writes suite-<model>.md, .csv and .
 import argparse
 import csv
 import datetime
-import json
 import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
+
+from common import run_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
-
-
-def run_json(cmd, timeout=1800):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main():
