@@ -5,6 +5,8 @@ import os
 import statistics
 import subprocess
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POSEIDON = os.path.join(ROOT, "build/apps/poseidon")  # the default binary of every script
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 

@@ -10,14 +10,12 @@ import os
 import subprocess
 import sys
 
-from common import ENV, run_json
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from common import ENV, POSEIDON, run_json
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--poseidon", default=os.path.join(ROOT, "build/apps/poseidon"))
+    ap.add_argument("--poseidon", default=POSEIDON)
     ap.add_argument("--model", default="fcnet")
     ap.add_argument("--ranks", default="2,4,8,16")
     ap.add_argument("--bandwidths", default="1gbit,10gbit")

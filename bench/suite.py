@@ -22,16 +22,15 @@ import random
 import statistics
 import sys
 
-from common import run_json
+from common import POSEIDON, ROOT, run_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--poseidon", default=os.path.join(ROOT, "build/apps/poseidon"))
+    ap.add_argument("--poseidon", default=POSEIDON)
     ap.add_argument("--model", default="fcnet")
     ap.add_argument("--ranks", default="4")
     ap.add_argument("--bandwidths", default="1gbit,10gbit")

@@ -10,10 +10,7 @@ namespace poseidon::app {
 std::optional<CheckpointInfo> RunCheckpoints::findResume(const std::string& resume_dir, int ranks) {
   if (resume_dir.empty()) return std::nullopt;
   CheckpointInfo info = Checkpointer::latest(resume_dir);
-  if (info.ranks != ranks) {
-    throw InputError(detail::cat("the checkpoint in ", info.folder, " was written by ", info.ranks,
-                                 " ranks; resume it with mpirun -np ", info.ranks));
-  }
+  Checkpointer::checkRanks(info, ranks);
   return info;
 }
 

@@ -50,20 +50,22 @@ ComputeProfile readProfile(const std::string& path) {
     std::istringstream words(line);
     std::string kind;
     if (!(words >> kind) || kind[0] == '#') continue;
-    double fwd = -1, bwd = -1;
-    std::string name, f, b;
+    // "forward_ms F backward_ms B", both non-negative.
+    const auto times = [&words](double& fwd, double& bwd) {
+      std::string f, b;
+      return static_cast<bool>(words >> f >> fwd >> b >> bwd) && f == "forward_ms" && b == "backward_ms" && fwd >= 0 &&
+             bwd >= 0;
+    };
+    std::string name;
+    bool ok = false;
     if (kind == "batch") {
-      words >> p.batch;
+      ok = static_cast<bool>(words >> p.batch);
     } else if (kind == "layer") {
-      words >> name >> f >> fwd >> b >> bwd;
-      if (f == "forward_ms" && b == "backward_ms" && fwd >= 0 && bwd >= 0) p.layers[name] = {fwd, bwd};
-      else fwd = -1;
+      ok = static_cast<bool>(words >> name) && times(p.layers[name].first, p.layers[name].second);
     } else if (kind == "other") {
-      words >> f >> fwd >> b >> bwd;
-      if (f == "forward_ms" && b == "backward_ms" && fwd >= 0 && bwd >= 0) p.other_forward_ms = fwd, p.other_backward_ms = bwd;
-      else fwd = -1;
+      ok = times(p.other_forward_ms, p.other_backward_ms);
     }
-    if (words.fail() || fwd < 0 && kind != "batch" || (kind != "batch" && kind != "layer" && kind != "other")) {
+    if (!ok) {
       throw InputError(detail::cat(path, " line ", n, ": expected 'batch K', 'layer NAME forward_ms F backward_ms B' "
                                    "or 'other forward_ms F backward_ms B'"));
     }
@@ -78,7 +80,7 @@ void writeProfile(Session& session, const std::string& path, std::int64_t batch,
   std::ostringstream out;
   out << "# poseidon compute profile: model " << model << ", medians over the run of rank 0 of "
       << session.size() << "\nbatch " << batch << "\n";
-  double other_f = 0, other_b = 0;
+  double other_f = 0;
   for (const auto& l : session.book().model().layers) {
     out << "layer " << l.name << " forward_ms " << medianOf(spans["forward " + l.name]) << " backward_ms "
         << medianOf(spans["backward " + l.name]) << "\n";
@@ -88,7 +90,8 @@ void writeProfile(Session& session, const std::string& path, std::int64_t batch,
                                          [&](const LayerInfo& l) { return name == "forward " + l.name; });
     if (name.rfind("forward ", 0) == 0 && !param_layer) other_f += medianOf(d);
   }
-  out << "other forward_ms " << other_f << " backward_ms " << other_b << "\n";
+  // Modules without parameters: their backward is inside the next layer's backward span.
+  out << "other forward_ms " << other_f << " backward_ms 0\n";
   writeFileAtomically(path, out.str());
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }

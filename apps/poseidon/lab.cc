@@ -56,7 +56,7 @@ std::vector<std::string> shape(const std::string& ns, const std::string& dev, do
 
 }  // namespace
 
-Lab::Lab(int ranks, double rate, double delay_ms) : ranks_(ranks) {
+Lab::Lab(int ranks, double rate, double delay_ms) {
   if (geteuid() != 0) {
     throw InputError("poseidon lab needs root to make network namespaces and shape them with tc; run it with sudo");
   }

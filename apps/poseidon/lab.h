@@ -32,7 +32,6 @@ class Lab {
 
  private:
   std::string prefix_, hub_, subnet_, base_;
-  int ranks_;
   std::vector<std::string> made_;  // namespaces, in creation order
 };
 

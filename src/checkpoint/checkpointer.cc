@@ -1,12 +1,8 @@
 #include "checkpoint/checkpointer.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "comm/control_channel.h"
@@ -28,15 +24,10 @@ std::string folderName(std::uint64_t iteration) {
 
 std::string rankFile(int rank) { return detail::cat("rank-", rank, ".state"); }
 
-std::uint32_t crcOf(const std::string& text) {
-  return static_cast<std::uint32_t>(
-      ::crc32_z(::crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(text.data()), text.size()));
-}
+std::uint32_t crcOf(const std::string& text) { return digestOf(text).crc; }
 
 std::string readText(const std::string& path, std::size_t limit) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(detail::cat("cannot read ", path));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = readFileBytes(path);
   if (text.size() > limit) throw InputError(detail::cat(path, " is too large to be a checkpoint manifest"));
   return text;
 }
@@ -135,11 +126,15 @@ CheckpointInfo Checkpointer::latest(const std::string& dir) {
   return info;
 }
 
-void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks) {
+void Checkpointer::checkRanks(const CheckpointInfo& info, int ranks) {
   if (info.ranks != ranks) {
     throw InputError(detail::cat("the checkpoint in ", info.folder, " was written by ", info.ranks,
                                  " ranks; resume it with mpirun -np ", info.ranks));
   }
+}
+
+void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks) {
+  checkRanks(info, ranks);
   if (info.config != config) {
     std::size_t i = 0;
     while (i < config.size() && i < info.config.size() && config[i] == info.config[i]) ++i;
@@ -154,13 +149,15 @@ void Checkpointer::load(const CheckpointInfo& info, const std::vector<StateRecor
   std::string mine = "ok";
   try {
     const std::string path = info.folder + "/" + rankFile(rank_);
-    const FileDigest d = digestFile(path);
+    // One read: the bytes are checked against the manifest, then parsed.
+    const std::string bytes = readFileBytes(path);
+    const FileDigest d = digestOf(bytes);
     const FileDigest& want = info.files.at(static_cast<std::size_t>(rank_));
     if (d.bytes != want.bytes || d.crc != want.crc) {
       throw InputError(detail::cat(path, " does not match its manifest (", d.bytes, " bytes, CRC ", d.crc,
                                    "; the manifest says ", want.bytes, " bytes, CRC ", want.crc, ")"));
     }
-    readStateFile(path, records);
+    parseStateFile(bytes, path, records);
   } catch (const std::exception& e) {
     mine = detail::cat("rank ", rank_, ": ", e.what());
   }

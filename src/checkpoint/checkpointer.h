@@ -38,6 +38,8 @@ class Checkpointer {
   static CheckpointInfo latest(const std::string& dir);
   // Parses the MANIFEST text of `folder`, checksum included; InputError if damaged.
   static CheckpointInfo parseManifest(const std::string& text, const std::string& folder);
+  // Throws InputError unless a run on `ranks` ranks may resume from `info`.
+  static void checkRanks(const CheckpointInfo& info, int ranks);
   // Throws InputError unless a run with `config` on `ranks` ranks may resume from `info`.
   static void checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks);
 

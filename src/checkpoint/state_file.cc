@@ -132,11 +132,20 @@ FileDigest writeStateFile(const std::string& path, const std::string& meta, cons
   return f.commit();
 }
 
-std::string readStateFile(const std::string& path, const std::vector<StateRecord>& records) {
+std::string readFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(detail::cat("cannot read checkpoint file ", path));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parseStateFile(bytes, path, records);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+FileDigest digestOf(const std::string& bytes) {
+  return FileDigest{bytes.size(), static_cast<std::uint32_t>(::crc32_z(::crc32_z(0, nullptr, 0),
+                                                                        reinterpret_cast<const Bytef*>(bytes.data()),
+                                                                        bytes.size()))};
+}
+
+std::string readStateFile(const std::string& path, const std::vector<StateRecord>& records) {
+  return parseStateFile(readFileBytes(path), path, records);
 }
 
 std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records) {
@@ -188,13 +197,6 @@ void writeFileAtomically(const std::string& path, const std::string& contents) {
   f.commit();
 }
 
-FileDigest digestFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(detail::cat("cannot read ", path));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return FileDigest{bytes.size(), static_cast<std::uint32_t>(::crc32_z(::crc32_z(0, nullptr, 0),
-                                                                        reinterpret_cast<const Bytef*>(bytes.data()),
-                                                                        bytes.size()))};
-}
+FileDigest digestFile(const std::string& path) { return digestOf(readFileBytes(path)); }
 
 }  // namespace poseidon

@@ -32,6 +32,10 @@ std::string readStateFile(const std::string& path, const std::vector<StateRecord
 // The same, from the file's bytes (`path` only names it in errors).
 std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records);
 
+// A whole file's bytes (InputError if it cannot be read), and the size and CRC-32 of bytes.
+std::string readFileBytes(const std::string& path);
+FileDigest digestOf(const std::string& bytes);
+
 // Writes a small text file atomically (same protocol).
 void writeFileAtomically(const std::string& path, const std::string& contents);
 // CRC-32 and size of a whole file.

@@ -42,7 +42,6 @@ CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int
       layers_(model.layers.size()),
       // One compute thread applies the steps, one copies, the design decides the comm threads.
       engine_(Engine::Threads{1, 1, options.kvstore.commThreads()}, failure) {
-  options.kvstore.validate();
   std::vector<std::pair<int, std::int64_t>> order;  // back-propagation order
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const int l = *it;

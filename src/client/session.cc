@@ -110,8 +110,10 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
 
   if (options.batch <= 0) throw InputError(detail::cat("--batch ", options.batch, ": must be positive"));
   if (options.fusion_bytes < 0) throw InputError("--fusion-bytes must not be negative");
-  KVStoreOptions{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding, options.timeout}
-      .validate();
+  // Checked here too, so a bad flag fails before any collective.
+  const KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
+                               options.timeout};
+  kvstore.validate();
   const SchemeMode mode = parseSchemeMode(options.scheme);
   const CostRule rule = parseCostRule(options.cost_model);
   ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
@@ -193,10 +195,10 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
                        s.timeline.get()});
     }
     if (cluster.isWorker(me)) {
-      KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
-                             options.timeout, s.timeline.get()};
+      KVStoreOptions client_kvstore = kvstore;
+      client_kvstore.timeline = s.timeline.get();
       s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
-                                          ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes,
+                                          ClientOptions{options.wfbp, options.timeout, sgd, client_kvstore, options.fusion_bytes,
                                                         options.start_iteration, options.staleness, separate,
                                                         s.timeline.get()},
                                           s.failure);

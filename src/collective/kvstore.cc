@@ -69,6 +69,19 @@ void KVStore::pull(int key, float* out, Engine::Tag out_tag) {
   engine_.push([from, out, bytes] { std::memcpy(out, from, bytes); }, {e.tag}, {out_tag}, Engine::Kind::kCopy);
 }
 
+void KVStore::queueAllreduce(Communicator& comm, std::string track, int key, Entry& e, const float* grad,
+                             Engine::Tag grad_tag, Engine::Tag order_tag) {
+  float* value = e.value.data();
+  const std::size_t n = e.value.size();
+  Timeline* timeline = options_.timeline;
+  engine_.push(
+      [&comm, grad, value, n, timeline, key, track = std::move(track)] {
+        TimelineSpan span(timeline, track, timeline ? detail::cat("allreduce key ", key) : "", "allreduce");
+        comm.allreduceSum(grad, value, n);
+      },
+      {grad_tag}, {e.tag, order_tag}, Engine::Kind::kComm);
+}
+
 namespace {
 
 // Collectives one at a time in push order: all of them mutate one dummy tag.
@@ -79,16 +92,7 @@ class ChainedKVStore final : public KVStore {
 
  private:
   void issue(int key, Entry& e, const float* grad, Engine::Tag grad_tag) override {
-    Communicator* comm = comm_.get();
-    float* value = e.value.data();
-    const std::size_t n = e.value.size();
-    Timeline* timeline = options_.timeline;
-    engine_.push(
-        [comm, grad, value, n, timeline, key] {
-          TimelineSpan span(timeline, "engine comm", timeline ? detail::cat("allreduce key ", key) : "", "allreduce");
-          comm->allreduceSum(grad, value, n);
-        },
-        {grad_tag}, {e.tag, chain_}, Engine::Kind::kComm);
+    queueAllreduce(*comm_, "engine comm", key, e, grad, grad_tag, chain_);
   }
   Communicator& initCommunicator() override { return *comm_; }
 
@@ -111,17 +115,7 @@ class ConcurrentKVStore final : public KVStore {
  private:
   void issue(int key, Entry& e, const float* grad, Engine::Tag grad_tag) override {
     const std::size_t c = static_cast<std::size_t>(key) % comms_.size();
-    Communicator* comm = comms_[c].get();
-    float* value = e.value.data();
-    const std::size_t n = e.value.size();
-    Timeline* timeline = options_.timeline;
-    engine_.push(
-        [comm, grad, value, n, timeline, key, c] {
-          TimelineSpan span(timeline, detail::cat("engine comm ", c), timeline ? detail::cat("allreduce key ", key) : "",
-                            "allreduce");
-          comm->allreduceSum(grad, value, n);
-        },
-        {grad_tag}, {e.tag, tags_[c]}, Engine::Kind::kComm);
+    queueAllreduce(*comms_[c], detail::cat("engine comm ", c), key, e, grad, grad_tag, tags_[c]);
   }
   Communicator& initCommunicator() override { return *comms_[0]; }
 

@@ -75,6 +75,10 @@ class KVStore {
   // Queues the collective that sums `grad` into `entry.value`.
   virtual void issue(int key, Entry& entry, const float* grad, Engine::Tag grad_tag) = 0;
   virtual Communicator& initCommunicator() = 0;
+  // Queues the collective on an engine comm thread, after the tasks before it on
+  // `order_tag` (the design's ordering tag) and on the key's own tag.
+  void queueAllreduce(Communicator& comm, std::string track, int key, Entry& entry, const float* grad,
+                      Engine::Tag grad_tag, Engine::Tag order_tag);
   Entry& entry(int key);
 
   const KVStoreOptions options_;

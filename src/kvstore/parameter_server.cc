@@ -126,9 +126,8 @@ void ParameterServer::waitSends(std::uint32_t key) {
 }
 
 void ParameterServer::apply(Push p) {
-  const std::uint64_t late = shard_.late();
   bool ready = shard_.record(p.key, p.iteration, p.worker, std::move(p.contribution));
-  late_ += shard_.late() - late;
+  late_.store(shard_.late());
   // Under SSP the next iterations' updates may all be in already: step through them.
   while (ready) {
     waitSends(p.key);
@@ -147,7 +146,8 @@ void ParameterServer::dropStragglers() {
   for (std::uint32_t key : shard_.overdue(Clock::now() - straggler_timeout_)) {
     waitSends(key);
     const std::uint64_t version = shard_.version(key) + 1;
-    dropped_ += static_cast<std::uint64_t>(shard_.step(key));
+    shard_.step(key);
+    dropped_.store(shard_.dropped());
     finishStep(key, version);
   }
 }

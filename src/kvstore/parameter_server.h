@@ -104,6 +104,7 @@ class ParameterServer {
   const std::chrono::milliseconds straggler_timeout_;  // 0: BSP waits for every worker
   const bool local_by_message_;
   Timeline* const timeline_;
+  // The shard's counters, copied for readers on other threads (the shard is this thread's).
   std::atomic<std::uint64_t> dropped_{0}, late_{0};
   std::thread thread_;
 };

@@ -65,6 +65,12 @@ TEST(Fusion, SmallLayersShareABucketAndALargeOneGoesAlone) {
   EXPECT_EQ(fuseLayers({{1, 10}, {0, 10}}, 0).size(), 2u) << "0 turns fusion off";
 }
 
+PlanRequest request(SchemeMode mode) {
+  PlanRequest r;
+  r.mode = mode;
+  return r;
+}
+
 ModelInfo convAndFc() {
   ModelInfo m;
   m.name = "t";
@@ -78,24 +84,24 @@ TEST(AllreduceCost, RingFiguresAndWhenAutoPicksAllreduce) {
   // 2*M*N*(P-1)/P floats each way per worker.
   EXPECT_DOUBLE_EQ(CostModel::allreduceFloats(1000, 1, 4), 2.0 * 2 * 1000 * 3 / 4);
   // Co-located shards move exactly as much as a ring: a tie, and auto keeps PS.
-  auto even = planSchemes(convAndFc(), ClusterInfo(4, 0, 0), PlanRequest{SchemeMode::kAuto});
+  auto even = planSchemes(convAndFc(), ClusterInfo(4, 0, 0), request(SchemeMode::kAuto));
   EXPECT_DOUBLE_EQ(even[0].allreduce_floats, even[0].ps_floats);
   EXPECT_EQ(even[0].scheme, Scheme::kPS);
   // One shard for four workers: its node carries 2*M*N*(P1-1) = 6*M*N floats, each ring
   // node 4*M*N*3/4 = 3*M*N; the conv layer goes by allreduce, the FC layer stays with SFB.
-  auto one_shard = planSchemes(convAndFc(), ClusterInfo(4, 0, 1), PlanRequest{SchemeMode::kAuto});
+  auto one_shard = planSchemes(convAndFc(), ClusterInfo(4, 0, 1), request(SchemeMode::kAuto));
   EXPECT_EQ(one_shard[0].scheme, Scheme::kAllreduce);
   EXPECT_EQ(one_shard[1].scheme, Scheme::kSFB);
   PlanRequest timed{SchemeMode::kAuto, CostRule::kTime, 32, PlatformRates{125e6, 20e9}};
   EXPECT_EQ(planSchemes(convAndFc(), ClusterInfo(4, 0, 1), timed)[0].scheme, Scheme::kAllreduce);
   EXPECT_EQ(planSchemes(convAndFc(), ClusterInfo(4, 0, 0), timed)[0].scheme, Scheme::kPS);
-  auto forced = planSchemes(convAndFc(), ClusterInfo(4, 0, 0), PlanRequest{SchemeMode::kAllreduce});
+  auto forced = planSchemes(convAndFc(), ClusterInfo(4, 0, 0), request(SchemeMode::kAllreduce));
   EXPECT_EQ(forced[0].scheme, Scheme::kAllreduce);
   EXPECT_EQ(forced[1].scheme, Scheme::kAllreduce);
-  EXPECT_THROW(planSchemes(convAndFc(), ClusterInfo(4, 1, 0), PlanRequest{SchemeMode::kAllreduce}), InputError);
-  auto single = planSchemes(convAndFc(), ClusterInfo(1, 0, 0), PlanRequest{SchemeMode::kAllreduce});
+  EXPECT_THROW(planSchemes(convAndFc(), ClusterInfo(4, 1, 0), request(SchemeMode::kAllreduce)), InputError);
+  auto single = planSchemes(convAndFc(), ClusterInfo(1, 0, 0), request(SchemeMode::kAllreduce));
   EXPECT_EQ(single[0].scheme, Scheme::kAllreduce) << "forced: the engine path even with nobody to reduce with";
-  auto single_auto = planSchemes(convAndFc(), ClusterInfo(1, 0, 0), PlanRequest{SchemeMode::kAuto});
+  auto single_auto = planSchemes(convAndFc(), ClusterInfo(1, 0, 0), request(SchemeMode::kAuto));
   EXPECT_EQ(single_auto[0].scheme, Scheme::kPS);
 }
 
