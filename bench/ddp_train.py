@@ -7,6 +7,7 @@ line: s_per_iter_median and images_per_s over all ranks. Usage:
   mpirun -np 4 python3 bench/ddp_train.py --model-file bench/models/fcnet.model --iterations 20 --port 29511
 """
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -50,6 +51,17 @@ def build(spec_text):
     return nn.Sequential(*layers)
 
 
+def blas_kernels():
+    """OpenBLAS's kernels in this process ("" with another BLAS): the suite checks they are
+    the ones Poseidon ran with."""
+    try:
+        lib = ctypes.CDLL("libblas.so.3")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        return lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return ""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-file", required=True)
@@ -86,7 +98,7 @@ def main():
     if rank == 0:
         print(json.dumps({"system": "ddp-gloo", "ranks": world, "batch": a.batch, "iterations": a.iterations,
                           "s_per_iter_median": med, "images_per_s": world * a.batch / med,
-                          "train_loss": float(loss)}))
+                          "train_loss": float(loss), "blas": blas_kernels()}))
     if world > 1:
         dist.destroy_process_group()
 

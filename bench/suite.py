@@ -22,7 +22,7 @@ import random
 import statistics
 import sys
 
-from common import POSEIDON, ROOT, run_json
+from common import ENV, POSEIDON, ROOT, run_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
@@ -65,7 +65,12 @@ def main():
     # One process, no network: the reference every speedup is measured against.
     plain, one = [], []
     for _ in range(a.repeats):
-        plain.append(run_json([a.poseidon, "train", "--baseline"] + common)["s_per_iter_median"])
+        j = run_json([a.poseidon, "train", "--baseline"] + common)
+        plain.append(j["s_per_iter_median"])
+        # Poseidon picks OpenBLAS kernels that match the CPU when the library's own detection
+        # falls back to generic ones (see apps/poseidon/blas_kernels.h); DDP gets the same.
+        if j.get("blas") and "OPENBLAS_CORETYPE" not in ENV:
+            ENV["OPENBLAS_CORETYPE"] = j["blas"]
         one.append(run_json([a.poseidon, "train"] + common + ["--scheme", "ps"])["s_per_iter_median"])
     record("plain", 1, "-", plain)
     record("poseidon", 1, "-", one)
@@ -81,6 +86,9 @@ def main():
                         port = str(random.randint(20000, 60000))
                         j = run_json(lab + [PY, os.path.join(HERE, "ddp_train.py"), "--model-file", model_file,
                                             "--batch", str(a.batch), "--iterations", str(a.iterations), "--port", port])
+                        if j.get("blas", "") != ENV.get("OPENBLAS_CORETYPE", j.get("blas", "")):
+                            sys.exit(f"DDP ran with OpenBLAS {j['blas']} kernels, Poseidon with "
+                                     f"{ENV['OPENBLAS_CORETYPE']}: not a like-for-like comparison")
                     else:
                         j = run_json(lab + ["poseidon", "train"] + common + poseidon_flags[system])
                         plans[system] = ",".join(l["scheme"] for l in j["layers"])
@@ -103,7 +111,8 @@ def main():
     with open(stem + ".md", "w") as f:
         f.write(f"# Suite: {a.model}\n\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {machine}; "
                 f"batch {a.batch} per rank, {a.iterations} iterations per run, one compute thread per rank, synthetic "
-                f"data, medians of {a.repeats} runs; links capped per rank by `poseidon lab` (tc).\n\n")
+                f"data, medians of {a.repeats} runs; links capped per rank by `poseidon lab` (tc); OpenBLAS "
+                f"kernels: {ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system.\n\n")
         f.write("| system | ranks | link per rank | s/iter | images/s | speedup vs plain | vs ddp | schemes |\n")
         f.write("|---|---|---|---|---|---|---|---|\n")
         for r in rows:

@@ -16,6 +16,7 @@ std::string toJson(const TrainReport& r) {
   j["synthetic"] = r.synthetic;
   j["compute"] = r.compute;
   j["threads"] = r.threads;
+  j["blas"] = r.blas;
   j["batch"] = r.batch;
   j["lr"] = r.lr;
   j["iterations"] = r.iterations;

@@ -29,6 +29,7 @@ struct TrainReport {
   bool synthetic = false;
   std::string compute = "real";  // or "emulated" (--emulate-compute)
   int threads = 1;
+  std::string blas;  // OpenBLAS's kernels ("SkylakeX"), "" with another BLAS
   std::int64_t batch = 0;
   double lr = 0;
   std::int64_t iterations = 0;

@@ -29,6 +29,7 @@
 #include "poseidon/runtime.h"
 #include "poseidon/torch.h"
 #include "report.h"
+#include "blas_kernels.h"
 #include "threads.h"
 #include "torch/model_builder.h"
 
@@ -239,6 +240,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
   }
   const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
   const int threads = setComputeThreads(o.threads);
+  const std::string blas = blasKernels();
   const int rank = runtime ? runtime->rank() : 0;
   const bool lead = rank == 0;
 
@@ -356,7 +358,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
   }
   if (lead) {
     std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
-                "batch %lld per worker, lr %g (%s), %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s\n",
+                "batch %lld per worker, lr %g (%s), %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s%s\n",
                 spec.name.c_str(), info.numel() / 1e6, info.layers.size(), workers, workers == 1 ? "" : "s",
                 o.baseline ? " (plain LibTorch baseline)"
                            : detail::cat(", ", session->book().cluster().shards(),
@@ -365,7 +367,8 @@ int train(const TrainOptions& o, Runtime* runtime) {
                 static_cast<long long>(o.batch), static_cast<double>(session_options.lr), o.lr_schedule.c_str(),
                 static_cast<long long>(total),
                 scheme_summary.c_str(),
-                o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "");
+                o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "",
+                blas.empty() ? "" : (", OpenBLAS " + blas + " kernels").c_str());
     if (session && !session->collectiveSummary().empty()) {
       std::printf("poseidon: %s\n", session->collectiveSummary().c_str());
     }
@@ -463,6 +466,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
   report.baseline = o.baseline;
   report.synthetic = o.synthetic;
   report.threads = threads;
+  report.blas = blas;
   report.batch = o.batch;
   report.lr = session_options.lr;
   report.iterations = total;
