@@ -37,6 +37,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--single-repeats", type=int, default=6, help="pairs of one-process runs (plain, poseidon)")
     ap.add_argument("--systems", default="naive-ps,ps+wfbp,poseidon,ddp")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
     a = ap.parse_args()
@@ -54,6 +55,7 @@ def main():
     }
     systems = a.systems.split(",")
     rows = []
+    pairs = []  # per-repeat ratios against DDP, for the record
 
     def record(system, ranks, bandwidth, times, extra=""):
         s = statistics.median(times)
@@ -62,18 +64,27 @@ def main():
         print(f"{a.model} {system:9s} {ranks} ranks {bandwidth:8s} {s:.3f} s/iter "
               f"{ranks * a.batch / s:7.1f} images/s {extra}", flush=True)
 
-    # One process, no network: the reference every speedup is measured against.
+    # One process, no network: the reference every speedup is measured against. Cheap runs
+    # whose timings drift by 10-20% from minute to minute here, so more of them, in ABBA
+    # order (plain, poseidon, poseidon, plain, ...) so that drift hits both alike.
     plain, one = [], []
-    for _ in range(a.repeats):
-        j = run_json([a.poseidon, "train", "--baseline"] + common)
-        plain.append(j["s_per_iter_median"])
-        # Poseidon picks OpenBLAS kernels that match the CPU when the library's own detection
-        # falls back to generic ones (see apps/poseidon/blas_kernels.h); DDP gets the same.
-        if j.get("blas") and "OPENBLAS_CORETYPE" not in ENV:
-            ENV["OPENBLAS_CORETYPE"] = j["blas"]
-        one.append(run_json([a.poseidon, "train"] + common + ["--scheme", "ps"])["s_per_iter_median"])
+    for rep in range(a.single_repeats):
+        order = ["plain", "poseidon"] if rep % 2 == 0 else ["poseidon", "plain"]
+        for system in order:
+            if system == "plain":
+                j = run_json([a.poseidon, "train", "--baseline"] + common)
+                plain.append(j["s_per_iter_median"])
+                # Poseidon picks OpenBLAS kernels that match the CPU when the library's own
+                # detection falls back to generic ones (apps/poseidon/blas_kernels.h); every
+                # system gets the same.
+                if j.get("blas") and "OPENBLAS_CORETYPE" not in ENV:
+                    ENV["OPENBLAS_CORETYPE"] = j["blas"]
+            else:
+                one.append(run_json([a.poseidon, "train"] + common + ["--scheme", "ps"])["s_per_iter_median"])
+    paired = statistics.median(p / o for p, o in zip(plain, one))
+    print(f"1 rank: poseidon / plain images/s, median of {len(one)} paired ratios: {paired:.2f}x", flush=True)
     record("plain", 1, "-", plain)
-    record("poseidon", 1, "-", one)
+    record("poseidon", 1, "-", one, f"median of paired ratios {paired:.2f}x")
 
     for bandwidth in a.bandwidths.split(","):
         for ranks in [int(r) for r in a.ranks.split(",")]:
@@ -97,6 +108,15 @@ def main():
                           flush=True)
             for system in systems:
                 record(system, ranks, bandwidth, times[system], plans.get(system, ""))
+            if "ddp" in systems:
+                for system in systems:
+                    if system == "ddp":
+                        continue
+                    ratios = [d / t for d, t in zip(times["ddp"], times[system])]
+                    pairs.append(f"{system}, {ranks} ranks, {bandwidth}: images/s over DDP's in the same repeat: "
+                                 + ", ".join(f"{r:.2f}" for r in ratios)
+                                 + f" (median {statistics.median(ratios):.2f}x)")
+                    print("  " + pairs[-1], flush=True)
 
     base = next(r for r in rows if r["system"] == "plain")["images_per_s"]
     for r in rows:
@@ -121,6 +141,10 @@ def main():
             vs = f"{r['images_per_s'] / ddp['images_per_s']:.2f}x" if ddp else "-"
             f.write(f"| {r['system']} | {r['ranks']} | {r['bandwidth']} | {r['s_per_iter']:.3f} | "
                     f"{r['images_per_s']:.1f} | {r['speedup_vs_plain']:.2f}x | {vs} | {r['note']} |\n")
+        if pairs:
+            f.write("\nPaired ratios (each repeat runs the systems back to back):\n\n")
+            for line in pairs:
+                f.write(f"- {line}\n")
     try:
         import matplotlib
         matplotlib.use("Agg")
