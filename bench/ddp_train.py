@@ -98,7 +98,8 @@ def main():
     if rank == 0:
         print(json.dumps({"system": "ddp-gloo", "ranks": world, "batch": a.batch, "iterations": a.iterations,
                           "s_per_iter_median": med, "images_per_s": world * a.batch / med,
-                          "train_loss": float(loss), "blas": blas_kernels()}))
+                          "train_loss": float(loss), "blas": blas_kernels(),
+                          "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_")}))
     if world > 1:
         dist.destroy_process_group()
 

@@ -53,6 +53,11 @@ def main():
         "ps+wfbp": ["--scheme", "ps"],
         "poseidon": ["--scheme", "auto", "--cost-model", "time"],
     }
+    # Poseidon sets glibc's malloc thresholds itself (apps/poseidon/allocator.h: without them
+    # a run may re-fault its activations from the kernel every iteration); DDP gets the same
+    # through glibc's environment variables, so allocation costs alike everywhere.
+    ENV.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
+    ENV.setdefault("MALLOC_TRIM_THRESHOLD_", str(512 << 20))
     systems = a.systems.split(",")
     rows = []
     pairs = []  # per-repeat ratios against DDP, for the record
@@ -97,6 +102,8 @@ def main():
                         port = str(random.randint(20000, 60000))
                         j = run_json(lab + [PY, os.path.join(HERE, "ddp_train.py"), "--model-file", model_file,
                                             "--batch", str(a.batch), "--iterations", str(a.iterations), "--port", port])
+                        if j.get("malloc_mmap_threshold") != ENV["MALLOC_MMAP_THRESHOLD_"]:
+                            sys.exit("DDP's ranks did not get the malloc settings: not a like-for-like comparison")
                         if j.get("blas", "") != ENV.get("OPENBLAS_CORETYPE", j.get("blas", "")):
                             sys.exit(f"DDP ran with OpenBLAS {j['blas']} kernels, Poseidon with "
                                      f"{ENV['OPENBLAS_CORETYPE']}: not a like-for-like comparison")
@@ -132,7 +139,8 @@ def main():
         f.write(f"# Suite: {a.model}\n\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {machine}; "
                 f"batch {a.batch} per rank, {a.iterations} iterations per run, one compute thread per rank, synthetic "
                 f"data, medians of {a.repeats} runs; links capped per rank by `poseidon lab` (tc); OpenBLAS "
-                f"kernels: {ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system.\n\n")
+                f"kernels: {ENV.get('OPENBLAS_CORETYPE', 'as detected')} and glibc malloc thresholds "
+                f"{ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} (mmap/trim) for every system.\n\n")
         f.write("| system | ranks | link per rank | s/iter | images/s | speedup vs plain | vs ddp | schemes |\n")
         f.write("|---|---|---|---|---|---|---|---|\n")
         for r in rows:

@@ -7,6 +7,7 @@
 
 #include "poseidon/config.h"
 #include "poseidon/errors.h"
+#include "allocator.h"
 #include "blas_kernels.h"
 #include "lab_command.h"
 #include "plan_command.h"
@@ -25,6 +26,7 @@ bool isLeadRank() {
 
 int main(int argc, char** argv) {
   poseidon::app::selectBlasKernels(argv);
+  poseidon::app::tuneAllocator();
   CLI::App app{"Poseidon: data-parallel deep learning over commodity Ethernet (LibTorch + MPI)", "poseidon"};
   app.set_version_flag("--version", std::string(POSEIDON_VERSION));
   app.require_subcommand(1);

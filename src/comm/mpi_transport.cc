@@ -185,6 +185,12 @@ void MpiTransport::runLoop() {
       }
       std::unique_lock<std::mutex> lock(mu_);
       if (stopping_ && outbox_.empty()) return;
+      if (size_ == 1) {
+        // Alone in the job: nothing can arrive that this rank did not send, so sleep until
+        // it sends (polling here only takes cycles from the compute thread).
+        cv_.wait(lock, [&] { return !outbox_.empty() || stopping_; });
+        continue;
+      }
       cv_.wait_for(lock, backoff, [&] { return !outbox_.empty() || stopping_; });
       backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::microseconds>(kMaxBackoff));
     }

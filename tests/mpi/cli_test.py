@@ -102,6 +102,26 @@ def case_np1_equals_baseline(args):
         shutil.rmtree(tmp)
 
 
+def case_blas_kernels(args):
+    # OpenBLAS 0.3.21 falls back to SSE3 "Prescott" kernels on CPUs newer than it knows;
+    # poseidon then re-executes itself with kernels that match the CPU (blas_kernels.h).
+    env = {k: v for k, v in ENV.items() if k not in ("OPENBLAS_CORETYPE", "POSEIDON_BLAS_REEXEC")}
+    common = ["--baseline", "--model", "mlp", "--synthetic", "--iterations", "2", "--no-eval", "--json"]
+    report, out = train(args, 0, common, env=env)
+    chosen = report["blas"]
+    print(f"OpenBLAS kernels chosen: {chosen or '(not OpenBLAS)'}")
+    if chosen:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+        if "avx2" in flags and "fma" in flags:
+            check(chosen not in ("Prescott", "Core2", "Nehalem", "Generic"),
+                  f"this CPU has AVX2 but OpenBLAS runs its {chosen} kernels")
+        check(f"OpenBLAS {chosen} kernels" in out, "the start-up line does not name the kernels")
+        # A user's own choice is kept.
+        report, _ = train(args, 0, common, env=dict(env, OPENBLAS_CORETYPE="Prescott"))
+        check(report["blas"] == "Prescott", f"OPENBLAS_CORETYPE=Prescott was overridden: {report['blas']}")
+
+
 def case_np2_mlp(args):
     r, out = train(args, 2, ["--model", "mlp", "--iterations", "60", "--json", "--scheme", "ps"])
     check(r["workers"] == 2 and r["iterations"] == 60, r)
