@@ -28,6 +28,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
 
 
+def check_like_for_like(ddp):
+    """Stops unless DDP's ranks ran with the malloc settings and OpenBLAS kernels Poseidon had."""
+    if ddp.get("malloc_mmap_threshold") != ENV["MALLOC_MMAP_THRESHOLD_"]:
+        sys.exit("DDP's ranks did not get the malloc settings: not a like-for-like comparison")
+    if "OPENBLAS_CORETYPE" in ENV and ddp.get("blas", "") != ENV["OPENBLAS_CORETYPE"]:
+        sys.exit(f"DDP ran with OpenBLAS {ddp.get('blas')} kernels, Poseidon with "
+                 f"{ENV['OPENBLAS_CORETYPE']}: not a like-for-like comparison")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--poseidon", default=POSEIDON)
@@ -102,11 +111,7 @@ def main():
                         port = str(random.randint(20000, 60000))
                         j = run_json(lab + [PY, os.path.join(HERE, "ddp_train.py"), "--model-file", model_file,
                                             "--batch", str(a.batch), "--iterations", str(a.iterations), "--port", port])
-                        if j.get("malloc_mmap_threshold") != ENV["MALLOC_MMAP_THRESHOLD_"]:
-                            sys.exit("DDP's ranks did not get the malloc settings: not a like-for-like comparison")
-                        if j.get("blas", "") != ENV.get("OPENBLAS_CORETYPE", j.get("blas", "")):
-                            sys.exit(f"DDP ran with OpenBLAS {j['blas']} kernels, Poseidon with "
-                                     f"{ENV['OPENBLAS_CORETYPE']}: not a like-for-like comparison")
+                        check_like_for_like(j)
                     else:
                         j = run_json(lab + ["poseidon", "train"] + common + poseidon_flags[system])
                         plans[system] = ",".join(l["scheme"] for l in j["layers"])
@@ -116,9 +121,7 @@ def main():
             for system in systems:
                 record(system, ranks, bandwidth, times[system], plans.get(system, ""))
             if "ddp" in systems:
-                for system in systems:
-                    if system == "ddp":
-                        continue
+                for system in (s for s in systems if s != "ddp"):
                     ratios = [d / t for d, t in zip(times["ddp"], times[system])]
                     pairs.append(f"{system}, {ranks} ranks, {bandwidth}: images/s over DDP's in the same repeat: "
                                  + ", ".join(f"{r:.2f}" for r in ratios)

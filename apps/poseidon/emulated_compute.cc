@@ -27,12 +27,6 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 
-double medianOf(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 void waitMs(double ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
 }
@@ -82,13 +76,13 @@ void writeProfile(Session& session, const std::string& path, std::int64_t batch,
       << session.size() << "\nbatch " << batch << "\n";
   double other_f = 0;
   for (const auto& l : session.book().model().layers) {
-    out << "layer " << l.name << " forward_ms " << medianOf(spans["forward " + l.name]) << " backward_ms "
-        << medianOf(spans["backward " + l.name]) << "\n";
+    out << "layer " << l.name << " forward_ms " << median(spans["forward " + l.name]) << " backward_ms "
+        << median(spans["backward " + l.name]) << "\n";
   }
   for (const auto& [name, d] : spans) {
     const bool param_layer = std::any_of(session.book().model().layers.begin(), session.book().model().layers.end(),
                                          [&](const LayerInfo& l) { return name == "forward " + l.name; });
-    if (name.rfind("forward ", 0) == 0 && !param_layer) other_f += medianOf(d);
+    if (name.rfind("forward ", 0) == 0 && !param_layer) other_f += median(d);
   }
   // Modules without parameters: their backward is inside the next layer's backward span.
   out << "other forward_ms " << other_f << " backward_ms 0\n";
@@ -108,6 +102,7 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   const ModelInfo info = describeSequential(net, spec.name);
   std::vector<std::vector<float*>> params;
   std::vector<std::vector<std::vector<float>>> grads(info.layers.size());
+  std::vector<std::vector<float*>> grad_ptrs(info.layers.size());
   for (std::size_t l = 0; l < info.layers.size(); ++l) {
     if (!profile.layers.count(info.layers[l].name)) {
       throw InputError(detail::cat(o.emulate_compute, " has no line for layer '", info.layers[l].name, "'"));
@@ -121,6 +116,7 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
     for (auto& p : ps) {
       ptrs.push_back(p.data_ptr<float>());
       grads[l].emplace_back(static_cast<std::size_t>(p.numel()), 1e-4f);  // real bytes, harmless values
+      grad_ptrs[l].push_back(grads[l].back().data());
     }
     params.push_back(ptrs);
     ++l;
@@ -161,9 +157,7 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
           session.factorsReady(k, U[k].data(), V[k].data(), o.batch);
           session.layerReleased(k);
         } else {
-          std::vector<float*> g;
-          for (auto& t : grads[k]) g.push_back(t.data());
-          session.gradientsReady(k, g);
+          session.gradientsReady(k, grad_ptrs[k]);
         }
       }
       session.endIteration();
@@ -186,8 +180,7 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   report.compute = "emulated";
   report.batch = o.batch;
   report.iterations = total;
-  report.s_per_iter_median = medianOf(times);
-  report.images_per_s = report.s_per_iter_median > 0 ? session.workers() * o.batch / report.s_per_iter_median : 0;
+  setThroughput(report, times, session.workers(), o.batch);
   const auto sum = session.control().allreduceSum(
       {session.isWorker() ? (session.bytesSent() - bytes_before) / static_cast<double>(total) : 0.0}, "bytes sent");
   report.bytes_sent_per_iter = sum[0] / session.workers();

@@ -2,7 +2,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace poseidon::app {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+void setThroughput(TrainReport& r, const std::vector<double>& iter_seconds, int workers, std::int64_t batch) {
+  r.s_per_iter_median = median(iter_seconds);
+  r.images_per_s = r.s_per_iter_median > 0 ? workers * batch / r.s_per_iter_median : 0;
+}
 
 std::string toJson(const TrainReport& r) {
   nlohmann::ordered_json j;

@@ -50,4 +50,9 @@ struct TrainReport {
 
 std::string toJson(const TrainReport& report);
 
+// The median of `values` (the mean of the middle two for an even count), 0 if empty.
+double median(std::vector<double> values);
+// s_per_iter_median and images_per_s from every iteration's time.
+void setThroughput(TrainReport& report, const std::vector<double>& iter_seconds, int workers, std::int64_t batch);
+
 }  // namespace poseidon::app

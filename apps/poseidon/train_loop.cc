@@ -12,11 +12,9 @@
 #include <thread>
 
 #include "checkpoint/state_file.h"
-#include "checkpointing.h"
-#include "emulated_compute.h"
-#include "common/timeline.h"
 #include "comm/control_channel.h"
 #include "common/digest.h"
+#include "common/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
 #include "coordinator/scheme_planner.h"
@@ -28,10 +26,13 @@
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
 #include "poseidon/torch.h"
-#include "report.h"
-#include "blas_kernels.h"
-#include "threads.h"
 #include "torch/model_builder.h"
+
+#include "blas_kernels.h"
+#include "checkpointing.h"
+#include "emulated_compute.h"
+#include "report.h"
+#include "threads.h"
 
 namespace poseidon::app {
 
@@ -133,10 +134,12 @@ void writeTimeline(Session& session, const std::string& path, bool lead, const s
               path.c_str());
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+// Output files are refused up front if they exist: nothing already written is overwritten,
+// and a finished run is not lost to a name clash at its end.
+void requireNewFile(const char* flag, const std::string& path) {
+  if (!path.empty() && std::ifstream(path).good()) {
+    throw InputError(detail::cat(flag, " ", path, " already exists; remove it or choose another name"));
+  }
 }
 
 // Test hooks for failure tests: POSEIDON_FAULT_EXIT="RANK:ITERATION" makes that rank die
@@ -230,14 +233,9 @@ int train(const TrainOptions& o, Runtime* runtime) {
   if (o.baseline && (!o.checkpoint_dir.empty() || !o.resume.empty())) {
     throw InputError("--baseline does not checkpoint; drop --checkpoint-dir and --resume");
   }
-  if (!o.timeline.empty() && std::ifstream(o.timeline).good()) {
-    throw InputError("--timeline " + o.timeline + " already exists; remove it or choose another name");
-  }
+  requireNewFile("--timeline", o.timeline);
   if (!o.timeline.empty() && o.baseline) throw InputError("--timeline records Poseidon's work; drop --baseline");
-  if (!o.save_params.empty() && std::ifstream(o.save_params).good()) {
-    // Checked before training: a finished run must not be lost to a name clash at its end.
-    throw InputError("--save-params " + o.save_params + " already exists; remove it or choose another name");
-  }
+  requireNewFile("--save-params", o.save_params);
   const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
   const int threads = setComputeThreads(o.threads);
   const std::string blas = blasKernels();
@@ -264,9 +262,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
     if (o.iterations <= 0) throw InputError("--emulate-compute needs --iterations (there is no data to make epochs of)");
     return runEmulated(o, *runtime, spec, session_options, o.iterations);
   }
-  if (!o.profile_out.empty() && std::ifstream(o.profile_out).good()) {
-    throw InputError("--profile-out " + o.profile_out + " already exists; remove it or choose another name");
-  }
+  requireNewFile("--profile-out", o.profile_out);
 
   Data data = loadData(o, spec);
   torch::manual_seed(o.seed);
@@ -470,8 +466,7 @@ int train(const TrainOptions& o, Runtime* runtime) {
   report.batch = o.batch;
   report.lr = session_options.lr;
   report.iterations = total;
-  report.s_per_iter_median = median(iter_seconds);
-  report.images_per_s = report.s_per_iter_median > 0 ? workers * o.batch / report.s_per_iter_median : 0;
+  setThroughput(report, iter_seconds, workers, o.batch);
   report.test_accuracy = accuracy;
   report.param_digest = paramDigest(net);
   report.train_loss = last_loss;
