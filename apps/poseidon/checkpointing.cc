@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "poseidon/errors.h"
-#include "poseidon/torch.h"
 
 namespace poseidon::app {
 
@@ -14,31 +13,41 @@ std::optional<CheckpointInfo> RunCheckpoints::findResume(const std::string& resu
   return info;
 }
 
-RunCheckpoints::RunCheckpoints(Session& session, std::string save_dir, std::int64_t every, std::string config)
-    : session_(session), dir_(std::move(save_dir)), every_(every), config_(std::move(config)) {}
+RunCheckpoints::RunCheckpoints(TorchModel& model, torch::optim::Optimizer* optimizer, std::string save_dir,
+                               std::int64_t every, std::string config)
+    : model_(model), dir_(std::move(save_dir)), every_(every), config_(std::move(config)) {
+  // Created now: the optimizer's state must exist before a restore can fill it.
+  if (optimizer) optimizer_ = std::make_unique<OptimizerState>(*optimizer, "optimizer");
+}
 
 std::vector<StateRecord> RunCheckpoints::records() {
-  auto records = session_.stateRecords();
+  auto records = model_.stateRecords();
+  if (optimizer_) {
+    for (auto& r : optimizer_->records()) records.push_back(std::move(r));
+  }
   records.push_back(StateRecord{"random/cpu", random_.data(), random_.size()});
   return records;
 }
 
 void RunCheckpoints::save(std::int64_t done) {
+  Session& session = model_.session();
   random_ = randomState();
-  Checkpointer(dir_, session_.control(), session_.rank(), session_.size())
+  Checkpointer(dir_, session.control(), session.rank(), session.size())
       .save(static_cast<std::uint64_t>(done), config_, records());
-  if (session_.rank() == 0) {
+  if (session.rank() == 0) {
     std::printf("poseidon: checkpoint of iteration %lld saved in %s\n", static_cast<long long>(done), dir_.c_str());
     std::fflush(stdout);
   }
 }
 
 void RunCheckpoints::restore(const CheckpointInfo& info) {
-  Checkpointer::checkCompatible(info, config_, session_.size());
+  Session& session = model_.session();
+  Checkpointer::checkCompatible(info, config_, session.size());
   random_ = randomState();  // the right size; overwritten by the restore
-  Checkpointer(dir_, session_.control(), session_.rank(), session_.size()).load(info, records());
+  Checkpointer(dir_, session.control(), session.rank(), session.size()).load(info, records());
   setRandomState(random_);
-  if (session_.rank() == 0) {
+  if (optimizer_) optimizer_->afterRestore();
+  if (session.rank() == 0) {
     std::printf("poseidon: resumed from %s at iteration %llu\n", info.folder.c_str(),
                 static_cast<unsigned long long>(info.iteration));
     std::fflush(stdout);

@@ -1,6 +1,7 @@
 // `poseidon train`'s checkpoints: --checkpoint-dir/--checkpoint-every save the whole job's
 // state every N iterations; --resume continues from the newest complete one, exactly: the
-// same parameters, optimizer state, data position (the iteration) and random state.
+// same parameters, buffers, optimizer state (on the servers, or the workers' own in
+// gradient mode), data position (the iteration) and random state.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,8 @@
 #include <vector>
 
 #include "checkpoint/checkpointer.h"
-#include "poseidon/session.h"
+#include "poseidon/torch.h"
+#include "torch/optimizer_state.h"
 
 namespace poseidon::app {
 
@@ -19,19 +21,21 @@ class RunCheckpoints {
   // Before the session exists: the checkpoint --resume names, checked for rank count.
   static std::optional<CheckpointInfo> findResume(const std::string& resume_dir, int ranks);
 
-  // `config` is what a resumed run must match.
-  RunCheckpoints(Session& session, std::string save_dir, std::int64_t every, std::string config);
+  // `optimizer`: the workers' own optimizer in gradient mode, else null. `config` is what
+  // a resumed run must match.
+  RunCheckpoints(TorchModel& model, torch::optim::Optimizer* optimizer, std::string save_dir, std::int64_t every,
+                 std::string config);
 
-  bool due(std::int64_t done_iterations) const { return every_ > 0 && done_iterations % every_ == 0; }
-  // Collective, between iterations once every sync is done.
+  // Collective, between iterations once every sync is done (after model.synchronize()).
   void save(std::int64_t done_iterations);
-  // Collective, right after the session is built with start_iteration = info.iteration.
+  // Collective, right after the model is built with start_iteration = info.iteration.
   void restore(const CheckpointInfo& info);
 
  private:
   std::vector<StateRecord> records();
 
-  Session& session_;
+  TorchModel& model_;
+  std::unique_ptr<OptimizerState> optimizer_;
   const std::string dir_;
   const std::int64_t every_;
   const std::string config_;

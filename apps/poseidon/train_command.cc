@@ -8,25 +8,47 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
       "Examples:\n"
       "  mpirun -np 4 --oversubscribe poseidon train --model fcnet --epochs 1\n"
       "  mpirun -np 2 poseidon train --model-file my.net --iterations 200 --json\n"
+      "  mpirun -np 4 --oversubscribe poseidon train --model resnet --optimizer adam --epochs 1\n"
       "  poseidon train --baseline --model fcnet --iterations 20   # plain LibTorch, no Poseidon\n"
       "Model files: one layer per line: input C H W | classes N | conv OUT K [stride=S] [pad=P] |\n"
       "  pool K | relu | flatten | dropout P | fc OUT   (the last layer is 'fc N', N = classes)");
-  cmd->add_option("--model", o.model, "Built-in model: fcnet, convnet or mlp")->capture_default_str();
+  cmd->add_option("--model", o.model, "Built-in model: fcnet, convnet, mlp (Sequential nets) or resnet (residual "
+                  "blocks with BatchNorm, a module with its own forward)")
+      ->capture_default_str();
   cmd->add_option("--model-file", o.model_file, "Sequential net described in a text file (overrides --model)");
   cmd->add_option("--data", o.data, "Folder with the Fashion-MNIST IDX files (.gz or raw)")->capture_default_str();
   cmd->add_flag("--synthetic", o.synthetic, "Random inputs and labels of the model's shape (for throughput runs)");
   cmd->add_option("--batch", o.batch, "Examples per worker per iteration")->capture_default_str();
   cmd->add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Run exactly this many iterations (overrides --epochs)");
+  cmd->add_option("--optimizer", o.optimizer,
+                  "sgd: SGD with momentum applied on the parameter servers (Poseidon's fast path); adam, adamw: "
+                  "torch::optim::Adam/AdamW on every worker, stepping on the allreduced mean gradient as under "
+                  "Horovod or DDP (gradient mode; default betas and eps)")
+      ->capture_default_str();
+  cmd->add_flag("--gradient-mode", o.session.gradient_mode,
+                "With --optimizer sgd: no step on the servers; every scheme delivers the workers' mean gradient into "
+                ".grad and a local torch::optim::SGD steps (as DDP does), for comparison with server-side SGD");
   cmd->add_option("--lr", o.session.lr,
-                  "Learning rate of SGD (default: the model's own: fcnet 0.05, convnet 0.01, mlp 0.05; a model file "
-                  "may give 'lr X'; else 0.01)")
+                  "Learning rate (default: the model's own; SGD: fcnet 0.05, convnet 0.01, mlp 0.05, resnet 0.05, a "
+                  "model file may give 'lr X', else 0.01; adam and adamw: 0.001)")
       ->each([&o](const std::string&) { o.lr_given = true; });
   cmd->add_option("--lr-schedule", o.lr_schedule,
-                  "linear (decay to zero over the run, good for a fixed budget) or constant")
+                  "linear (decay to zero over the run, good for a fixed budget) or constant; applies to every optimizer")
       ->capture_default_str();
   cmd->add_option("--momentum", o.session.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", o.session.weight_decay, "SGD weight decay")->capture_default_str();
+  cmd->add_option("--weight-decay", o.session.weight_decay,
+                  "Weight decay: L2 added to the gradient for sgd and adam, decoupled for adamw")
+      ->capture_default_str();
+  cmd->add_option("--backward-passes", o.session.backward_passes_per_step,
+                  "Gradient accumulation (Horovod's backward_passes_per_step, DDP's no_sync): each worker's --batch is "
+                  "split into N micro-batches, each gets a forward and backward pass, then one step on their mean "
+                  "gradient; the same update as one pass on the whole batch, with 1/N of the activation memory")
+      ->capture_default_str();
+  cmd->add_option("--buffers", o.session.buffers,
+                  "Model buffers (BatchNorm running statistics) during training: broadcast (rank 0's copied to every "
+                  "worker before each forward, DDP's default) or average (the workers' mean before each forward)")
+      ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the initial parameters and of the data order")->capture_default_str();
   cmd->add_option("--scheme", o.session.scheme,
                   "Per layer: auto (the cheapest of PS, sufficient factors and allreduce by the cost model), ps (all "
@@ -93,7 +115,8 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--profile-out", o.profile_out,
                   "Write this run's per-layer forward/backward times (rank 0, medians) as a profile for "
                   "--emulate-compute");
-  cmd->add_flag("--baseline", o.baseline, "Plain LibTorch loop with torch::optim::SGD in one process, for comparison");
+  cmd->add_flag("--baseline", o.baseline,
+                "Plain LibTorch loop in one process with the --optimizer's torch::optim class, for comparison");
   return cmd;
 }
 

@@ -5,34 +5,29 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
-#include <thread>
+#include <tuple>
 
-#include "checkpoint/state_file.h"
 #include "comm/control_channel.h"
-#include "common/digest.h"
-#include "common/timeline.h"
-#include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
 #include "coordinator/scheme_planner.h"
-#include "coordinator/units.h"
-#include "data/dataset.h"
 #include "data/partition.h"
-#include "kvstore/sgd.h"
-#include "models/model_spec.h"
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
 #include "poseidon/torch.h"
-#include "torch/model_builder.h"
 
 #include "blas_kernels.h"
 #include "checkpointing.h"
 #include "emulated_compute.h"
+#include "progress.h"
 #include "report.h"
+#include "session_report.h"
 #include "threads.h"
+#include "train_data.h"
+#include "train_net.h"
+#include "train_step.h"
 
 namespace poseidon::app {
 
@@ -40,168 +35,355 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 
-struct Data {
-  Dataset train_set, test_set;
-  torch::Tensor train_x, train_y, test_x, test_y;  // views of the sets above
+// Where every rank stops together: evaluations (after each epoch and at the end), replica
+// checks (--verify) and checkpoints. Server-only ranks join these collectives too.
+struct SyncPoint {
+  bool eval = false, verify = false, checkpoint = false;
 };
 
-Data loadData(const TrainOptions& o, const ModelSpec& spec) {
-  Data d;
-  if (o.synthetic) {
-    d.train_set = syntheticDataset(8192, spec.channels, spec.height, spec.width, spec.classes, o.seed);
-    d.test_set = syntheticDataset(2048, spec.channels, spec.height, spec.width, spec.classes, o.seed + 1);
-  } else {
-    d.train_set = loadFashionMnist(o.data, true);
-    d.test_set = loadFashionMnist(o.data, false);
-    if (d.train_set.channels != spec.channels || d.train_set.height != spec.height ||
-        d.train_set.width != spec.width || spec.classes != 10) {
-      throw InputError(detail::cat("model ", spec.name, " expects input ", spec.channels, "x", spec.height, "x",
-                                   spec.width, " and ", spec.classes, " classes; Fashion-MNIST is 1x28x28 with 10 "
-                                   "classes (use --synthetic for other shapes)"));
-    }
-  }
-  auto view = [](Dataset& s, torch::Tensor& x, torch::Tensor& y) {
-    x = torch::from_blob(s.images.data(), {s.count, s.channels, s.height, s.width}, torch::kFloat);
-    y = torch::from_blob(s.labels.data(), {s.count}, torch::kLong);
-  };
-  view(d.train_set, d.train_x, d.train_y);
-  view(d.test_set, d.test_x, d.test_y);
-  return d;
-}
+// The compute set-up of this process, for the start-up line and the report.
+struct Compute {
+  int threads = 1;
+  std::string blas;
+};
 
-std::string paramDigest(torch::nn::Sequential& net) {
-  Digest d;
-  for (const auto& p : net->parameters()) d.update(p.data_ptr<float>(), p.numel() * sizeof(float));
-  return d.hex();
-}
-
-void saveParams(torch::nn::Sequential& net, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError("cannot write --save-params file " + tmp);
-    for (const auto& p : net->parameters()) out.write(reinterpret_cast<const char*>(p.data_ptr<float>()), p.numel() * sizeof(float));
-    if (!out.flush()) throw InputError("cannot write --save-params file " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw InputError("cannot rename " + tmp + " to " + path);
-}
-
-// Correct predictions and count on test examples [begin, end).
-std::pair<double, double> evaluate(torch::nn::Sequential& net, const Data& d, std::int64_t begin, std::int64_t end) {
-  torch::NoGradGuard no_grad;
-  net->eval();
-  double correct = 0;
-  for (std::int64_t i = begin; i < end; i += 500) {
-    const std::int64_t n = std::min<std::int64_t>(500, end - i);
-    auto pred = net->forward(d.test_x.narrow(0, i, n)).argmax(1);
-    correct += pred.eq(d.test_y.narrow(0, i, n)).sum().item<double>();
-  }
-  net->train();
-  return {correct, static_cast<double>(end - begin)};
-}
-
-// What the cost model says rank `rank` sends per iteration for layer l under `scheme`.
-double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K) {
-  const auto& cluster = book.cluster();
-  const LayerInfo& li = book.model().layers[l];
-  if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
-  if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
-  // ADAM with sharded servers: the factors go to every other shard that holds a pair of
-  // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
-  std::vector<bool> shard_used(cluster.shards(), false);
-  double own = 0;
-  for (auto key : book.pairsOfLayer(l)) {
-    const KVPair& kv = book.pair(key);
-    shard_used[kv.shard] = true;
-    if (cluster.shardRank(kv.shard) == rank) own += static_cast<double>(kv.length);
-  }
-  int remote = 0;
-  for (int s = 0; s < cluster.shards(); ++s) remote += shard_used[s] && cluster.shardRank(s) != rank ? 1 : 0;
-  return (static_cast<double>(K) * (li.M + li.N) * remote + own * (cluster.workers() - 1)) * sizeof(float);
-}
-
-// Every rank's events into one Chrome trace, written by rank 0 (atomically: a reader never
-// sees half a file).
-void writeTimeline(Session& session, const std::string& path, bool lead, const std::string& model) {
-  const auto all = session.control().allgather(session.timeline()->events(), "timeline");
-  if (!lead) return;
-  std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + model + "\",\"ranks\":" +
-                     std::to_string(all.size()) + ",\"compute\":\"real\"},\"traceEvents\":[\n";
-  for (std::size_t r = 0; r < all.size(); ++r) text += (r ? ",\n" : "") + all[r];
-  text += "\n]}\n";
-  writeFileAtomically(path, text);
-  std::printf("poseidon: timeline written to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n",
-              path.c_str());
-}
-
-// Output files are refused up front if they exist: nothing already written is overwritten,
-// and a finished run is not lost to a name clash at its end.
-void requireNewFile(const char* flag, const std::string& path) {
-  if (!path.empty() && std::ifstream(path).good()) {
-    throw InputError(detail::cat(flag, " ", path, " already exists; remove it or choose another name"));
-  }
-}
-
-// Test hooks for failure tests: POSEIDON_FAULT_EXIT="RANK:ITERATION" makes that rank die
-// abruptly (as a crash would) when it reaches that iteration; POSEIDON_FAULT_DELAY=
-// "RANK:ITERATION:MS" makes it stall that long there (a straggler).
-void maybeInjectFault(int rank, std::int64_t iteration) {
-  static const char* delay = std::getenv("POSEIDON_FAULT_DELAY");
-  int dr = -1;
-  long long dit = -1, ms = 0;
-  if (delay && std::sscanf(delay, "%d:%lld:%lld", &dr, &dit, &ms) == 3 && dr == rank && dit == iteration) {
-    std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT_DELAY: stalling %lld ms at iteration %lld\n", rank, ms, dit);
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  }
-  static const char* spec = std::getenv("POSEIDON_FAULT_EXIT");
-  if (!spec) return;
-  int r = -1;
-  long long it = -1;
-  if (std::sscanf(spec, "%d:%lld", &r, &it) == 2 && r == rank && it == iteration) {
-    std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT_EXIT: dying at iteration %lld\n", rank, it);
-    std::_Exit(17);
-  }
-}
-
-class ProgressPrinter {
+// One run of `poseidon train`, built up by the steps train() calls in order.
+class TrainRun {
  public:
-  ProgressPrinter(bool enabled, int every) : enabled_(enabled), every_(every) {}
-  void iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs, double loss,
-                 double s_per_iter, double images_per_iter, bool force, std::uint64_t dropped) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    const bool due = every_ > 0 ? (it + 1) % every_ == 0 : Seconds(now - last_).count() >= 5.0;
-    if (!due && !force) return;
-    last_ = now;
-    std::printf("poseidon: epoch %lld/%lld iter %lld/%lld loss %.4f %.3f s/iter %.1f images/s",
-                static_cast<long long>(epoch + 1), static_cast<long long>(epochs), static_cast<long long>(it + 1),
-                static_cast<long long>(total), loss, s_per_iter, s_per_iter > 0 ? images_per_iter / s_per_iter : 0.0);
-    // Seen by this rank's shard: a straggler shows up at every shard it is late for.
-    if (dropped > 0) std::printf(", %llu straggler updates dropped", static_cast<unsigned long long>(dropped));
-    std::printf("\n");
-    std::fflush(stdout);
-  }
+  TrainRun(const TrainOptions& o, Runtime* runtime, NetChoice choice, Compute compute);
+
+  void loadDataAndNet();  // the data, the net from the seed, the run's iterations
+  void connect();         // the local optimizer, the Poseidon model, checkpoints (resume)
+  void planSyncPoints();
+  void printStart() const;
+  void trainOrServe();
+  TrainReport finish();  // collective: figures from every rank, the digest check
+  void printDone(const TrainReport& report) const;
 
  private:
-  bool enabled_;
-  int every_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  Session* session() const { return model_ ? &model_->session() : nullptr; }
+  bool worker() const { return !model_ || model_->session().isWorker(); }
+  bool checkpointing() const { return !o_.checkpoint_dir.empty() || !o_.resume.empty(); }
+  std::string agreement() const;
+  std::string checkpointConfig() const;
+  std::string schemeSummary() const;
+  std::string optimizerSummary() const;
+  void trainIterations();
+  void atSyncPoint(std::int64_t done, const SyncPoint& what);
+  void verifyReplicas(std::int64_t done);
+  void evaluateTestSet(std::int64_t done);
+
+  const TrainOptions& o_;
+  Runtime* runtime_;  // null for --baseline
+  const NetChoice choice_;
+  const Compute compute_;
+  const int rank_;
+  const int workers_;
+  const bool lead_;
+
+  Data data_;
+  std::unique_ptr<TrainNet> net_;
+  std::unique_ptr<Partition> partition_;
+  std::int64_t per_epoch_ = 0, total_ = 0, epochs_ = 0, first_ = 0;
+  std::optional<CheckpointInfo> resume_;
+  Options options_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;  // gradient mode and --baseline
+  std::unique_ptr<TorchModel> model_;                   // null for --baseline
+  ModelInfo info_;
+  std::unique_ptr<RunCheckpoints> checkpoints_;
+  std::map<std::int64_t, SyncPoint> sync_points_;  // by iterations done
+
+  std::vector<double> iter_seconds_;
+  double last_loss_ = 0;
+  std::optional<double> accuracy_;
+  BytesSent bytes_before_;
 };
 
-}  // namespace
+TrainRun::TrainRun(const TrainOptions& o, Runtime* runtime, NetChoice choice, Compute compute)
+    : o_(o),
+      runtime_(runtime),
+      choice_(std::move(choice)),
+      compute_(std::move(compute)),
+      rank_(runtime ? runtime->rank() : 0),
+      workers_(runtime ? std::max(1, runtime->size() - o.session.server_ranks) : 1),
+      lead_(rank_ == 0) {}
 
-namespace {
-int train(const TrainOptions& o, Runtime* runtime);
+void TrainRun::loadDataAndNet() {
+  data_ = loadData(o_, choice_);
+  torch::manual_seed(o_.seed);
+  net_ = std::make_unique<TrainNet>(choice_);
+  // The run's length, known before the session: the learning-rate schedule spans it.
+  partition_ = std::make_unique<Partition>(data_.train_set.count, workers_, std::min(rank_, workers_ - 1), o_.batch,
+                                           o_.seed);
+  per_epoch_ = partition_->batchesPerEpoch();
+  if (per_epoch_ == 0) {
+    throw InputError(detail::cat("--batch ", o_.batch, " on ", workers_, " workers takes more than the ",
+                                 data_.train_set.count, " training examples"));
+  }
+  total_ = o_.iterations > 0 ? o_.iterations : o_.epochs * per_epoch_;
+  epochs_ = (total_ + per_epoch_ - 1) / per_epoch_;
+  // A resumed run starts at its checkpoint's iteration, on every rank alike.
+  resume_ = RunCheckpoints::findResume(o_.resume, runtime_ ? runtime_->size() : 1);
+  first_ = resume_ ? static_cast<std::int64_t>(resume_->iteration) : 0;
+  if (first_ >= total_) {
+    throw InputError(detail::cat("the checkpoint in ", resume_->folder, " is at iteration ", first_,
+                                 " and this run has ", total_, " iterations: nothing left to do"));
+  }
+  options_ = o_.sessionOptions(choice_.recommendedLr(o_.optimizer), total_);
+  options_.start_iteration = static_cast<std::uint64_t>(first_);
+  options_.agreement = agreement();
+}
+
+std::string TrainRun::agreement() const {
+  return detail::cat("epochs=", o_.epochs, " iterations=", o_.iterations, " seed=", o_.seed,
+                     " synthetic=", o_.synthetic, " eval=", !o_.no_eval, " verify=", o_.verify_every,
+                     " server_ranks=", options_.server_ranks, " shards=", options_.shards,
+                     " pair=", options_.kv_pair_bytes, " train=", data_.train_set.count,
+                     " optimizer=", o_.optimizer, " gradient_mode=", options_.gradient_mode,
+                     " buffers=", options_.buffers, " passes=", options_.backward_passes_per_step);
+}
+
+void TrainRun::connect() {
+  // The optimizer's parameters are taken before the model exists: it turns off
+  // requires_grad of weights that go by sufficient factors (Poseidon fills their .grad).
+  if (o_.baseline || options_.gradient_mode) {
+    optimizer_ = makeOptimizer(o_.optimizer, net_->trainableParameters(), options_);
+  }
+  if (!o_.baseline) {
+    // The probe's example: the first batch this run trains on.
+    const auto example = batchOf(data_, partition_->batch(first_ / per_epoch_, first_ % per_epoch_)).first;
+    model_ = net_->connect(runtime_->transport(), options_, example);
+    POSEIDON_ENFORCE(model_->session().workers() == workers_, "worker count");
+  }
+  info_ = model_ ? model_->info() : net_->describe();
+  // Dropout differs per worker; the initial parameters were already made from the seed.
+  torch::manual_seed(o_.seed + 1 + static_cast<std::uint64_t>(rank_));
+  if (!model_) return;
+  checkpoints_ = std::make_unique<RunCheckpoints>(*model_, checkpointing() ? optimizer_.get() : nullptr,
+                                                  o_.checkpoint_dir, o_.checkpoint_every, checkpointConfig());
+  if (resume_) checkpoints_->restore(*resume_);
+}
+
+// What a resumed run must share with the run that saved: everything that shapes the state
+// or the arithmetic after it (the plan is included: --cost-model time measures).
+std::string TrainRun::checkpointConfig() const {
+  std::string schemes;
+  for (const auto& p : session()->plan()) schemes += std::string(schemeName(p.scheme)) + ",";
+  return detail::cat(info_.describe(), " | workers=", workers_, " batch=", o_.batch, " seed=", o_.seed,
+                     " total=", total_, " lr=", options_.lr, " schedule=", o_.lr_schedule,
+                     " momentum=", options_.momentum, " wd=", options_.weight_decay, " schemes=", schemes,
+                     " server_ranks=", options_.server_ranks, " shards=", options_.shards,
+                     " pair=", options_.kv_pair_bytes, " fusion=", options_.fusion_bytes,
+                     " synthetic=", o_.synthetic, " train=", data_.train_set.count, " optimizer=", o_.optimizer,
+                     " gradient_mode=", options_.gradient_mode, " buffers=", options_.buffers,
+                     " passes=", options_.backward_passes_per_step);
+}
+
+void TrainRun::planSyncPoints() {
+  if (!o_.no_eval) {
+    for (std::int64_t e = 1; e * per_epoch_ <= total_; ++e) sync_points_[e * per_epoch_].eval = true;
+    sync_points_[total_].eval = true;
+  }
+  for (std::int64_t v = o_.verify_every; o_.verify_every > 0 && model_ && v <= total_; v += o_.verify_every) {
+    sync_points_[v].verify = true;
+  }
+  for (std::int64_t c = o_.checkpoint_every; model_ && o_.checkpoint_every > 0 && c <= total_;
+       c += o_.checkpoint_every) {
+    sync_points_[c].checkpoint = true;
+  }
+  // A resumed run has passed the earlier ones.
+  sync_points_.erase(sync_points_.begin(), sync_points_.upper_bound(first_));
+}
+
+std::string TrainRun::schemeSummary() const {
+  if (!model_) return "local";
+  std::map<std::string, int> counts;
+  for (const auto& p : session()->plan()) ++counts[schemeName(p.scheme)];
+  std::string s = detail::cat(options_.scheme, "/", options_.cost_model, " (");
+  for (const auto& [name, n] : counts) s += detail::cat(n, " ", name, " ");
+  s.back() = ')';
+  return s;
+}
+
+std::string TrainRun::optimizerSummary() const {
+  if (o_.baseline) return o_.optimizer + " (local)";
+  if (!options_.gradient_mode) return "sgd (on the servers)";
+  return o_.optimizer + " (gradient mode)";
+}
+
+void TrainRun::printStart() const {
+  if (!lead_) return;
+  const std::string where =
+      model_ ? detail::cat(", ", session()->book().cluster().shards(),
+                           session()->book().cluster().shards() == 1 ? " shard, " : " shards, ",
+                           session()->book().pairs().size(), " KV pairs")
+             : " (plain LibTorch baseline)";
+  const std::string passes =
+      options_.backward_passes_per_step > 1 ? detail::cat(" in ", options_.backward_passes_per_step, " backward passes")
+                                            : "";
+  std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
+              "batch %lld per worker%s, optimizer %s, lr %g (%s), %lld iterations, schemes %s, WFBP %s, "
+              "%d compute thread%s per rank%s%s\n",
+              net_->name().c_str(), info_.numel() / 1e6, info_.layers.size(), workers_, workers_ == 1 ? "" : "s",
+              where.c_str(), static_cast<long long>(o_.batch), passes.c_str(), optimizerSummary().c_str(),
+              static_cast<double>(options_.lr), o_.lr_schedule.c_str(), static_cast<long long>(total_),
+              schemeSummary().c_str(), o_.no_wfbp ? "off" : "on", compute_.threads, compute_.threads == 1 ? "" : "s",
+              o_.synthetic ? ", synthetic data" : "",
+              compute_.blas.empty() ? "" : (", OpenBLAS " + compute_.blas + " kernels").c_str());
+  Session* s = session();
+  if (s && !s->collectiveSummary().empty()) std::printf("poseidon: %s\n", s->collectiveSummary().c_str());
+  if (s && (s->rates().bandwidth_bytes_per_s > 0 || s->rates().gemm_flops_per_s > 0)) {
+    std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n", s->rates().bandwidth_bytes_per_s / 1e6,
+                s->rates().gemm_flops_per_s / 1e9);
+  }
+  std::fflush(stdout);
+}
+
+void TrainRun::trainOrServe() {
+  if (model_) bytes_before_ = bytesSentSoFar(*session());
+  if (worker()) {
+    trainIterations();
+    return;
+  }
+  for (const auto& [done, what] : sync_points_) atSyncPoint(done, what);
+  session()->serveUntil(static_cast<std::uint64_t>(total_));
+}
+
+void TrainRun::trainIterations() {
+  TrainStep step(*net_, model_.get(), optimizer_.get(), options_);
+  ProgressPrinter progress(lead_, o_.log_every);
+  auto start = std::chrono::steady_clock::now();
+  for (std::int64_t it = first_; it < total_; ++it) {
+    maybeInjectFault(rank_, it);
+    const std::int64_t epoch = it / per_epoch_;
+    const auto [x, y] = batchOf(data_, partition_->batch(epoch, it % per_epoch_));
+    last_loss_ = step.run(it, x, y);
+    const auto point = sync_points_.find(it + 1);
+    const bool stop = point != sync_points_.end() || it + 1 == total_;
+    if (model_ && stop) model_->synchronize();
+    iter_seconds_.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
+    progress.iteration(it, total_, epoch, epochs_, last_loss_, median(iter_seconds_),
+                       static_cast<double>(o_.batch * workers_), stop, model_ ? session()->droppedUpdates() : 0);
+    if (point != sync_points_.end()) atSyncPoint(it + 1, point->second);
+    start = std::chrono::steady_clock::now();
+  }
+}
+
+void TrainRun::atSyncPoint(std::int64_t done, const SyncPoint& what) {
+  if (worker() && model_) model_->synchronize();
+  if (!worker()) session()->serveUntil(static_cast<std::uint64_t>(done));
+  if (what.checkpoint) checkpoints_->save(done);
+  if (what.verify) verifyReplicas(done);
+  if (what.eval) evaluateTestSet(done);
+}
+
+void TrainRun::verifyReplicas(std::int64_t done) {
+  const auto digests = session()->control().allgather(worker() ? session()->replicaDigest() : "", "replica check");
+  for (int r = 1; r < workers_; ++r) {
+    if (digests[r] != digests[0]) {
+      throw Error(detail::cat("replicated layers (SFB, allreduce) diverged by iteration ", done,
+                              ": worker 0 has digest ", digests[0], ", worker ", r, " has ", digests[r]));
+    }
+  }
+}
+
+// Each worker evaluates its share of the test set (after synchronize(): the same
+// parameters and buffers everywhere); the counts are summed over ranks.
+void TrainRun::evaluateTestSet(std::int64_t done) {
+  double correct = 0, count = 0;
+  if (worker()) {
+    const std::int64_t n = data_.test_set.count;
+    std::tie(correct, count) = evaluate(*net_, data_, n * rank_ / workers_, n * (rank_ + 1) / workers_);
+  }
+  if (model_) {
+    const auto sum = session()->control().allreduceSum({correct, count}, "test accuracy");
+    correct = sum[0], count = sum[1];
+  }
+  accuracy_ = 100.0 * correct / count;
+  if (lead_) {
+    std::printf("poseidon: after %lld iterations: test accuracy %.2f%% (%lld images)\n", static_cast<long long>(done),
+                *accuracy_, static_cast<long long>(count));
+    std::fflush(stdout);
+  }
+}
+
+TrainReport TrainRun::finish() {
+  TrainReport r;
+  r.ranks = runtime_ ? runtime_->size() : 1;
+  r.workers = workers_;
+  r.model = net_->name();
+  r.scheme = o_.baseline ? "local" : options_.scheme;
+  r.cost_model = options_.cost_model;
+  r.wfbp = !o_.no_wfbp;
+  r.baseline = o_.baseline;
+  r.synthetic = o_.synthetic;
+  r.threads = compute_.threads;
+  r.blas = compute_.blas;
+  r.batch = o_.batch;
+  r.lr = options_.lr;
+  r.iterations = total_;
+  setThroughput(r, iter_seconds_, workers_, o_.batch);
+  r.test_accuracy = accuracy_;
+  r.param_digest = model_ ? model_->digest() : net_->digest();
+  r.train_loss = last_loss_;
+  r.staleness = options_.staleness;
+  if (!model_) {
+    for (const auto& li : info_.layers) {
+      r.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), "local", 0, 0, ""});
+    }
+    return r;
+  }
+  Session& s = *session();
+  gatherSessionFigures(r, s, info_, bytes_before_, static_cast<double>(total_ - first_), worker(), last_loss_);
+  if (!o_.timeline.empty()) writeTimeline(s, o_.timeline, net_->name());
+  if (!o_.profile_out.empty()) writeProfile(s, o_.profile_out, o_.batch, net_->name());
+  checkDigestsAgree(s, r.param_digest);
+  model_->finish();
+  return r;
+}
+
+void TrainRun::printDone(const TrainReport& r) const {
+  if (!lead_) return;
+  if (!o_.save_params.empty()) net_->saveParameters(o_.save_params);
+  std::printf("poseidon: done: %lld iterations, %.3f s/iter (median), %.1f images/s, final loss %.4f, "
+              "%.1f MB sent per iteration per worker, parameter digest %s\n",
+              static_cast<long long>(total_), r.s_per_iter_median, r.images_per_s, r.train_loss,
+              r.bytes_sent_per_iter / 1e6, r.param_digest.c_str());
+  if (o_.json) std::printf("%s\n", toJson(r).c_str());
+  std::fflush(stdout);
+}
+
+// --emulate-compute: the Sequential's layers with waits in place of compute.
+int emulate(const TrainOptions& o, Runtime& runtime, const NetChoice& net) {
+  if (!net.spec) {
+    throw InputError("--emulate-compute emulates Sequential models (fcnet, convnet, mlp, --model-file), not " +
+                     net.name);
+  }
+  Options options = o.sessionOptions(net.sgd_lr, /*total=*/0);
+  options.timeline = false;  // the emulation records no trace
+  return runEmulated(o, runtime, *net.spec, options, o.iterations);
+}
+
+int train(const TrainOptions& o, Runtime* runtime) {
+  const NetChoice net = chooseNet(o);
+  const Compute compute{setComputeThreads(o.threads), blasKernels()};
+  if (!o.emulate_compute.empty()) return emulate(o, *runtime, net);
+  TrainRun run(o, runtime, net, compute);
+  run.loadDataAndNet();
+  run.connect();
+  run.planSyncPoints();
+  run.printStart();
+  run.trainOrServe();
+  const TrainReport report = run.finish();
+  run.printDone(report);
+  return 0;
+}
+
 }  // namespace
 
 int runTrain(const TrainOptions& o, int* argc, char*** argv) {
-  if (o.baseline) {
-    const char* ranks = std::getenv("OMPI_COMM_WORLD_SIZE");
-    if (ranks && std::atoi(ranks) > 1) {
-      throw InputError("--baseline runs a plain LibTorch loop in one process; start it without mpirun -np > 1");
-    }
-    return train(o, nullptr);
-  }
+  o.validate();
+  if (o.baseline) return train(o, nullptr);
   Runtime runtime(argc, argv);
   try {
     return train(o, &runtime);
@@ -220,322 +402,4 @@ int runTrain(const TrainOptions& o, int* argc, char*** argv) {
   }
 }
 
-namespace {
-
-int train(const TrainOptions& o, Runtime* runtime) {
-  if (o.batch <= 0) throw InputError(detail::cat("--batch ", o.batch, ": the batch must hold at least one example"));
-  if (o.epochs <= 0 && o.iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
-  if (o.verify_every < 0) throw InputError("--verify must not be negative");
-  if (o.checkpoint_every < 0) throw InputError("--checkpoint-every must not be negative");
-  if ((o.checkpoint_every > 0) != !o.checkpoint_dir.empty()) {
-    throw InputError("--checkpoint-dir and --checkpoint-every go together: give both");
-  }
-  if (o.baseline && (!o.checkpoint_dir.empty() || !o.resume.empty())) {
-    throw InputError("--baseline does not checkpoint; drop --checkpoint-dir and --resume");
-  }
-  requireNewFile("--timeline", o.timeline);
-  if (!o.timeline.empty() && o.baseline) throw InputError("--timeline records Poseidon's work; drop --baseline");
-  requireNewFile("--save-params", o.save_params);
-  const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
-  const int threads = setComputeThreads(o.threads);
-  const std::string blas = blasKernels();
-  const int rank = runtime ? runtime->rank() : 0;
-  const bool lead = rank == 0;
-
-  Options session_options = o.session;
-  if (!o.lr_given) session_options.lr = spec.lr > 0 ? static_cast<float>(spec.lr) : 0.01f;
-  session_options.batch = o.batch;
-  session_options.wfbp = !o.no_wfbp;
-  session_options.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
-  if (o.straggler_timeout_s < 0) throw InputError("--straggler-timeout must not be negative");
-  if (o.straggler_timeout_s > 0 && o.straggler_timeout_s >= o.timeout_s) {
-    throw InputError("--straggler-timeout must be shorter than --timeout, or no step would ever go ahead");
-  }
-  session_options.straggler_timeout = std::chrono::milliseconds(static_cast<long long>(o.straggler_timeout_s * 1000));
-  if (!o.bandwidth.empty()) session_options.bandwidth = parseBandwidth(o.bandwidth, "--bandwidth");
-  if (o.gflops < 0) throw InputError("--gflops must be positive");
-  session_options.gemm_flops = o.gflops * 1e9;
-  parseSchemeMode(session_options.scheme);  // a bad name fails here, before any data is read
-  parseCostRule(session_options.cost_model);
-  if (!o.emulate_compute.empty()) {
-    if (!runtime) throw InputError("--emulate-compute emulates Poseidon's ranks; drop --baseline");
-    if (o.iterations <= 0) throw InputError("--emulate-compute needs --iterations (there is no data to make epochs of)");
-    return runEmulated(o, *runtime, spec, session_options, o.iterations);
-  }
-  requireNewFile("--profile-out", o.profile_out);
-
-  Data data = loadData(o, spec);
-  torch::manual_seed(o.seed);
-  torch::nn::Sequential net = buildSequential(spec);
-
-  // The run's length, known before the session: the learning-rate schedule spans it.
-  const int workers = runtime ? std::max(1, runtime->size() - session_options.server_ranks) : 1;
-  Partition partition(data.train_set.count, workers, std::min(rank, workers - 1), o.batch, o.seed);
-  const std::int64_t per_epoch = partition.batchesPerEpoch();
-  const std::int64_t total = o.iterations > 0 ? o.iterations : o.epochs * per_epoch;
-  const std::int64_t epochs = (total + per_epoch - 1) / per_epoch;
-  if (o.lr_schedule == "linear") {
-    session_options.lr_decay_iterations = total;
-  } else if (o.lr_schedule != "constant") {
-    throw InputError("--lr-schedule " + o.lr_schedule + ": use linear or constant");
-  }
-  const SgdOptions schedule{session_options.lr, session_options.momentum, session_options.weight_decay,
-                            session_options.lr_decay_iterations};
-
-  // A resumed run starts at its checkpoint's iteration, on every rank alike.
-  const auto resume = RunCheckpoints::findResume(o.resume, runtime ? runtime->size() : 1);
-  const std::int64_t first = resume ? static_cast<std::int64_t>(resume->iteration) : 0;
-  if (first >= total) {
-    throw InputError(detail::cat("the checkpoint in ", resume->folder, " is at iteration ", first,
-                                 " and this run has ", total, " iterations: nothing left to do"));
-  }
-  session_options.start_iteration = static_cast<std::uint64_t>(first);
-  session_options.timeline = !o.timeline.empty() || !o.profile_out.empty();
-  std::unique_ptr<TorchModel> model;
-  std::unique_ptr<torch::optim::SGD> optimizer;
-  session_options.agreement = detail::cat("epochs=", o.epochs, " iterations=", o.iterations, " seed=", o.seed,
-                                          " synthetic=", o.synthetic, " eval=", !o.no_eval, " verify=", o.verify_every,
-                                          " server_ranks=", session_options.server_ranks, " shards=", session_options.shards,
-                                          " pair=", session_options.kv_pair_bytes, " train=", data.train_set.count);
-  if (o.baseline) {
-    optimizer = std::make_unique<torch::optim::SGD>(
-        net->parameters(), torch::optim::SGDOptions(session_options.lr).momentum(session_options.momentum).weight_decay(session_options.weight_decay));
-  } else {
-    model = std::make_unique<TorchModel>(runtime->transport(), net, spec.name, session_options);
-  }
-  Session* session = model ? &model->session() : nullptr;
-  const bool worker = !session || session->isWorker();
-  POSEIDON_ENFORCE(!session || session->workers() == workers, "worker count");
-  const ModelInfo info = describeSequential(net, spec.name);
-  // Dropout differs per worker; the initial parameters were already made from the seed.
-  torch::manual_seed(o.seed + 1 + static_cast<std::uint64_t>(rank));
-  std::unique_ptr<RunCheckpoints> checkpoints;
-  if (session) {
-    // What a resumed run must share with the run that saved: everything that shapes the
-    // state or the arithmetic after it (the plan is included: --cost-model time measures).
-    std::string schemes;
-    for (const auto& p : session->plan()) schemes += std::string(schemeName(p.scheme)) + ",";
-    checkpoints = std::make_unique<RunCheckpoints>(
-        *session, o.checkpoint_dir, o.checkpoint_every,
-        detail::cat(info.describe(), " | workers=", workers, " batch=", o.batch, " seed=", o.seed, " total=", total,
-                    " lr=", session_options.lr, " schedule=", o.lr_schedule, " momentum=", session_options.momentum,
-                    " wd=", session_options.weight_decay, " schemes=", schemes, " server_ranks=",
-                    session_options.server_ranks, " shards=", session_options.shards, " pair=",
-                    session_options.kv_pair_bytes, " fusion=", session_options.fusion_bytes, " synthetic=", o.synthetic,
-                    " train=", data.train_set.count));
-    if (resume) checkpoints->restore(*resume);
-  }
-  // Where every rank stops together: evaluations (after each epoch and at the end) and
-  // replica checks (--verify). Server-only ranks join these collectives too.
-  struct SyncPoint {
-    bool eval = false, verify = false, checkpoint = false;
-  };
-  std::map<std::int64_t, SyncPoint> sync_points;  // by iterations done
-  if (!o.no_eval) {
-    for (std::int64_t e = 1; e * per_epoch <= total; ++e) sync_points[e * per_epoch].eval = true;
-    sync_points[total].eval = true;
-  }
-  for (std::int64_t v = o.verify_every; o.verify_every > 0 && session && v <= total; v += o.verify_every) {
-    sync_points[v].verify = true;
-  }
-  for (std::int64_t c = o.checkpoint_every; checkpoints && o.checkpoint_every > 0 && c <= total; c += o.checkpoint_every) {
-    sync_points[c].checkpoint = true;
-  }
-  // A resumed run has passed the earlier ones.
-  sync_points.erase(sync_points.begin(), sync_points.upper_bound(first));
-
-  std::string scheme_summary = "local";
-  if (session) {
-    std::map<std::string, int> counts;
-    for (const auto& p : session->plan()) ++counts[schemeName(p.scheme)];
-    scheme_summary = detail::cat(session_options.scheme, "/", session_options.cost_model, " (");
-    for (const auto& [name, n] : counts) scheme_summary += detail::cat(n, " ", name, " ");
-    scheme_summary.back() = ')';
-  }
-  if (lead) {
-    std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
-                "batch %lld per worker, lr %g (%s), %lld iterations, schemes %s, WFBP %s, %d compute thread%s per rank%s%s\n",
-                spec.name.c_str(), info.numel() / 1e6, info.layers.size(), workers, workers == 1 ? "" : "s",
-                o.baseline ? " (plain LibTorch baseline)"
-                           : detail::cat(", ", session->book().cluster().shards(),
-                                         session->book().cluster().shards() == 1 ? " shard, " : " shards, ",
-                                         session->book().pairs().size(), " KV pairs").c_str(),
-                static_cast<long long>(o.batch), static_cast<double>(session_options.lr), o.lr_schedule.c_str(),
-                static_cast<long long>(total),
-                scheme_summary.c_str(),
-                o.no_wfbp ? "off" : "on", threads, threads == 1 ? "" : "s", o.synthetic ? ", synthetic data" : "",
-                blas.empty() ? "" : (", OpenBLAS " + blas + " kernels").c_str());
-    if (session && !session->collectiveSummary().empty()) {
-      std::printf("poseidon: %s\n", session->collectiveSummary().c_str());
-    }
-    if (session && (session->rates().bandwidth_bytes_per_s > 0 || session->rates().gemm_flops_per_s > 0)) {
-      std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n",
-                  session->rates().bandwidth_bytes_per_s / 1e6, session->rates().gemm_flops_per_s / 1e9);
-    }
-    std::fflush(stdout);
-  }
-
-  ProgressPrinter progress(lead && worker, o.log_every);
-  std::vector<double> iter_seconds;
-  double last_loss = 0;
-  std::optional<double> accuracy;
-  const std::uint64_t bytes_before = session ? session->bytesSent() : 0;
-  std::vector<std::uint64_t> layer_bytes_before(info.layers.size(), 0);
-  for (std::size_t l = 0; session && l < info.layers.size(); ++l) layer_bytes_before[l] = session->bytesSentForLayer(static_cast<int>(l));
-
-  auto atSyncPoint = [&](std::int64_t done, const SyncPoint& what) {
-    const bool eval = what.eval, verify = what.verify;
-    if (worker && model) model->synchronize();
-    if (!worker) session->serveUntil(static_cast<std::uint64_t>(done));
-    if (what.checkpoint) checkpoints->save(done);
-    if (verify) {
-      const auto digests = session->control().allgather(worker ? session->replicaDigest() : "", "replica check");
-      for (int r = 1; r < workers; ++r) {
-        if (digests[r] != digests[0]) {
-          throw Error(detail::cat("replicated layers (SFB, allreduce) diverged by iteration ", done, ": worker 0 has digest ", digests[0],
-                                  ", worker ", r, " has ", digests[r]));
-        }
-      }
-    }
-    if (!eval) return;
-    double correct = 0, count = 0;
-    if (worker) {
-      const std::int64_t n = data.test_set.count;
-      std::tie(correct, count) = evaluate(net, data, n * rank / workers, n * (rank + 1) / workers);
-    }
-    if (session) {
-      const auto sum = session->control().allreduceSum({correct, count}, "test accuracy");
-      correct = sum[0], count = sum[1];
-    }
-    accuracy = 100.0 * correct / count;
-    if (lead) {
-      std::printf("poseidon: after %lld iterations: test accuracy %.2f%% (%lld images)\n", static_cast<long long>(done),
-                  *accuracy, static_cast<long long>(count));
-      std::fflush(stdout);
-    }
-  };
-
-  if (worker) {
-    auto start = std::chrono::steady_clock::now();
-    for (std::int64_t it = first; it < total; ++it) {
-      maybeInjectFault(rank, it);
-      const std::int64_t epoch = it / per_epoch;
-      const auto idx = partition.batch(epoch, it % per_epoch);
-      auto index = torch::from_blob(const_cast<std::int64_t*>(idx.data()), {static_cast<std::int64_t>(idx.size())}, torch::kLong);
-      auto x = data.train_x.index_select(0, index);
-      auto y = data.train_y.index_select(0, index);
-      torch::Tensor loss;
-      if (model) {
-        loss = torch::nn::functional::cross_entropy(model->forward(x), y);
-        loss.backward();
-        model->step();
-      } else {
-        optimizer->zero_grad();
-        loss = torch::nn::functional::cross_entropy(net->forward(x), y);
-        loss.backward();
-        // The same schedule the servers apply, computed the same way.
-        static_cast<torch::optim::SGDOptions&>(optimizer->param_groups()[0].options())
-            .lr(static_cast<double>(schedule.at(static_cast<std::uint64_t>(it)).lr));
-        optimizer->step();
-      }
-      last_loss = loss.item<double>();
-      const auto point = sync_points.find(it + 1);
-      if (model && (point != sync_points.end() || it + 1 == total)) model->synchronize();
-      iter_seconds.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
-      progress.iteration(it, total, epoch, epochs, last_loss, median(iter_seconds), static_cast<double>(o.batch * workers),
-                         point != sync_points.end() || it + 1 == total, session ? session->droppedUpdates() : 0);
-      if (point != sync_points.end()) atSyncPoint(it + 1, point->second);
-      start = std::chrono::steady_clock::now();
-    }
-  } else {
-    for (const auto& [done, what] : sync_points) atSyncPoint(done, what);
-    session->serveUntil(static_cast<std::uint64_t>(total));
-  }
-
-  TrainReport report;
-  report.ranks = runtime ? runtime->size() : 1;
-  report.workers = workers;
-  report.model = spec.name;
-  report.scheme = o.baseline ? "local" : session_options.scheme;
-  report.cost_model = session_options.cost_model;
-  report.wfbp = !o.no_wfbp;
-  report.baseline = o.baseline;
-  report.synthetic = o.synthetic;
-  report.threads = threads;
-  report.blas = blas;
-  report.batch = o.batch;
-  report.lr = session_options.lr;
-  report.iterations = total;
-  setThroughput(report, iter_seconds, workers, o.batch);
-  report.test_accuracy = accuracy;
-  report.param_digest = paramDigest(net);
-  report.train_loss = last_loss;
-
-  if (session) {
-    const double iters = static_cast<double>(total - first);
-    const int L = static_cast<int>(info.layers.size());
-    // Per worker: loss, then per layer the bytes sent and the cost model's figure for what
-    // a node sends under the layer's scheme.
-    std::vector<double> mine(1 + 2 * L, 0.0);
-    if (worker) {
-      mine[0] = last_loss;
-      for (int l = 0; l < L; ++l) {
-        const auto& plan = session->plan()[l];
-        mine[1 + 2 * l] = (session->bytesSentForLayer(l) - layer_bytes_before[l]) / iters;
-        mine[2 + 2 * l] = modelBytesSent(session->book(), plan.scheme, l, rank, o.batch);
-      }
-    }
-    const auto sum = session->control().allreduceSum(mine, "final statistics");
-    report.train_loss = sum[0] / workers;
-    for (int l = 0; l < L; ++l) {
-      const auto& li = info.layers[l];
-      const auto& plan = session->plan()[l];
-      LayerReport lr{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), schemeName(plan.scheme),
-                     sum[1 + 2 * l] / workers, sum[2 + 2 * l] / workers, plan.reason};
-      report.bytes_model_per_iter += lr.bytes_model_per_iter;
-      report.layers.push_back(lr);
-    }
-    const auto all = session->control().allreduceSum({worker ? (session->bytesSent() - bytes_before) / iters : 0.0},
-                                                     "bytes sent");
-    report.bytes_sent_per_iter = all[0] / workers;
-    const auto stragglers = session->control().allreduceSum(
-        {static_cast<double>(session->droppedUpdates()), static_cast<double>(session->lateUpdates())}, "stragglers");
-    report.dropped_updates = static_cast<std::uint64_t>(stragglers[0]);
-    if (!o.timeline.empty()) writeTimeline(*session, o.timeline, lead, spec.name);
-    if (!o.profile_out.empty()) writeProfile(*session, o.profile_out, o.batch, spec.name);
-    report.staleness = session_options.staleness;
-    for (const auto& seen : session->control().allgather(std::to_string(session->maxStalenessSeen()), "staleness")) {
-      report.max_staleness_seen = std::max<std::uint64_t>(report.max_staleness_seen, std::stoull(seen));
-    }
-    report.late_updates = static_cast<std::uint64_t>(stragglers[1]);
-    // Every worker's replica must end with the same parameters; a difference is a bug, not
-    // noise. (A server-only rank holds fresh values only for its own shard's pairs.)
-    const auto digests = session->control().allgather(report.param_digest, "final parameter digests");
-    for (int r = 0; r < workers; ++r) {
-      if (digests[r] != digests[0]) {
-        throw Error(detail::cat("parameters differ across ranks after training: rank 0 has digest ", digests[0],
-                                ", rank ", r, " has ", digests[r]));
-      }
-    }
-    model->finish();
-  } else {
-    for (const auto& li : info.layers) {
-      report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), "local", 0, 0, ""});
-    }
-  }
-
-  if (lead) {
-    if (!o.save_params.empty()) saveParams(net, o.save_params);
-    std::printf("poseidon: done: %lld iterations, %.3f s/iter (median), %.1f images/s, final loss %.4f, "
-                "%.1f MB sent per iteration per worker, parameter digest %s\n",
-                static_cast<long long>(total), report.s_per_iter_median, report.images_per_s, report.train_loss,
-                report.bytes_sent_per_iter / 1e6, report.param_digest.c_str());
-    if (o.json) std::printf("%s\n", toJson(report).c_str());
-    std::fflush(stdout);
-  }
-  model.reset();
-  return 0;
-}
-
-}  // namespace
 }  // namespace poseidon::app

@@ -1,4 +1,4 @@
-// Flags of `poseidon train`.
+// Flags of `poseidon train`: one struct, checked in one place (validate()).
 #pragma once
 
 #include <cstdint>
@@ -14,19 +14,22 @@ struct TrainOptions {
   std::string model_file;
   std::string data = POSEIDON_DEFAULT_DATA_DIR;
   bool synthetic = false;
-  std::int64_t batch = 32;
+  std::int64_t batch = 32;  // per worker per iteration, over all its backward passes
   std::int64_t epochs = 1;
   std::int64_t iterations = 0;  // 0: run `epochs` full epochs
   std::uint64_t seed = 42;
+  // sgd: server-side SGD (or a local torch::optim::SGD with --gradient-mode); adam, adamw:
+  // a local torch::optim optimizer on the mean gradient (gradient mode).
+  std::string optimizer = "sgd";
   std::string bandwidth;  // for --cost-model time; empty: measure
   double gflops = 0;      // for --cost-model time; 0: measure
   int verify_every = 0;   // compare SFB replicas across workers every N iterations
   bool no_wfbp = false;
   bool no_eval = false;
   bool json = false;
-  bool baseline = false;
+  bool baseline = false;  // a plain LibTorch loop on one process, for comparison
   bool lr_given = false;  // else the model's recommended rate
-  std::string lr_schedule = "linear";  // a plain LibTorch loop on one process, for comparison
+  std::string lr_schedule = "linear";
   int threads = 0;        // 0: cores / ranks on this host
   int log_every = 0;      // 0: about every 5 seconds
   double timeout_s = 120;
@@ -38,7 +41,20 @@ struct TrainOptions {
   std::string timeline;             // write a Chrome trace here
   std::string emulate_compute;      // replace compute by the waits of this profile
   std::string profile_out;          // write this run's per-layer compute times here
+  // Also set by flags: lr, momentum, weight_decay, gradient_mode, buffers,
+  // backward_passes_per_step, scheme, cost_model, server_ranks, shards, kvstore*,
+  // fusion_bytes, kv_pair_bytes, staleness.
   Options session;
+
+  // Every check of the flags and their combinations that needs no data and no MPI, so a
+  // mistake ends the run before anything starts; throws InputError (one line).
+  void validate() const;
+  // Whether the optimizer steps on the workers (on the mean gradient) instead of the
+  // parameter servers.
+  bool gradientMode() const { return optimizer != "sgd" || session.gradient_mode; }
+  // The session's options for a net whose recommended learning rate is `recommended_lr`
+  // (used unless --lr is given) and a run of `total` iterations.
+  Options sessionOptions(double recommended_lr, std::int64_t total) const;
 };
 
 }  // namespace poseidon::app

@@ -1,0 +1,101 @@
+#include "train_options.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include "coordinator/scheme_planner.h"
+#include "coordinator/units.h"
+#include "poseidon/errors.h"
+
+namespace poseidon::app {
+
+namespace {
+
+// Output files are refused up front if they exist: nothing already written is overwritten,
+// and a finished run is not lost to a name clash at its end.
+void requireNewFile(const char* flag, const std::string& path) {
+  if (!path.empty() && std::ifstream(path).good()) {
+    throw InputError(detail::cat(flag, " ", path, " already exists; remove it or choose another name"));
+  }
+}
+
+void requireOneOf(const char* flag, const std::string& value, std::initializer_list<const char*> allowed) {
+  std::string names;
+  for (const char* a : allowed) {
+    if (value == a) return;
+    names += names.empty() ? a : std::string(", ") + a;
+  }
+  throw InputError(detail::cat(flag, " ", value, ": use one of ", names));
+}
+
+// Under mpirun, a plain loop on every rank would just repeat itself.
+void requireOneProcess() {
+  const char* ranks = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (ranks && std::atoi(ranks) > 1) {
+    throw InputError("--baseline runs a plain LibTorch loop in one process; start it without mpirun -np > 1");
+  }
+}
+
+}  // namespace
+
+void TrainOptions::validate() const {
+  if (baseline) requireOneProcess();
+  if (batch <= 0) throw InputError(detail::cat("--batch ", batch, ": the batch must hold at least one example"));
+  if (epochs <= 0 && iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
+  if (verify_every < 0) throw InputError("--verify must not be negative");
+  if (checkpoint_every < 0) throw InputError("--checkpoint-every must not be negative");
+  if ((checkpoint_every > 0) != !checkpoint_dir.empty()) {
+    throw InputError("--checkpoint-dir and --checkpoint-every go together: give both");
+  }
+  if (baseline && (!checkpoint_dir.empty() || !resume.empty())) {
+    throw InputError("--baseline does not checkpoint; drop --checkpoint-dir and --resume");
+  }
+  if (!timeline.empty() && baseline) throw InputError("--timeline records Poseidon's work; drop --baseline");
+  requireNewFile("--timeline", timeline);
+  requireNewFile("--save-params", save_params);
+  if (straggler_timeout_s < 0) throw InputError("--straggler-timeout must not be negative");
+  if (straggler_timeout_s > 0 && straggler_timeout_s >= timeout_s) {
+    throw InputError("--straggler-timeout must be shorter than --timeout, or no step would ever go ahead");
+  }
+  if (!bandwidth.empty()) parseBandwidth(bandwidth, "--bandwidth");
+  if (gflops < 0) throw InputError("--gflops must be positive");
+  parseSchemeMode(session.scheme);  // a bad name fails here, before any data is read
+  parseCostRule(session.cost_model);
+  requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
+  requireOneOf("--optimizer", optimizer, {"sgd", "adam", "adamw"});
+  requireOneOf("--buffers", session.buffers, {"broadcast", "average"});
+  const int passes = session.backward_passes_per_step;
+  if (passes < 1) throw InputError(detail::cat("--backward-passes ", passes, ": give at least 1"));
+  if (batch % passes != 0) {
+    throw InputError(detail::cat("--batch ", batch, " does not split into ", passes,
+                                 " equal micro-batches (--backward-passes)"));
+  }
+  if (!emulate_compute.empty()) {
+    if (baseline) throw InputError("--emulate-compute emulates Poseidon's ranks; drop --baseline");
+    if (iterations <= 0) throw InputError("--emulate-compute needs --iterations (there is no data to make epochs of)");
+    // The emulation hands the session gradients of one pass and has no optimizer of its own.
+    if (gradientMode() || session.backward_passes_per_step != 1) {
+      throw InputError("--emulate-compute emulates server-side SGD with one backward pass: drop --optimizer, "
+                       "--gradient-mode and --backward-passes");
+    }
+  } else {
+    requireNewFile("--profile-out", profile_out);
+  }
+}
+
+Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) const {
+  Options o = session;
+  if (!lr_given) o.lr = recommended_lr > 0 ? static_cast<float>(recommended_lr) : 0.01f;
+  o.gradient_mode = gradientMode();
+  o.batch = batch;
+  o.wfbp = !no_wfbp;
+  o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+  o.straggler_timeout = std::chrono::milliseconds(static_cast<long long>(straggler_timeout_s * 1000));
+  if (!bandwidth.empty()) o.bandwidth = parseBandwidth(bandwidth, "--bandwidth");
+  o.gemm_flops = gflops * 1e9;
+  o.lr_decay_iterations = lr_schedule == "linear" ? total : 0;
+  o.timeline = !timeline.empty() || !profile_out.empty();
+  return o;
+}
+
+}  // namespace poseidon::app

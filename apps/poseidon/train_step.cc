@@ -1,0 +1,65 @@
+#include "train_step.h"
+
+#include "poseidon/errors.h"
+
+namespace poseidon::app {
+
+std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const std::string& kind, std::vector<torch::Tensor> params,
+                                                       const Options& o) {
+  const double lr = o.lr, wd = o.weight_decay;
+  if (kind == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr).weight_decay(wd));
+  if (kind == "adamw") {
+    return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(wd));
+  }
+  if (kind == "sgd") {
+    return std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(lr).momentum(o.momentum).weight_decay(wd));
+  }
+  throw InputError("--optimizer " + kind + ": use one of sgd, adam, adamw");
+}
+
+TrainStep::TrainStep(TrainNet& net, TorchModel* model, torch::optim::Optimizer* optimizer, const Options& o)
+    : net_(net),
+      model_(model),
+      optimizer_(optimizer),
+      passes_(o.backward_passes_per_step),
+      schedule_{o.lr, o.momentum, o.weight_decay, o.lr_decay_iterations} {}
+
+double TrainStep::run(std::int64_t it, const torch::Tensor& x, const torch::Tensor& y) {
+  if (!model_) optimizer_->zero_grad();
+  const double loss = forwardBackward(x, y);
+  if (model_) model_->step();  // in gradient mode, returns once every .grad holds the mean
+  if (optimizer_) stepLocally(it);
+  return loss;
+}
+
+double TrainStep::forwardBackward(const torch::Tensor& x, const torch::Tensor& y) {
+  // Each micro-batch's loss as it is: the step divides the accumulated gradient by the
+  // passes, so the result equals one step on the whole batch.
+  const auto xs = x.chunk(passes_), ys = y.chunk(passes_);
+  double sum = 0;
+  for (int p = 0; p < passes_; ++p) {
+    auto loss = torch::nn::functional::cross_entropy(net_.forward(xs[p], model_), ys[p]);
+    loss.backward();
+    sum += loss.item<double>();
+  }
+  return sum / passes_;
+}
+
+void TrainStep::stepLocally(std::int64_t it) {
+  if (!model_ && passes_ > 1) {
+    torch::NoGradGuard no_grad;
+    for (auto& group : optimizer_->param_groups()) {
+      for (auto& p : group.params()) {
+        if (p.grad().defined()) p.mutable_grad().div_(passes_);
+      }
+    }
+  }
+  // The same schedule the servers apply, computed the same way.
+  const double lr = static_cast<double>(schedule_.at(static_cast<std::uint64_t>(it)).lr);
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  optimizer_->step();
+  if (model_) optimizer_->zero_grad();
+}
+
+}  // namespace poseidon::app

@@ -1,0 +1,46 @@
+// A torch::optim optimizer's state as checkpoint records (views of live memory), so that
+// a resumed run in gradient mode continues with the same moments and step counts.
+// LibTorch creates a parameter's state lazily in its first step(); the records need it to
+// exist from the start, so it is created here exactly as step() would create it (zeros,
+// step 0), which leaves every later step's arithmetic unchanged.
+//
+// Supported: Adam and AdamW (exp_avg, exp_avg_sq, max_exp_avg_sq with amsgrad, step), SGD
+// (momentum_buffer, when momentum is on and dampening 0). Anything else: InputError.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "poseidon/state_record.h"
+
+namespace poseidon {
+
+// Creates any missing state, then returns views of the state tensors of every parameter
+// of every group, named "<prefix>/g<group>/p<index>/<field>". Step counts are not
+// tensors: OptimizerState below covers them.
+std::vector<StateRecord> optimizerStateRecords(torch::optim::Optimizer& optimizer, const std::string& prefix);
+
+// The whole state of one optimizer for a checkpoint: the tensors by view, and the integer
+// step counts through memory this object owns.
+//   OptimizerState state(optimizer, "optimizer");
+//   save:    records = state.records();   (copies the steps out; then write the records)
+//   restore: records = state.records(); read into them; state.afterRestore();
+class OptimizerState {
+ public:
+  OptimizerState(torch::optim::Optimizer& optimizer, std::string prefix);
+
+  // Views valid until the next call; the step counts are copied out at each call.
+  std::vector<StateRecord> records();
+  // Writes the step counts read into the records back into the optimizer.
+  void afterRestore();
+
+ private:
+  torch::optim::Optimizer& optimizer_;
+  const std::string prefix_;
+  std::vector<std::int64_t> steps_;
+};
+
+}  // namespace poseidon
