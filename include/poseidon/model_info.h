@@ -25,6 +25,11 @@ struct LayerInfo {
   // For FC layers: the weight is M x N (M outputs, N inputs), the paper's notation.
   std::int64_t M = 0;
   std::int64_t N = 0;
+  // FC only: whether the engine adapter can capture the layer's sufficient factors (else
+  // it never goes by SFB), and how many factor rows one example makes (its input's
+  // leading dimensions past the batch: K = batch * rows_per_example).
+  bool factorable = true;
+  std::int64_t rows_per_example = 1;
   std::int64_t numel() const;
 };
 

@@ -12,6 +12,17 @@ struct Options {
   float lr = 0.01f;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
+  // Gradient mode: no scheme steps; every one delivers the workers' mean gradient into the
+  // engine's gradients and the user's optimizer steps locally (any optimizer). The SGD
+  // fields above are then unused.
+  bool gradient_mode = false;
+  // Gradient accumulation: backward passes per optimizer step (Horovod's
+  // backward_passes_per_step). Syncs start on the last; the step equals one on the
+  // concatenated batch (gradients are divided by this too).
+  int backward_passes_per_step = 1;
+  // Buffers (BatchNorm statistics) during training: "broadcast" (rank 0's before every
+  // forward, as DDP) or "average" (the workers' mean before every forward).
+  std::string buffers = "broadcast";
   // Linear decay of lr to zero over this many iterations (the run's length, usually);
   // 0 keeps it constant.
   std::int64_t lr_decay_iterations = 0;

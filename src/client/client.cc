@@ -43,7 +43,7 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
     } else if (!book.pairsOfLayer(layer).empty()) {
       auto s = std::make_unique<PsSyncer>(layer, book, transport, options.local_by_message ? nullptr : local_server,
                                           params[l], options.timeout, failure, options.start_iteration,
-                                          options.staleness, local_server);
+                                          options.staleness, local_server, options.sgd.gradient_only);
       ps_[l] = s.get();
       syncers_.push_back(std::move(s));
     } else {
@@ -112,6 +112,12 @@ void Client::factorsReady(int layer, const float* U, const float* V, std::int64_
   // Packed now: the engine's factor tensors may be gone by the time the sync runs.
   auto message = std::make_shared<Message>(s->pack(t, U, V, K));
   report(layer, [s, t, message] { s->Send(t, std::move(*message)); });
+}
+
+void Client::setFactorGradients(int layer, std::vector<float*> grads) {
+  SfbSyncer* s = sfb_.at(layer);
+  POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by SFB");
+  s->setGradientTarget(std::move(grads));
 }
 
 void Client::layerReleased(int layer) {

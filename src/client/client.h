@@ -56,6 +56,8 @@ class Client {
   void gradientsReady(int layer, std::vector<float*> grads);
   // SFB layer l's factors: U (K x M) at the output, V (K x N) the input; copied at once.
   void factorsReady(int layer, const float* U, const float* V, std::int64_t K);
+  // Gradient mode: SFB layer l's mean gradient goes into `grads` (see SfbSyncer).
+  void setFactorGradients(int layer, std::vector<float*> grads);
   // Autograd no longer needs SFB layer l's weight in this backward pass.
   void layerReleased(int layer);
   // The backward pass is over: without WFBP the syncs start now. Advances the iteration.

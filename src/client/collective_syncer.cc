@@ -148,12 +148,18 @@ void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset)
 void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
   TimelineSpan span(timeline_, "engine compute", timeline_ ? detail::cat("apply key ", bucket.key) : "", "allreduce");
   const SgdOptions step = sgd_.at(t);
-  const float scale = 1.0f / static_cast<float>(workers_);
+  const float scale = 1.0f / static_cast<float>(workers_ * step.passes);
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
     Layer& layer = *layers_[bucket.plan.layers[i]];
     const float* sum = bucket.out.data() + bucket.plan.offsets[i];
+    // Gradient mode: the mean goes into the gradients the user's optimizer reads.
+    std::vector<float*> targets = layer.params;
+    if (step.gradient_only) {
+      std::lock_guard<std::mutex> lock(layer.mu);
+      targets = layer.grads;
+    }
     for (std::size_t k = 0; k < layer.params.size(); ++k) {
-      sgdStep(layer.params[k], layer.momentum[k].empty() ? nullptr : layer.momentum[k].data(), {sum}, scale,
+      sgdStep(targets[k], layer.momentum[k].empty() ? nullptr : layer.momentum[k].data(), {sum}, scale,
               layer.sizes[k], step, layer.first_step);
       sum += layer.sizes[k];
     }

@@ -11,7 +11,7 @@ namespace poseidon {
 
 PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
                std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
-               std::uint64_t start_iteration, int staleness, ParameterServer* local_shard)
+               std::uint64_t start_iteration, int staleness, ParameterServer* local_shard, bool into_gradients)
     : LayerSyncer(layer),
       book_(book),
       transport_(transport),
@@ -21,6 +21,7 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       failure_(failure),
       keys_(book.pairsOfLayer(layer)),
       staleness_(staleness),
+      into_gradients_(into_gradients),
       local_shard_(local_shard),
       slots_(keys_.size(), Slot{start_iteration, Message()}),
       awaited_(start_iteration + 1) {}
@@ -177,16 +178,19 @@ void PsSyncer::Move(std::uint64_t iteration) {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::size_t i = 0; i < slots_.size(); ++i) arrived[i] = std::move(slots_[i].message);
   }
+  // Our sends read the gradient; they are done (a shard cannot have stepped without
+  // them, so these waits are over at once), and the gradient may change.
+  for (auto& w : sends_) w->wait(timeout_);
+  sends_.clear();
+  const std::vector<float*>& into = into_gradients_ ? grads_ : params_;
   for (std::size_t i = 0; i < keys_.size(); ++i) {
     if (arrived[i].empty()) continue;  // the local shard updated the engine memory in place
     const KVPair& kv = book_.pair(keys_[i]);
-    std::memcpy(params_[kv.tensor] + kv.offset, arrived[i].floats(), kv.length * sizeof(float));
+    std::memcpy(into[kv.tensor] + kv.offset, arrived[i].floats(), kv.length * sizeof(float));
   }
+  if (into_gradients_) return;  // the mean gradient stays for the user's optimizer
   // Cleared here, off the compute thread, instead of by a zero_grad before the next
-  // forward: the gradient is consumed once every pair is fresh and our sends of it are done
-  // (a shard cannot have stepped without them, so these waits are over at once).
-  for (auto& w : sends_) w->wait(timeout_);
-  sends_.clear();
+  // forward: the gradient is consumed.
   const auto& tensors = book_.model().layers[layer()].tensors;
   for (std::size_t t = 0; t < grads_.size(); ++t) std::memset(grads_[t], 0, tensors[t].numel() * sizeof(float));
 }

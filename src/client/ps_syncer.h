@@ -29,7 +29,8 @@ class PsSyncer final : public LayerSyncer {
  public:
   PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
          std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
-         std::uint64_t start_iteration = 0, int staleness = 0, ParameterServer* local_shard = nullptr);
+         std::uint64_t start_iteration = 0, int staleness = 0, ParameterServer* local_shard = nullptr,
+         bool into_gradients = false);
 
   void Send(std::uint64_t iteration, const std::vector<float*>& grads);
   // The 2015 paper's strategy for an FC layer: this worker's factors (a kPushFactors
@@ -68,6 +69,8 @@ class PsSyncer final : public LayerSyncer {
   const FailureState& failure_;
   const std::vector<std::uint32_t>& keys_;
   const int staleness_;
+  // Gradient mode: the shards send the mean gradient, which Move writes into grads_.
+  const bool into_gradients_;
   ParameterServer* const local_shard_;  // this rank's shard, to name who a wait waits for
   std::atomic<std::uint64_t> max_staleness_{0};
 

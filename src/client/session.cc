@@ -109,6 +109,12 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
 
   if (options.batch <= 0) throw InputError(detail::cat("--batch ", options.batch, ": must be positive"));
+  if (options.backward_passes_per_step < 1) {
+    throw InputError(detail::cat("--backward-passes ", options.backward_passes_per_step, ": must be at least 1"));
+  }
+  if (options.buffers != "broadcast" && options.buffers != "average") {
+    throw InputError("--buffers " + options.buffers + ": use broadcast or average");
+  }
   if (options.fusion_bytes < 0) throw InputError("--fusion-bytes must not be negative");
   // Checked here too, so a bad flag fails before any collective.
   const KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
@@ -146,7 +152,9 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
                       " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
                       " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
                       " fusion=", options.fusion_bytes, " start=", options.start_iteration,
-                      " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness),
+                      " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
+                      " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
+                      " buffers=", options.buffers),
           "start-up agreement check");
     // HybComm: the scheme of every layer, the same on every rank.
     s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
@@ -163,6 +171,10 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
     if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
       throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
     }
+    if (options.gradient_mode && (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kAdam)) {
+      throw InputError("gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
+                       "auto schemes; drop --staleness, --straggler-timeout or --scheme adam, or use server-side SGD");
+    }
     if (options.straggler_timeout.count() > 0 || options.staleness > 0) {
       const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
       for (std::size_t l = 0; l < s.plan.size(); ++l) {
@@ -173,11 +185,15 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       }
     }
     s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
-    const SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
+    const SgdOptions sgd = options.gradient_mode
+                               ? SgdOptions{1.0f, 0.0f, 0.0f, 0, true, options.backward_passes_per_step}
+                               : SgdOptions{options.lr, options.momentum, options.weight_decay,
+                                            options.lr_decay_iterations, false, options.backward_passes_per_step};
     // A worker that may compute while its co-located shard steps (SSP, straggler
     // dropping) must not share memory with it: the shard keeps its own values then, and
     // the local worker gets them by message like any other.
-    const bool separate = options.staleness > 0 || options.straggler_timeout.count() > 0;
+    // In gradient mode the shard's "values" are the mean gradient, never the parameters.
+    const bool separate = options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
     if (cluster.hasShard(me)) {
       std::function<float*(const KVPair&)> storage = [&s](const KVPair& kv) {
         return s.params[kv.layer][kv.tensor] + kv.offset;
@@ -291,6 +307,10 @@ void Session::serveUntil(std::uint64_t iterations) {
 void Session::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
   impl_->failure.rethrowIfFailed();
   impl_->client->factorsReady(layer, U, V, K);
+}
+
+void Session::setFactorGradients(int layer, std::vector<float*> grads) {
+  impl_->client->setFactorGradients(layer, std::move(grads));
 }
 
 void Session::layerReleased(int layer) { impl_->client->layerReleased(layer); }

@@ -41,6 +41,9 @@ std::string ModelInfo::describe() const {
       for (std::size_t d = 0; d < l.tensors[t].shape.size(); ++d) os << (d ? "x" : "") << l.tensors[t].shape[d];
     }
     os << "]";
+    if (l.kind == LayerKind::kFC && (!l.factorable || l.rows_per_example != 1)) {
+      os << (l.factorable ? "" : "!sfb") << "x" << l.rows_per_example;
+    }
   }
   return os.str();
 }

@@ -63,11 +63,13 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     LayerPlan p;
     const std::int64_t numel = layer.numel();
     p.ps_floats = CostModel::psFloats(numel, 1, P1, P2, role);
-    const bool fc = layer.kind == LayerKind::kFC && P1 > 1;
+    // Factor rows per worker: an input [batch, d1, ..., N] makes batch * d1 * ... rows.
+    const std::int64_t K = req.batch * layer.rows_per_example;
+    const bool fc = layer.kind == LayerKind::kFC && layer.factorable && P1 > 1;
     if (fc) {
       // The bias rides along with the factors (its gradient is the sum of U's rows).
-      p.sfb_floats = CostModel::sfbFloats(layer.M, layer.N, P1, req.batch);
-      p.adam_floats = CostModel::adamFloats(layer.M, layer.N, req.batch);
+      p.sfb_floats = CostModel::sfbFloats(layer.M, layer.N, P1, K);
+      p.adam_floats = CostModel::adamFloats(layer.M, layer.N, K);
       p.bytes_choice = p.sfb_floats <= p.ps_floats ? Scheme::kSFB : Scheme::kPS;
     }
     // A synchronous step waits for its busiest node. Under PS with every rank a worker
@@ -84,7 +86,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       // A node sends and receives half of the Table 1 count each; the link is full duplex.
       p.ps_seconds = p.ps_floats / 2 * sizeof(float) / bw;
       if (fc) {
-        const double extra_flops = 2.0 * layer.M * layer.N * req.batch * (P1 - 1);
+        const double extra_flops = 2.0 * layer.M * layer.N * K * (P1 - 1);
         p.sfb_seconds = p.sfb_floats / 2 * sizeof(float) / bw + extra_flops / req.rates.gemm_flops_per_s;
         p.time_choice = p.sfb_seconds < p.ps_seconds ? Scheme::kSFB : Scheme::kPS;
       }
@@ -110,7 +112,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       p.reason = "one worker: nothing to exchange";
     } else if (req.mode != SchemeMode::kAuto) {
       p.reason = !fc && req.mode != SchemeMode::kAllreduce && req.mode != SchemeMode::kPS
-                     ? "not FC: no sufficient factors"
+                     ? (layer.kind == LayerKind::kFC ? "FC, but its factors cannot be captured" : "not FC: no sufficient factors")
                      : std::string("forced by --scheme ") + schemeModeName(req.mode);
     } else if (!fc && !allreduce_ok) {
       p.reason = "not FC: no sufficient factors";

@@ -23,6 +23,10 @@ void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>
       for (std::int64_t i = 0; i < len; ++i) g[i] *= scale;
     }
     float* p = params + start;
+    if (o.gradient_only) {
+      for (std::int64_t i = 0; i < len; ++i) p[i] = g[i];
+      continue;
+    }
     if (o.weight_decay != 0.0f) {
       for (std::int64_t i = 0; i < len; ++i) g[i] = g[i] + p[i] * o.weight_decay;
     }

@@ -15,6 +15,11 @@ struct SgdOptions {
   float weight_decay = 0.0f;
   // Linear decay of lr to zero over this many iterations; 0 keeps lr constant.
   std::int64_t decay_iterations = 0;
+  // Gradient mode: a "step" writes the mean gradient where the parameters would be, and
+  // the workers' own optimizer steps. Every other field is then unused.
+  bool gradient_only = false;
+  // Backward passes accumulated into each contribution: the mean divides by these too.
+  int passes = 1;
 
   // The options of the step that iteration t applies (every rank computes the same).
   SgdOptions at(std::uint64_t t) const {
@@ -27,7 +32,7 @@ struct SgdOptions {
   }
 };
 
-// One step over n parameters. `grads` are the workers' contributions in rank order,
+// One step over n parameters (in gradient mode: the mean gradient into `params`). `grads` are the workers' contributions in rank order,
 // summed and multiplied by `scale` (1/number of contributions; or one contribution that
 // is already a sum, with scale 1/workers). `momentum_buf` may be null
 // when momentum is 0; `first_step` initialises it.

@@ -15,7 +15,7 @@ constexpr std::int64_t kTargetBlockFloats = 1024 * 1024;
 
 void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::int64_t rows, int workers,
                          const SgdOptions& o) {
-  const float scale = 1.0f / static_cast<float>(workers);
+  const float scale = 1.0f / static_cast<float>(workers * o.passes);
   const bool momentum = o.momentum != 0.0f;
   if (momentum && s.weight_momentum.empty()) {
     s.weight_momentum.assign(static_cast<std::size_t>(s.M * s.N), 0.0f);
@@ -25,10 +25,15 @@ void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::
   s.block.resize(static_cast<std::size_t>(block_rows * s.N));
   for (std::int64_t r0 = 0; r0 < s.M; r0 += block_rows) {
     const std::int64_t nr = std::min(block_rows, s.M - r0);
-    // block (nr x N) = scale * U[:, r0:r0+nr]^T (nr x rows) * V (rows x N)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(s.N),
-                static_cast<int>(rows), scale, U + r0, static_cast<int>(s.M), V, static_cast<int>(s.N), 0.0f,
-                s.block.data(), static_cast<int>(s.N));
+    if (rows == 0) {
+      // No worker used the layer this iteration: a zero gradient (BLAS may not write C for k = 0).
+      std::fill(s.block.begin(), s.block.end(), 0.0f);
+    } else {
+      // block (nr x N) = scale * U[:, r0:r0+nr]^T (nr x rows) * V (rows x N)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(s.N),
+                  static_cast<int>(rows), scale, U + r0, static_cast<int>(s.M), V, static_cast<int>(s.N), 0.0f,
+                  s.block.data(), static_cast<int>(s.N));
+    }
     sgdStep(s.weight + r0 * s.N, momentum ? s.weight_momentum.data() + r0 * s.N : nullptr, {s.block.data()}, 1.0f,
             nr * s.N, o, s.first_step);
   }

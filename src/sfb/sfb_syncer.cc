@@ -18,6 +18,7 @@ SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transpor
       options_(options),
       timeout_(timeout),
       failure_(failure),
+      params_(params),
       applied_(start_iteration),
       released_(start_iteration) {
   state_.first_step = start_iteration == 0;
@@ -29,6 +30,13 @@ SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transpor
   state_.bias = params.size() > 1 ? params[1] : nullptr;
   for (int r = 0; r < book.cluster().workers(); ++r) workers_.push_back(r);
   for (auto& a : arrived_) a.resize(workers_.size());
+}
+
+void SfbSyncer::setGradientTarget(std::vector<float*> grads) {
+  POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradient buffers of SFB layer ", layer());
+  POSEIDON_ENFORCE(options_.gradient_only, "an SFB gradient target outside gradient mode");
+  state_.weight = grads[0];
+  state_.bias = grads.size() > 1 ? grads[1] : nullptr;
 }
 
 Message SfbSyncer::pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
@@ -51,7 +59,8 @@ void SfbSyncer::deliver(Message m) {
   const std::size_t per_row = static_cast<std::size_t>(state_.M + state_.N);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (h.source >= workers_.size() || floats % per_row != 0 || floats == 0) {
+    // Zero rows: the worker did not use the layer this iteration (a zero contribution).
+    if (h.source >= workers_.size() || floats % per_row != 0) {
       throw CommError(detail::cat("rank ", h.source, " sent malformed factors for layer ", layer()));
     }
     if (h.iteration != applied_ && h.iteration != applied_ + 1) {
@@ -129,8 +138,8 @@ void SfbSyncer::addStateRecords(std::vector<StateRecord>& records) {
 }
 
 void SfbSyncer::addToDigest(Digest& d) const {
-  d.update(state_.weight, state_.M * state_.N * sizeof(float));
-  if (state_.bias) d.update(state_.bias, state_.M * sizeof(float));
+  d.update(params_[0], state_.M * state_.N * sizeof(float));
+  if (params_.size() > 1) d.update(params_[1], state_.M * sizeof(float));
   d.update(state_.weight_momentum.data(), state_.weight_momentum.size() * sizeof(float));
   d.update(state_.bias_momentum.data(), state_.bias_momentum.size() * sizeof(float));
 }

@@ -35,6 +35,9 @@ class SfbSyncer final : public LayerSyncer {
   void Send(std::uint64_t iteration, Message factors);
   void Receive(std::uint64_t iteration) override;
   void Move(std::uint64_t iteration) override;
+  // Gradient mode: Move writes the mean gradient here (weight, then bias if any) instead
+  // of stepping the parameters. Called once, before training.
+  void setGradientTarget(std::vector<float*> grads);
   // Autograd is done with the weight for iteration t's backward pass.
   void release(std::uint64_t iteration);
   // A peer's factors (transport thread).
@@ -51,7 +54,8 @@ class SfbSyncer final : public LayerSyncer {
   const SgdOptions options_;
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
-  SfbLayerState state_;
+  SfbLayerState state_;  // weight and bias point at the parameters, or at their gradients
+  std::vector<float*> params_;
   std::vector<int> workers_;  // ranks that exchange factors
 
   std::mutex mu_;

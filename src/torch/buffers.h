@@ -1,0 +1,41 @@
+// A model's buffers (BatchNorm running statistics and counters): not trained, but every
+// worker's forward changes its own copy. Kept equal across workers as DDP does: rank 0's
+// copied to every rank ("broadcast"), or the workers' mean ("average"; integer buffers,
+// such as counters that are the same everywhere, still come from rank 0).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "poseidon/state_record.h"
+
+namespace poseidon {
+
+class ControlChannel;
+class Digest;
+
+class ModelBuffers {
+ public:
+  explicit ModelBuffers(torch::nn::Module& root);
+
+  bool empty() const { return buffers_.empty(); }
+  // Collectives: every rank calls them in the same order.
+  void broadcast(ControlChannel& control);
+  void average(ControlChannel& control, int ranks);
+  // By mode name ("broadcast" or "average").
+  void makeEqual(ControlChannel& control, const std::string& mode, int ranks);
+
+  void addToDigest(Digest& digest) const;
+  void addStateRecords(std::vector<StateRecord>& records) const;
+
+ private:
+  struct Buffer {
+    std::string name;
+    torch::Tensor tensor;
+  };
+  std::vector<Buffer> buffers_;
+};
+
+}  // namespace poseidon
