@@ -414,6 +414,101 @@ def case_example_program(args):
     check(rc == 0 and "done" in out, f"example failed: {rc}\n{out}\n{err}")
 
 
+def progress_losses(out):
+    return [float(m) for m in re.findall(r"iter \d+/\d+ loss ([0-9.]+)", out)]
+
+
+def case_np4_resnet_adam(args):
+    # A module with its own forward (residual blocks, BatchNorm) and Adam in gradient mode:
+    # the loss falls, and every rank ends with the same parameters and buffers (the CLI
+    # compares digests and fails otherwise).
+    r, out = train(args, 4, ["--model", "resnet", "--optimizer", "adam", "--iterations", "12", "--no-eval", "--json",
+                             "--log-every", "1", "--lr-schedule", "constant"])
+    losses = progress_losses(out)
+    print(f"resnet + adam, 4 ranks: losses {' '.join(f'{l:.3f}' for l in losses)}")
+    check(len(losses) == 12, f"expected 12 progress lines:\n{out[-2000:]}")
+    check(sum(losses[-3:]) / 3 < 0.8 * losses[0], f"the loss did not fall: {losses}")
+    check("optimizer adam (gradient mode)" in out, out[:1500])
+    names = [l["name"] for l in r["layers"]]
+    check("layer2.0.downsample.0" in names and "fc" in names and "layer3.0.bn2" in names, names)
+    check(r["workers"] == 4 and len(r["param_digest"]) == 16, r)
+
+
+def case_np1_resnet_equals_baseline(args):
+    # One worker through TorchModel (a module, its forward, Adam on the .grad Poseidon
+    # fills) equals the plain LibTorch loop: parameters, and the digest of parameters and
+    # BatchNorm buffers.
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "resnet", "--optimizer", "adam", "--iterations", "8", "--no-eval", "--threads", "1",
+                  "--json", "--synthetic"]
+        a, _ = train(args, 0, common + ["--baseline", "--save-params", f"{tmp}/plain.bin"])
+        b, _ = train(args, 1, common + ["--save-params", f"{tmp}/poseidon.bin"])
+        compare_params(f"{tmp}/plain.bin", f"{tmp}/poseidon.bin", 1e-5, "resnet, poseidon vs plain loop")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_np3_resume_exact_resnet_adam(args):
+    # Resumed from the checkpoint of iteration 5: the same parameters, BatchNorm buffers and
+    # Adam state (moments and step counts) as a run that went through.
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "resnet", "--optimizer", "adam", "--iterations", "12", "--no-eval", "--json",
+                  "--synthetic", "--seed", "9"]
+        a, _ = train(args, 3, common)
+        env = dict(ENV, POSEIDON_FAULT_EXIT="1:8")
+        cmd = mpirun(3) + [args.poseidon, "train"] + common + ["--checkpoint-dir", f"{tmp}/ck", "--checkpoint-every", "5"]
+        rc, out, err, secs = run(cmd, 300, env)
+        check(rc != 0 and "dying at iteration 8" in err, f"the run was meant to die: rc {rc}\n{err[-1500:]}")
+        with open(f"{tmp}/ck/LATEST") as f:
+            check(f.read().strip() == "iter-00000005", "LATEST does not name the checkpoint of iteration 5")
+        c, out = train(args, 3, common + ["--resume", f"{tmp}/ck"])
+        check("resumed from" in out and "at iteration 5" in out, out[-1500:])
+        print(f"resnet + adam: uninterrupted {a['param_digest']}, resumed {c['param_digest']}")
+        check(a["param_digest"] == c["param_digest"], "the resumed run ends elsewhere")
+        # The optimizer's state is part of the checkpoint: another optimizer is refused.
+        expect_failure(args, mpirun(3) + [args.poseidon, "train"] + [x if x != "adam" else "adamw" for x in common] +
+                       ["--resume", f"{tmp}/ck"], "other settings")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_np2_backward_passes(args):
+    # Two backward passes of 16 examples per step equal one pass of 32 on the same data:
+    # server-side SGD, Adam in gradient mode, and the plain loop (which divides the same way).
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "mlp", "--iterations", "20", "--no-eval", "--batch", "32", "--seed", "4", "--lr", "0.01"]
+        for name, n, extra in [("sgd", 2, []), ("adam", 2, ["--optimizer", "adam", "--lr", "0.001"]),
+                               ("baseline", 0, ["--baseline"])]:
+            one, _ = train(args, n, common + extra + ["--save-params", f"{tmp}/{name}1.bin"])
+            two, out = train(args, n, common + extra + ["--backward-passes", "2", "--save-params", f"{tmp}/{name}2.bin"])
+            check("in 2 backward passes" in out, out[:1500])
+            compare_params(f"{tmp}/{name}2.bin", f"{tmp}/{name}1.bin", 1e-5, f"{name}: 2 passes x 16 vs 1 x 32")
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--batch", "30",
+                                          "--backward-passes", "4"], "--backward-passes")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_bad_optimizer(args):
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--optimizer", "rmsprop"],
+                   "--optimizer rmsprop")
+    expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--buffers", "sometimes"],
+                   "--buffers sometimes")
+
+
+def case_custom_module_example(args):
+    rc, out, err, _ = run(mpirun(2) + [args.custom_example])
+    check(rc == 0 and "done" in out, f"example failed: {rc}\n{out}\n{err}")
+    m = re.search(r"test loss before ([0-9.]+) after ([0-9.]+)", out)
+    check(m, out)
+    before, after = float(m.group(1)), float(m.group(2))
+    print(f"custom module, 2 ranks, Adam in gradient mode: test loss {before:.4f} -> {after:.4f}")
+    check(after < 0.5 * before, f"the loss did not fall enough: {before} -> {after}")
+
+
 def case_bad_missing_data(args):
     expect_failure(args, mpirun(2) + [args.poseidon, "train", "--data", "/nonexistent/fmnist"], "not found")
 
@@ -677,6 +772,7 @@ def main():
     p.add_argument("case")
     p.add_argument("--poseidon", required=True)
     p.add_argument("--example", required=True)
+    p.add_argument("--custom-example")
     p.add_argument("--stress")
     p.add_argument("--design")
     args = p.parse_args()
