@@ -230,6 +230,23 @@ torch::Tensor TorchModel::Impl::runLinear(torch::nn::Module& fc, int layer, cons
 
 // --- construction ---
 
+namespace {
+// Runs a probe forward without leaving a trace: no gradients, and the buffers (BatchNorm
+// statistics) and the random generator (dropout) as they were.
+void runWithoutTrace(torch::nn::Module& module, const std::function<void()>& run) {
+  std::vector<torch::Tensor> saved;
+  for (auto& b : module.buffers()) saved.push_back(b.detach().clone());
+  const auto random = randomState();
+  {
+    torch::NoGradGuard no_grad;
+    run();
+  }
+  auto buffers = module.buffers();
+  for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].detach().copy_(saved[i]);
+  setRandomState(random);
+}
+}  // namespace
+
 TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const std::string& name,
                        const Options& options, torch::Tensor example)
     : net_(net), module_(net.ptr()) {
@@ -240,8 +257,7 @@ TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const st
     m.probe_rows.assign(m.layers.layers.size(), 0);
     m.probe_batch = example.size(0);
     m.probing = true;
-    torch::NoGradGuard no_grad;
-    forward(example);
+    runWithoutTrace(*module_, [&] { forward(example); });
     m.probing = false;
     for (std::size_t l = 0; l < m.probe_rows.size(); ++l) {
       if (m.probe_rows[l] > 0) m.layers.info.layers[l].rows_per_example = m.probe_rows[l];
@@ -263,11 +279,10 @@ TorchModel::TorchModel(Transport& transport, std::shared_ptr<torch::nn::Module> 
     m.probe_rows.assign(m.layers.layers.size(), 0);
     m.probe_batch = options.batch;
     m.probing = true;
-    {
-      torch::NoGradGuard no_grad;
+    runWithoutTrace(*module_, [&] {
       ForwardScope scope(*this);
       probe();
-    }
+    });
     m.probing = false;
     // A Linear that went through poseidon::linear() can have its factors captured.
     for (std::size_t l = 0; l < m.probe_rows.size(); ++l) {
@@ -297,7 +312,16 @@ void TorchModel::start(Transport& transport) {
                      "drop --server-ranks");
   }
   session_ = std::make_unique<Session>(transport, info_, std::move(params), m.options);
-  m.buffers.broadcast(session_->control());  // rank 0's, as its parameters
+  // Rank 0's buffers and frozen parameters, as its trained parameters (DDP does the same).
+  m.buffers.broadcast(session_->control());
+  for (auto& p : module_->named_parameters()) {
+    if (p.value().requires_grad()) continue;
+    auto t = p.value().detach();
+    POSEIDON_ENFORCE(t.scalar_type() == torch::kFloat && t.is_contiguous(), "frozen parameter ", p.key(),
+                     " is not contiguous float32");
+    session_->control().broadcastFloats(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), 0,
+                                        "frozen parameter " + p.key());
+  }
   for (int l = 0; l < m.layerCount(); ++l) {
     // SFB layers: autograd must not compute the dense weight gradient at all; the update
     // comes from the factors. Without requires_grad it computes only the input gradient.
