@@ -30,8 +30,8 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                 "With --optimizer sgd: no step on the servers; every scheme delivers the workers' mean gradient into "
                 ".grad and a local torch::optim::SGD steps (as DDP does), for comparison with server-side SGD");
   cmd->add_option("--lr", o.session.lr,
-                  "Learning rate (default: the model's own; SGD: fcnet 0.05, convnet 0.01, mlp 0.05, resnet 0.05, a "
-                  "model file may give 'lr X', else 0.01; adam and adamw: 0.001)")
+                  "Learning rate (default: the model's own; SGD: fcnet 0.05, convnet 0.01, mlp 0.05, resnet 0.1, a "
+                  "model file may give 'lr X', else 0.01; adam and adamw: resnet 0.005, others 0.001)")
       ->each([&o](const std::string&) { o.lr_given = true; });
   cmd->add_option("--lr-schedule", o.lr_schedule,
                   "linear (decay to zero over the run, good for a fixed budget) or constant; applies to every optimizer")

@@ -3,7 +3,8 @@
 // BatchNorm buffers), the kind of model a Sequential cannot express. Shaped like
 // torchvision's ResNet so module paths read the same (`layer2.0.conv1`,
 // `layer2.0.downsample.0`, `fc`), scaled down: a 3x3 stem, three stages of BasicBlocks
-// (16, 32, 64 channels; strides 1, 2, 2), global average pooling, one Linear.
+// (16, 32, 64 channels; strides 1, 2, 2), global average pooling, one Linear: 0.17 M
+// parameters with two blocks per stage.
 #pragma once
 
 #include <torch/torch.h>
@@ -29,9 +30,9 @@ TORCH_MODULE(BasicBlock);
 struct ResNetOptions {
   std::int64_t in_channels = 1;
   std::int64_t classes = 10;
-  // BasicBlocks in each of the three stages (one keeps an epoch on 4 ranks of a 2-core
-  // machine within minutes).
-  int blocks_per_stage = 1;
+  // BasicBlocks in each of the three stages (two: an epoch on 4 ranks of a 2-core machine
+  // takes about a minute and reaches 89% on Fashion-MNIST; one: 88% at best).
+  int blocks_per_stage = 2;
 };
 
 class ResNetImpl : public torch::nn::Module {

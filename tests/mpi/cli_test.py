@@ -479,9 +479,9 @@ def case_np2_backward_passes(args):
     # server-side SGD, Adam in gradient mode, and the plain loop (which divides the same way).
     tmp = tempfile.mkdtemp()
     try:
-        common = ["--model", "mlp", "--iterations", "20", "--no-eval", "--batch", "32", "--seed", "4", "--lr", "0.01"]
-        for name, n, extra in [("sgd", 2, []), ("adam", 2, ["--optimizer", "adam", "--lr", "0.001"]),
-                               ("baseline", 0, ["--baseline"])]:
+        common = ["--model", "mlp", "--iterations", "20", "--no-eval", "--batch", "32", "--seed", "4"]
+        for name, n, extra in [("sgd", 2, ["--lr", "0.01"]), ("adam", 2, ["--optimizer", "adam"]),
+                               ("baseline", 0, ["--baseline", "--lr", "0.01"])]:
             one, _ = train(args, n, common + extra + ["--save-params", f"{tmp}/{name}1.bin"])
             two, out = train(args, n, common + extra + ["--backward-passes", "2", "--save-params", f"{tmp}/{name}2.bin"])
             check("in 2 backward passes" in out, out[:1500])

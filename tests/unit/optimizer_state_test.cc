@@ -129,16 +129,18 @@ TEST(ResNet, PathsReadLikeTorchvision) {
   std::vector<std::string> names;
   for (const auto& p : net->named_parameters()) names.push_back(p.key());
   for (const char* want : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer2.0.bn1.bias",
-                           "layer2.0.downsample.0.weight", "layer2.0.downsample.1.weight", "layer3.0.conv2.weight",
+                           "layer2.0.downsample.0.weight", "layer2.0.downsample.1.weight", "layer2.1.conv1.weight",
+                           "layer3.1.conv2.weight",
                            "fc.weight", "fc.bias"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
   // The first stage keeps stride and channels: an identity shortcut.
   EXPECT_EQ(std::find(names.begin(), names.end(), "layer1.0.downsample.0.weight"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "layer2.1.downsample.0.weight"), names.end());
   EXPECT_EQ(net->forward(torch::randn({2, 1, 28, 28})).sizes(), (std::vector<std::int64_t>{2, 10}));
   std::int64_t buffers = 0;
   for (const auto& b : net->named_buffers()) buffers += b.key().find("running_mean") != std::string::npos;
-  EXPECT_EQ(buffers, 9);  // stem, 2 per block, 2 downsamples
+  EXPECT_EQ(buffers, 15);  // stem, 2 per block (6 blocks), 2 downsamples
 }
 
 }  // namespace
