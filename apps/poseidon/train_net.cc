@@ -71,14 +71,9 @@ ModelInfo TrainNet::describe() {
 std::unique_ptr<TorchModel> TrainNet::connect(Transport& transport, const Options& options,
                                               const torch::Tensor& example) {
   if (sequential_) return std::make_unique<TorchModel>(transport, sequential_, name_, options);
-  // The probe shows Poseidon which Linear layers the forward runs through
-  // poseidon::linear and with how many rows. In eval mode: BatchNorm's running statistics
-  // stay as built, so the run is the same as one without a probe.
-  auto probe = [this, example] {
-    module_->eval();
-    run_(example);
-    module_->train();
-  };
+  // The probe shows Poseidon which Linear layers the forward runs through poseidon::linear
+  // and with how many rows (it leaves buffers and the random generator as they were).
+  auto probe = [this, example] { run_(example); };
   return std::make_unique<TorchModel>(transport, module_, name_, options, probe);
 }
 
