@@ -163,6 +163,9 @@ void TorchModel::Impl::reportFactors(int layer) {
 void TorchModel::Impl::reportRemaining() {
   for (int l = 0; l < layerCount(); ++l) {
     if (reported[l]) continue;
+    // A layer the forward waits for itself (poseidon::linear) but did not run this time:
+    // its previous sync must be over before this one starts.
+    session().waitLayer(l);
     if (session().usesFactors(l)) {
       reportFactors(l);
     } else {
@@ -332,7 +335,15 @@ void TorchModel::start(Transport& transport) {
   if (session_->isWorker()) m.installHooks();
 }
 
-TorchModel::~TorchModel() = default;
+TorchModel::~TorchModel() {
+  // The module outlives its wrapper: SFB weights train by autograd again (a new wrapper
+  // sees the same layers).
+  if (!session_) return;
+  for (int l = 0; l < impl_->layerCount(); ++l) {
+    if (!session_->usesFactors(l)) continue;
+    for (auto& p : impl_->layers.layers[l].params) p.set_requires_grad(true);
+  }
+}
 
 torch::nn::Sequential& TorchModel::net() {
   if (net_.is_empty()) throw InputError("model '" + info_.name + "' is not a Sequential");
