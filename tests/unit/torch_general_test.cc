@@ -44,14 +44,20 @@ struct ResidualNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(ResidualNet);
 
-// Threads as ranks share LibTorch's default generator: a model is made under this lock
-// right after seeding, so its initial values depend on the seed alone.
+// Threads as ranks share LibTorch's default generator (and the probe saves and restores
+// it), so every rank's model is made before the ranks start: its initial values then
+// depend on its seed alone.
 template <class Net>
 Net seeded(std::uint64_t seed) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
   torch::manual_seed(seed);
   return Net();
+}
+
+template <class Net>
+std::vector<Net> seededPerRank(int ranks, std::uint64_t root_seed, std::uint64_t other_seed) {
+  std::vector<Net> nets;
+  for (int r = 0; r < ranks; ++r) nets.push_back(seeded<Net>(r == 0 ? root_seed : other_seed + r));
+  return nets;
 }
 
 struct RunSetup {
@@ -151,8 +157,9 @@ std::vector<torch::Tensor> reference(const RunSetup& s, const Data& d) {
 // Every rank's final parameters and buffers.
 std::vector<std::vector<torch::Tensor>> distributed(const RunSetup& s, const Data& d) {
   std::vector<std::vector<torch::Tensor>> finals(s.ranks);
+  auto nets = seededPerRank<ResidualNet>(s.ranks, 1, 100);  // other ranks' values must be replaced
   testing::runRanks(s.ranks, [&](Transport& t, int rank) {
-    auto net = seeded<ResidualNet>(rank == 0 ? 1 : 100 + rank);  // other ranks' values must be replaced
+    auto net = nets[rank];
     auto example = slice(d, 0, rank, 0, 1).first;
     TorchModel model(t, net, "residual", optionsFor(s), [&] { net->forward(example); });
     std::unique_ptr<torch::optim::Optimizer> opt;
@@ -251,8 +258,9 @@ std::vector<torch::Tensor> trainTokens(const std::string& scheme, int ranks, std
   const auto tokens = torch::randint(0, 20, {kIterations, ranks * kBatch, T});
   const auto labels = torch::randint(0, 3, {kIterations, ranks * kBatch});
   std::vector<std::vector<torch::Tensor>> finals(ranks);
+  auto nets = seededPerRank<TokenNet>(ranks, 1, 50);
   testing::runRanks(ranks, [&](Transport& t, int rank) {
-    auto net = seeded<TokenNet>(rank == 0 ? 1 : 50 + rank);
+    auto net = nets[rank];
     Options o;
     o.lr = 0.05f;
     o.scheme = scheme;
@@ -290,8 +298,9 @@ TEST(TorchGeneral, FrozenParametersStayAndTheRestTrains) {
   const Data d = makeData(2);
   std::vector<torch::Tensor> frozen_after(2), trained_after(2);
   auto init = seeded<ResidualNet>(1);
+  auto nets = seededPerRank<ResidualNet>(2, 1, 9);  // rank 0's frozen values are everyone's
   testing::runRanks(2, [&](Transport& t, int rank) {
-    auto net = seeded<ResidualNet>(rank == 0 ? 1 : 9);  // rank 0's frozen values are everyone's
+    auto net = nets[rank];
     net->conv1->weight.set_requires_grad(false);
     Options o = optionsFor(RunSetup{"sfb"});
     TorchModel model(t, net, "frozen", o);
@@ -348,8 +357,9 @@ TEST(TorchGeneral, LayerWithoutGradientContributesZerosAtOnce) {
     }
     std::vector<std::vector<torch::Tensor>> finals(2);
     const auto start = std::chrono::steady_clock::now();
+    auto nets = seededPerRank<SometimesNet>(2, 1, 1);
     testing::runRanks(2, [&](Transport& t, int rank) {
-      auto net = seeded<SometimesNet>(1);
+      auto net = nets[rank];
       Options o;
       o.lr = 0.05f;
       o.scheme = scheme;
