@@ -269,8 +269,8 @@ void TrainRun::trainIterations() {
   }
 }
 
+// Workers arrive here synchronized (trainIterations); server-only ranks catch up.
 void TrainRun::atSyncPoint(std::int64_t done, const SyncPoint& what) {
-  if (worker() && model_) model_->synchronize();
   if (!worker()) session()->serveUntil(static_cast<std::uint64_t>(done));
   if (what.checkpoint) checkpoints_->save(done);
   if (what.verify) verifyReplicas(done);

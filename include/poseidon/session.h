@@ -45,8 +45,8 @@ class Session {
   // For a layer that goes by sufficient factors (usesFactors): its factors instead of its
   // gradient, U (K x M) at the output and V (K x N) the input; copied before returning.
   void factorsReady(int layer, const float* U, const float* V, std::int64_t K);
-  // Gradient mode, once before training: where an SFB layer's mean gradient goes (its
-  // weight's and bias's gradient buffers; autograd computes no weight gradient for it).
+  // Gradient mode, before each iteration's factorsReady: where an SFB layer's mean gradient
+  // goes (its weight's and bias's gradient buffers; autograd computes none for it).
   void setFactorGradients(int layer, std::vector<float*> grads);
   // Autograd no longer needs that layer's weight in this backward pass (it may change now).
   void layerReleased(int layer);

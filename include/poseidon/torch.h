@@ -135,7 +135,8 @@ class TorchModel {
   // Sets up one forward pass: waits, buffers, the thread's forward context; undone at exit.
   class ForwardScope {
    public:
-    explicit ForwardScope(TorchModel& model);
+    // `per_child`: forward(x) of a Sequential, which waits child by child.
+    explicit ForwardScope(TorchModel& model, bool per_child = false);
     ~ForwardScope();
     ForwardScope(const ForwardScope&) = delete;
     ForwardScope& operator=(const ForwardScope&) = delete;
@@ -146,10 +147,14 @@ class TorchModel {
   };
   // Builds the session from info_ once the layers are known (after the probe).
   void start(Transport& transport);
+
+ public:
+  struct Impl;  // src/torch/model_impl.h
+
+ private:
   friend torch::Tensor linear(torch::nn::Linear& fc, const torch::Tensor& x);
   friend void waitFor(const torch::nn::Module& module);
 
-  struct Impl;
   torch::nn::Sequential net_{nullptr};
   std::shared_ptr<torch::nn::Module> module_;
   ModelInfo info_;

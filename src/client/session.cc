@@ -185,10 +185,15 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       }
     }
     s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
-    const SgdOptions sgd = options.gradient_mode
-                               ? SgdOptions{1.0f, 0.0f, 0.0f, 0, true, options.backward_passes_per_step}
-                               : SgdOptions{options.lr, options.momentum, options.weight_decay,
-                                            options.lr_decay_iterations, false, options.backward_passes_per_step};
+    SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
+    sgd.passes = options.backward_passes_per_step;
+    if (options.gradient_mode) {
+      // The workers' optimizer steps: every scheme's "step" writes the mean gradient.
+      sgd = SgdOptions{};
+      sgd.momentum = 0.0f;
+      sgd.gradient_only = true;
+      sgd.passes = options.backward_passes_per_step;
+    }
     // A worker that may compute while its co-located shard steps (SSP, straggler
     // dropping) must not share memory with it: the shard keeps its own values then, and
     // the local worker gets them by message like any other.

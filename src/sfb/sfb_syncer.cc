@@ -35,6 +35,7 @@ SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transpor
 void SfbSyncer::setGradientTarget(std::vector<float*> grads) {
   POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradient buffers of SFB layer ", layer());
   POSEIDON_ENFORCE(options_.gradient_only, "an SFB gradient target outside gradient mode");
+  std::lock_guard<std::mutex> lock(mu_);
   state_.weight = grads[0];
   state_.bias = grads.size() > 1 ? grads[1] : nullptr;
 }

@@ -36,7 +36,8 @@ class SfbSyncer final : public LayerSyncer {
   void Receive(std::uint64_t iteration) override;
   void Move(std::uint64_t iteration) override;
   // Gradient mode: Move writes the mean gradient here (weight, then bias if any) instead
-  // of stepping the parameters. Called once, before training.
+  // of stepping the parameters. Called before each iteration's factors are handed over (the
+  // user's optimizer may have replaced the gradient tensors), while no Move runs.
   void setGradientTarget(std::vector<float*> grads);
   // Autograd is done with the weight for iteration t's backward pass.
   void release(std::uint64_t iteration);

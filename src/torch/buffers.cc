@@ -19,40 +19,61 @@ ModelBuffers::ModelBuffers(torch::nn::Module& root) {
   }
 }
 
-void ModelBuffers::broadcast(ControlChannel& control) {
-  for (auto& b : buffers_) {
-    if (b.tensor.scalar_type() == torch::kFloat) {
-      control.broadcastFloats(b.tensor.data_ptr<float>(), static_cast<std::size_t>(b.tensor.numel()), 0,
-                              "buffer " + b.name);
-      continue;
-    }
-    const std::size_t bytes = b.tensor.nbytes();
-    const std::string mine(static_cast<const char*>(b.tensor.data_ptr()), bytes);
-    const std::string root = control.broadcast(mine, 0, "buffer " + b.name);
-    POSEIDON_ENFORCE_EQ(root.size(), bytes, "bytes of buffer ", b.name);
-    std::memcpy(b.tensor.data_ptr(), root.data(), bytes);
-  }
-}
-
-void ModelBuffers::average(ControlChannel& control, int ranks) {
-  std::vector<double> sums;
+// Float32 buffers travel as one vector, the others (counters) as one byte string: two
+// collectives per call whatever the number of BatchNorm layers.
+std::vector<float> ModelBuffers::floats() const {
+  std::vector<float> all;
   for (const auto& b : buffers_) {
     if (b.tensor.scalar_type() != torch::kFloat) continue;
     const float* p = b.tensor.data_ptr<float>();
-    sums.insert(sums.end(), p, p + b.tensor.numel());
+    all.insert(all.end(), p, p + b.tensor.numel());
   }
-  if (!sums.empty()) sums = control.allreduceSum(sums, "buffer average");
+  return all;
+}
+
+void ModelBuffers::setFloats(const std::vector<float>& all) {
   std::size_t at = 0;
   for (auto& b : buffers_) {
-    if (b.tensor.scalar_type() != torch::kFloat) {
-      const std::string root = control.broadcast(
-          std::string(static_cast<const char*>(b.tensor.data_ptr()), b.tensor.nbytes()), 0, "buffer " + b.name);
-      std::memcpy(b.tensor.data_ptr(), root.data(), b.tensor.nbytes());
-      continue;
-    }
-    float* p = b.tensor.data_ptr<float>();
-    for (std::int64_t i = 0; i < b.tensor.numel(); ++i) p[i] = static_cast<float>(sums[at++] / ranks);
+    if (b.tensor.scalar_type() != torch::kFloat) continue;
+    std::memcpy(b.tensor.data_ptr<float>(), all.data() + at, b.tensor.nbytes());
+    at += static_cast<std::size_t>(b.tensor.numel());
   }
+}
+
+void ModelBuffers::broadcastOthers(ControlChannel& control) {
+  std::string mine;
+  for (const auto& b : buffers_) {
+    if (b.tensor.scalar_type() != torch::kFloat) mine.append(static_cast<const char*>(b.tensor.data_ptr()), b.tensor.nbytes());
+  }
+  if (mine.empty()) return;
+  const std::string root = control.broadcast(mine, 0, "buffers");
+  POSEIDON_ENFORCE_EQ(root.size(), mine.size(), "bytes of the buffers that are not float32");
+  std::size_t at = 0;
+  for (auto& b : buffers_) {
+    if (b.tensor.scalar_type() == torch::kFloat) continue;
+    std::memcpy(b.tensor.data_ptr(), root.data() + at, b.tensor.nbytes());
+    at += b.tensor.nbytes();
+  }
+}
+
+void ModelBuffers::broadcast(ControlChannel& control) {
+  auto all = floats();
+  if (!all.empty()) {
+    control.broadcastFloats(all.data(), all.size(), 0, "buffers");
+    setFloats(all);
+  }
+  broadcastOthers(control);
+}
+
+void ModelBuffers::average(ControlChannel& control, int ranks) {
+  const auto all = floats();
+  if (!all.empty()) {
+    const auto sums = control.allreduceSum(std::vector<double>(all.begin(), all.end()), "buffer average");
+    std::vector<float> mean(sums.size());
+    for (std::size_t i = 0; i < sums.size(); ++i) mean[i] = static_cast<float>(sums[i] / ranks);
+    setFloats(mean);
+  }
+  broadcastOthers(control);
 }
 
 void ModelBuffers::makeEqual(ControlChannel& control, const std::string& mode, int ranks) {

@@ -1,7 +1,7 @@
 // A model's buffers (BatchNorm running statistics and counters): not trained, but every
 // worker's forward changes its own copy. Kept equal across workers as DDP does: rank 0's
-// copied to every rank ("broadcast"), or the workers' mean ("average"; integer buffers,
-// such as counters that are the same everywhere, still come from rank 0).
+// copied to every rank ("broadcast"), or the workers' mean ("average"; buffers that are not
+// float32, such as counters that are the same everywhere, still come from rank 0).
 #pragma once
 
 #include <torch/torch.h>
@@ -31,6 +31,10 @@ class ModelBuffers {
   void addStateRecords(std::vector<StateRecord>& records) const;
 
  private:
+  std::vector<float> floats() const;
+  void setFloats(const std::vector<float>& all);
+  void broadcastOthers(ControlChannel& control);
+
   struct Buffer {
     std::string name;
     torch::Tensor tensor;

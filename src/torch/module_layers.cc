@@ -1,5 +1,7 @@
 #include "torch/module_layers.h"
 
+#include <unordered_set>
+
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -23,10 +25,12 @@ std::string sequentialName(torch::nn::Module& child, std::size_t position, const
   return "";
 }
 
-// The module's own trainable parameters as a layer, or nothing.
-bool makeLayer(torch::nn::Module& m, const std::string& path, ModuleLayer& layer, LayerInfo& info) {
+// The module's own trainable parameters as a layer, or nothing. A tensor already in an
+// earlier layer (tied weights) stays there: one tensor, one sync.
+bool makeLayer(torch::nn::Module& m, const std::string& path, ModuleLayer& layer, LayerInfo& info,
+               std::unordered_set<const void*>& seen) {
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
-    if (!p.value().requires_grad()) continue;
+    if (!p.value().requires_grad() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
     const auto& t = p.value();
     if (t.scalar_type() != torch::kFloat || !t.is_contiguous() || !t.device().is_cpu()) {
       throw InputError(detail::cat("parameter '", path.empty() ? "" : path + ".", p.key(),
@@ -59,10 +63,13 @@ bool makeLayer(torch::nn::Module& m, const std::string& path, ModuleLayer& layer
 ModuleLayers discoverLayers(torch::nn::Module& root, const std::string& name, bool sequential_root) {
   ModuleLayers out;
   out.info.name = name;
+  std::unordered_set<const void*> seen_tensors;
+  std::unordered_set<const torch::nn::Module*> seen_modules;  // a module registered twice is one layer
   auto add = [&](torch::nn::Module& m, const std::string& path, const std::string& layer_name, bool factorable) {
+    if (!seen_modules.insert(&m).second) return;
     ModuleLayer layer;
     LayerInfo info;
-    if (!makeLayer(m, path, layer, info)) return;
+    if (!makeLayer(m, path, layer, info, seen_tensors)) return;
     info.name = layer_name;
     info.factorable = info.kind == LayerKind::kFC && factorable;
     out.layer_of_module[&m] = static_cast<int>(out.layers.size());

@@ -1,17 +1,10 @@
 #include "poseidon/torch.h"
 
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
-
-#include <atomic>
-#include <cstdio>
-
 #include "comm/control_channel.h"
 #include "common/digest.h"
 #include "common/timeline.h"
 #include "poseidon/errors.h"
-#include "torch/buffers.h"
-#include "torch/module_layers.h"
+#include "torch/model_impl.h"
 
 namespace poseidon {
 
@@ -27,208 +20,6 @@ ModelInfo describeSequential(torch::nn::Sequential& net, const std::string& name
 
 ModelInfo describeModule(torch::nn::Module& module, const std::string& name) {
   return discoverLayers(module, name, /*sequential_root=*/false).info;
-}
-
-// One step's sufficient factors of an SFB layer: an entry per call of the layer in each
-// backward pass, V at its forward, U when autograd reaches its output.
-struct FactorEntry {
-  torch::Tensor U, V;
-};
-
-struct TorchModel::Impl {
-  // Post-hook on a parameter's gradient accumulator (as DDP's reducer does): it runs right
-  // after autograd has written the parameter's .grad.
-  struct PostHook : torch::autograd::FunctionPostHook {
-    PostHook(Impl* impl, int layer) : impl(impl), layer(layer) {}
-    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                              const torch::autograd::variable_list&) override {
-      impl->tensorDone(layer);
-      return outputs;
-    }
-    Impl* impl;
-    int layer;
-  };
-
-  Impl(TorchModel& owner, ModuleLayers layers, const Options& options)
-      : owner(owner), layers(std::move(layers)), options(options), buffers(*owner.module_) {}
-
-  TorchModel& owner;
-  ModuleLayers layers;
-  const Options options;
-  ModelBuffers buffers;
-  std::vector<bool> self_waited;  // by layer: waited for inside the forward, not up front
-  bool probing = false;
-  std::int64_t probe_batch = 0;
-  std::vector<std::int64_t> probe_rows;  // by layer: factor rows the probe saw; 0 if none
-
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keeps the hooks alive
-  std::vector<int> pending;     // tensors of the layer without gradient in the last pass
-  std::vector<bool> reported;   // layers whose sync has been handed over this step
-  int forwards = 0;             // training forward passes since the last step()
-  std::vector<std::vector<FactorEntry>> factors;  // SFB layers: this step's entries
-  std::vector<bool> rows_warned;
-  std::chrono::steady_clock::time_point backward_mark;
-
-  Session& session() { return *owner.session_; }
-  int layerCount() const { return static_cast<int>(layers.layers.size()); }
-  bool lastPass() const { return forwards == options.backward_passes_per_step; }
-
-  void installHooks();
-  void resetStep();
-  void tensorDone(int layer);
-  void reportGradients(int layer);
-  void reportFactors(int layer);
-  void reportRemaining();
-  torch::Tensor forwardWithFactors(torch::nn::Module& fc, int layer, const torch::Tensor& x);
-  torch::Tensor runLinear(torch::nn::Module& fc, int layer, const torch::Tensor& x);
-  void markBackward(int layer);
-};
-
-void TorchModel::Impl::installHooks() {
-  const int L = layerCount();
-  pending.assign(L, 0);
-  reported.assign(L, false);
-  factors.assign(L, {});
-  rows_warned.assign(L, false);
-  for (int l = 0; l < L; ++l) {
-    if (session().usesFactors(l)) continue;  // reported by the hooks forwardWithFactors sets
-    for (auto& p : layers.layers[l].params) {
-      auto acc = torch::autograd::impl::grad_accumulator(p);
-      acc->add_post_hook(std::make_unique<PostHook>(this, l));
-      // The variable holds its accumulator weakly; keep it alive or the hook is lost.
-      accumulators.push_back(std::move(acc));
-    }
-  }
-  resetStep();
-}
-
-void TorchModel::Impl::resetStep() {
-  for (int l = 0; l < layerCount(); ++l) {
-    pending[l] = static_cast<int>(layers.layers[l].params.size());
-    factors[l].clear();
-  }
-  reported.assign(reported.size(), false);
-  forwards = 0;
-}
-
-void TorchModel::Impl::tensorDone(int layer) {
-  // Earlier passes of an accumulating step only add into .grad.
-  if (!lastPass() || reported[layer] || --pending[layer] != 0) return;
-  reportGradients(layer);
-}
-
-void TorchModel::Impl::reportGradients(int layer) {
-  std::vector<float*> grads;
-  for (auto& p : layers.layers[layer].params) {
-    // A tensor that got no gradient (unused this step) contributes zeros, as DDP's
-    // find_unused_parameters.
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    POSEIDON_ENFORCE(p.grad().is_contiguous(), "layer ", layer, " has no dense contiguous gradient");
-    grads.push_back(p.grad().data_ptr<float>());
-  }
-  reported[layer] = true;
-  markBackward(layer);
-  session().gradientsReady(layer, std::move(grads));
-}
-
-void TorchModel::Impl::reportFactors(int layer) {
-  const LayerInfo& info = layers.info.layers[layer];
-  std::vector<torch::Tensor> us, vs;
-  for (auto& e : factors[layer]) {
-    if (!e.U.defined()) continue;  // an output that did not reach the loss adds nothing
-    us.push_back(e.U);
-    vs.push_back(e.V);
-  }
-  // Every entry's rows, stacked in call order: the same stacking on U and V.
-  const auto stack = [](std::vector<torch::Tensor>& parts, std::int64_t width) {
-    if (parts.size() == 1) return parts[0];  // the usual case: no copy
-    return parts.empty() ? torch::zeros({0, width}) : torch::cat(parts).contiguous();
-  };
-  const auto U = stack(us, info.M);
-  const auto V = stack(vs, info.N);
-  if (options.gradient_mode) {
-    std::vector<float*> grads;
-    for (auto& p : layers.layers[layer].params) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      grads.push_back(p.grad().data_ptr<float>());
-    }
-    session().setFactorGradients(layer, std::move(grads));
-  }
-  reported[layer] = true;
-  markBackward(layer);
-  session().factorsReady(layer, U.data_ptr<float>(), V.data_ptr<float>(), U.size(0));
-  factors[layer].clear();
-}
-
-void TorchModel::Impl::reportRemaining() {
-  for (int l = 0; l < layerCount(); ++l) {
-    if (reported[l]) continue;
-    // A layer the forward waits for itself (poseidon::linear) but did not run this time:
-    // its previous sync must be over before this one starts.
-    session().waitLayer(l);
-    if (session().usesFactors(l)) {
-      reportFactors(l);
-    } else {
-      reportGradients(l);
-    }
-  }
-}
-
-void TorchModel::Impl::markBackward(int layer) {
-  Timeline* tl = session().timeline();
-  if (!tl) return;
-  const auto now = std::chrono::steady_clock::now();
-  tl->span("compute", "backward " + layers.info.layers[layer].name, "backward", backward_mark, now);
-  backward_mark = now;
-}
-
-// Sufficient factors of an FC layer y = x W^T + b on x [d0, ..., dk, N]: V = x as
-// [d0*...*dk, N] now, U = dL/dy as [d0*...*dk, M] from a hook on y when autograd has it.
-// On the step's last pass, the last hook hands every entry over and starts the sync.
-torch::Tensor TorchModel::Impl::forwardWithFactors(torch::nn::Module& fc, int layer, const torch::Tensor& x) {
-  const LayerInfo& info = layers.info.layers[layer];
-  auto V = x.detach().reshape({-1, info.N}).contiguous();
-  const std::int64_t rows = V.size(0), batch = x.dim() > 1 ? x.size(0) : 1;
-  if (!rows_warned[layer] && info.rows_per_example * batch != rows && batch > 0 && rows % batch == 0) {
-    rows_warned[layer] = true;
-    std::fprintf(stderr,
-                 "poseidon: layer '%s' makes %lld factor rows per example, the cost model assumed %lld: give "
-                 "TorchModel an example batch (a probe) so it plans with the real figure\n",
-                 info.name.c_str(), static_cast<long long>(rows / batch), static_cast<long long>(info.rows_per_example));
-  }
-  auto y = fc.as<torch::nn::Linear>()->forward(x);
-  if (!y.requires_grad()) {
-    // Nothing below needs a gradient (e.g. the first layer): let autograd still deliver dL/dy.
-    y = y.detach().requires_grad_(true);
-  }
-  const std::size_t entry = factors[layer].size();
-  factors[layer].push_back(FactorEntry{torch::Tensor(), V});
-  const bool last = lastPass();
-  y.register_hook([this, layer, entry, last, M = info.M](torch::Tensor U) {
-    if (entry >= factors[layer].size()) return;  // a graph from an earlier step
-    factors[layer][entry].U = U.reshape({-1, M}).contiguous();
-    if (!last) return;
-    for (const auto& e : factors[layer]) {
-      if (!e.U.defined()) return;  // another call of this layer is still ahead in backward
-    }
-    reportFactors(layer);
-  });
-  if (x.requires_grad() && last) {
-    // dL/dx is the last use of W in this backward pass: from then on it may be updated.
-    Session* s = &session();
-    x.register_hook([s, layer](torch::Tensor) { s->layerReleased(layer); });
-  }
-  return y;
-}
-
-torch::Tensor TorchModel::Impl::runLinear(torch::nn::Module& fc, int layer, const torch::Tensor& x) {
-  if (probing) {
-    const std::int64_t n = x.dim() > 0 ? x.size(-1) : 1;
-    probe_rows[layer] = std::max<std::int64_t>(1, (x.numel() / std::max<std::int64_t>(1, n)) / std::max<std::int64_t>(1, probe_batch));
-    return fc.as<torch::nn::Linear>()->forward(x);
-  }
-  if (torch::GradMode::is_enabled() && session().usesFactors(layer)) return forwardWithFactors(fc, layer, x);
-  return fc.as<torch::nn::Linear>()->forward(x);
 }
 
 // --- construction ---
@@ -255,7 +46,7 @@ TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const st
     : net_(net), module_(net.ptr()) {
   impl_ = std::make_unique<Impl>(*this, discoverLayers(*module_, name, /*sequential_root=*/true), options);
   Impl& m = *impl_;
-  m.self_waited.assign(m.layers.layers.size(), true);  // forward(x) waits child by child
+  m.self_waited.assign(m.layers.layers.size(), false);
   if (example.defined()) {
     m.probe_rows.assign(m.layers.layers.size(), 0);
     m.probe_batch = example.size(0);
@@ -277,7 +68,11 @@ TorchModel::TorchModel(Transport& transport, std::shared_ptr<torch::nn::Module> 
   if (auto seq = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_)) net_ = torch::nn::Sequential(seq);
   impl_ = std::make_unique<Impl>(*this, discoverLayers(*module_, name, /*sequential_root=*/!net_.is_empty()), options);
   Impl& m = *impl_;
-  m.self_waited.assign(m.layers.layers.size(), !net_.is_empty());
+  m.self_waited.assign(m.layers.layers.size(), false);
+  if (probe && !net_.is_empty()) {
+    throw InputError("a Sequential takes an example batch, not a probe: TorchModel(transport, net, name, options, "
+                     "example)");
+  }
   if (probe) {
     m.probe_rows.assign(m.layers.layers.size(), 0);
     m.probe_batch = options.batch;
@@ -352,26 +147,30 @@ torch::nn::Sequential& TorchModel::net() {
 
 // --- one iteration ---
 
-TorchModel::ForwardScope::ForwardScope(TorchModel& model) : model_(model), outer_(t_forward) {
+TorchModel::ForwardScope::ForwardScope(TorchModel& model, bool per_child) : model_(model), outer_(t_forward) {
   Impl& m = *model.impl_;
-  t_forward = &model;
-  if (m.probing) return;
-  Session& s = m.session();
-  if (torch::GradMode::is_enabled()) {
-    if (m.forwards == m.options.backward_passes_per_step) {
-      t_forward = outer_;
-      throw Error(detail::cat("a training forward pass after ", m.forwards,
-                              " backward passes without step(); call step() once per ", m.forwards,
-                              " (Options::backward_passes_per_step)"));
+  if (!m.probing) {
+    // Everything that may throw comes before this scope takes effect.
+    if (!per_child && !model.net_.is_empty()) {
+      throw InputError("a Sequential runs with model.forward(x), which waits for and captures each child");
     }
-    ++m.forwards;
-    // Every forward starts from equal buffers (DDP's broadcast_buffers).
-    if (model.module_->is_training()) m.buffers.makeEqual(s.control(), m.options.buffers, s.size());
+    Session& s = m.session();
+    if (m.training()) {
+      if (m.forwards == m.options.backward_passes_per_step) {
+        throw Error(detail::cat("a training forward pass after ", m.forwards,
+                                " backward passes without step(); call step() once per ", m.forwards,
+                                " (Options::backward_passes_per_step)"));
+      }
+      // Every forward starts from equal buffers (DDP's broadcast_buffers).
+      m.buffers.makeEqual(s.control(), m.options.buffers, s.size());
+    }
+    for (int l = 0; l < m.layerCount() && !per_child; ++l) {
+      if (!m.self_waited[l]) s.waitLayer(l);
+    }
+    if (m.training()) ++m.forwards;
+    m.backward_mark = std::chrono::steady_clock::now();
   }
-  for (int l = 0; l < m.layerCount(); ++l) {
-    if (!m.self_waited[l]) s.waitLayer(l);
-  }
-  m.backward_mark = std::chrono::steady_clock::now();
+  t_forward = &model;
 }
 
 TorchModel::ForwardScope::~ForwardScope() {
@@ -379,15 +178,23 @@ TorchModel::ForwardScope::~ForwardScope() {
   t_forward = outer_;
 }
 
+namespace {
+// A Sequential child that is one Linear layer: the adapter runs it (factors for SFB).
+bool linearChild(const TorchModel::Impl& m, const std::vector<int>& layers_of_child, const torch::nn::Module& child) {
+  return layers_of_child.size() == 1 && m.layers.layers[layers_of_child[0]].module == &child &&
+         m.layers.layers[layers_of_child[0]].linear;
+}
+}  // namespace
+
 torch::Tensor TorchModel::forward(torch::Tensor x) {
   if (net_.is_empty()) {
     throw InputError("forward(x) runs a Sequential; for model '" + info_.name +
                      "' call model.forward([&] { return net->forward(x); })");
   }
-  ForwardScope scope(*this);
+  ForwardScope scope(*this, /*per_child=*/true);
   Impl& m = *impl_;
   const bool probing = m.probing;
-  Timeline* tl = !probing && torch::GradMode::is_enabled() ? m.session().timeline() : nullptr;
+  Timeline* tl = !probing && m.training() ? m.session().timeline() : nullptr;
   std::size_t child = 0;
   for (auto& c : *net_) {
     const auto& mine = m.layers.layers_of_child[child++];
@@ -398,11 +205,7 @@ torch::Tensor TorchModel::forward(torch::Tensor x) {
     }
     TimelineSpan span(tl, "compute", tl ? "forward " + (mine.empty() ? c.ptr()->name() : info_.layers[mine[0]].name) : "",
                       "forward");
-    const int fc = mine.size() == 1 && m.layers.layers[mine[0]].module == c.ptr().get() &&
-                           m.layers.layers[mine[0]].linear
-                       ? mine[0]
-                       : -1;
-    x = fc >= 0 ? m.runLinear(*c.ptr(), fc, x) : c.forward(x);
+    x = linearChild(m, mine, *c.ptr()) ? m.runLinear(*c.ptr(), mine[0], x) : c.forward(x);
   }
   return x;
 }

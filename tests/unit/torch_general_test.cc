@@ -154,20 +154,33 @@ std::vector<torch::Tensor> reference(const RunSetup& s, const Data& d) {
   return stateOf(*net);
 }
 
-// Every rank's final parameters and buffers.
-std::vector<std::vector<torch::Tensor>> distributed(const RunSetup& s, const Data& d) {
-  std::vector<std::vector<torch::Tensor>> finals(s.ranks);
+struct Distributed {
+  std::vector<std::vector<torch::Tensor>> finals;       // every rank's parameters and buffers
+  std::vector<std::vector<torch::Tensor>> mid_buffers;  // as a forward in mid-run starts
+  std::vector<bool> fc1_by_factors;
+};
+
+Distributed distributed(const RunSetup& s, const Data& d) {
+  Distributed out{std::vector<std::vector<torch::Tensor>>(s.ranks), std::vector<std::vector<torch::Tensor>>(s.ranks),
+                  std::vector<bool>(s.ranks)};
+  auto& finals = out.finals;
   auto nets = seededPerRank<ResidualNet>(s.ranks, 1, 100);  // other ranks' values must be replaced
   testing::runRanks(s.ranks, [&](Transport& t, int rank) {
     auto net = nets[rank];
     auto example = slice(d, 0, rank, 0, 1).first;
     TorchModel model(t, net, "residual", optionsFor(s), [&] { net->forward(example); });
+    out.fc1_by_factors[rank] = model.session().usesFactors(4);
     std::unique_ptr<torch::optim::Optimizer> opt;
     if (s.adam) opt = optimizerFor(s, *net);
     for (int it = 0; it < kIterations; ++it) {
       for (int h = 0; h < s.passes; ++h) {
         auto [x, y] = slice(d, it, rank, h, s.passes);
-        torch::nn::functional::cross_entropy(model.forward([&] { return net->forward(x); }), y).backward();
+        auto output = model.forward([&] {
+          // The forward scope has made the buffers equal by now.
+          if (it == kIterations / 2 && h == 0) out.mid_buffers[rank] = buffersOf(*net);
+          return net->forward(x);
+        });
+        torch::nn::functional::cross_entropy(output, y).backward();
       }
       model.step();
       if (opt) {
@@ -179,7 +192,7 @@ std::vector<std::vector<torch::Tensor>> distributed(const RunSetup& s, const Dat
     finals[rank] = stateOf(*net);
     model.finish();
   });
-  return finals;
+  return out;
 }
 
 double relativeDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
@@ -197,9 +210,17 @@ void expectEqualsReference(const RunSetup& s, double tolerance = 1e-5) {
   const auto want = reference(s, d);
   torch::manual_seed(1);
   const auto initial = stateOf(*ResidualNet());
-  const auto got = distributed(s, d);
+  const auto run = distributed(s, d);
+  const auto& got = run.finals;
   // Training moved the parameters: a run that applied no update would fail here.
   EXPECT_GT(relativeDifference(want, initial), 1e-3);
+  // fc1 (through poseidon::linear) really went by sufficient factors where asked.
+  if (s.scheme == "sfb" || s.scheme == "auto") EXPECT_TRUE(run.fc1_by_factors[0]) << s.scheme;
+  if (s.scheme == "ps" || s.scheme == "allreduce") EXPECT_FALSE(run.fc1_by_factors[0]) << s.scheme;
+  // Every forward starts from equal buffers, not only the end.
+  for (int r = 1; r < s.ranks; ++r) {
+    EXPECT_LE(relativeDifference(run.mid_buffers[0], run.mid_buffers[r]), 0.0) << "rank " << r;
+  }
   for (int r = 0; r < s.ranks; ++r) {
     EXPECT_LE(relativeDifference(want, got[r]), tolerance) << "rank " << r << " scheme " << s.scheme;
   }
@@ -269,6 +290,7 @@ std::vector<torch::Tensor> trainTokens(const std::string& scheme, int ranks, std
     const auto mine = [&](int it) { return tokens[it].narrow(0, rank * kBatch, kBatch); };
     TorchModel model(t, net, "tokens", o, [&] { net->forward(mine(0)); });
     if (rank == 0) *rows_seen = model.info().layers[1].rows_per_example;
+    if (scheme == "sfb") EXPECT_TRUE(model.session().usesFactors(1));
     for (int it = 0; it < kIterations; ++it) {
       auto y = labels[it].narrow(0, rank * kBatch, kBatch);
       torch::nn::functional::cross_entropy(model.forward([&] { return net->forward(mine(it)); }), y).backward();
@@ -304,6 +326,7 @@ TEST(TorchGeneral, FrozenParametersStayAndTheRestTrains) {
     net->conv1->weight.set_requires_grad(false);
     Options o = optionsFor(RunSetup{"sfb"});
     TorchModel model(t, net, "frozen", o);
+    EXPECT_NE(model.info().layers[0].name, "conv1");  // conv1 trains nothing: not a layer
     for (int it = 0; it < 5; ++it) {
       auto [x, y] = slice(d, it, rank, 0, 1);
       torch::nn::functional::cross_entropy(model.forward([&] { return net->forward(x); }), y).backward();
@@ -410,6 +433,73 @@ TEST(TorchGeneral, BadUseGetsClearErrors) {
   TorchModel model(hub.transport(0), net, "r", Options{});
   EXPECT_THROW(model.forward(torch::randn({2, 1, 6, 6})), InputError);  // not a Sequential
   EXPECT_THROW(model.step(), Error);                                     // no forward pass
+  model.finish();
+}
+
+
+// One Linear called twice per pass (a shared cell) and one module registered twice.
+struct SharedNetImpl : torch::nn::Module {
+  SharedNetImpl()
+      : cell(register_module("cell", torch::nn::Linear(6, 6))), head(register_module("head", torch::nn::Linear(6, 3))) {
+    register_module("cell_again", cell);  // tied: one layer, one sync
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    auto h = torch::relu(poseidon::linear(cell, x));
+    return poseidon::linear(head, torch::relu(poseidon::linear(cell, h)));
+  }
+  torch::nn::Linear cell, head;
+};
+TORCH_MODULE(SharedNet);
+
+std::vector<torch::Tensor> trainShared(const std::string& scheme) {
+  torch::manual_seed(4);
+  const auto xs = torch::randn({kIterations, 2 * kBatch, 6});
+  const auto ys = torch::randint(0, 3, {kIterations, 2 * kBatch});
+  std::vector<std::vector<torch::Tensor>> finals(2);
+  auto nets = seededPerRank<SharedNet>(2, 1, 20);
+  testing::runRanks(2, [&](Transport& t, int rank) {
+    auto net = nets[rank];
+    Options o;
+    o.lr = 0.05f;
+    o.scheme = scheme;
+    o.batch = kBatch;
+    o.timeout = std::chrono::seconds(30);
+    const auto mine = [&](const torch::Tensor& all, int it) { return all[it].narrow(0, rank * kBatch, kBatch); };
+    TorchModel model(t, net, "shared", o, [&] { net->forward(mine(xs, 0)); });
+    EXPECT_EQ(model.info().layers.size(), 2u);
+    if (scheme == "sfb") EXPECT_TRUE(model.session().usesFactors(0));
+    for (int it = 0; it < kIterations; ++it) {
+      auto out = model.forward([&] { return net->forward(mine(xs, it)); });
+      torch::nn::functional::cross_entropy(out, mine(ys, it)).backward();
+      model.step();
+    }
+    model.synchronize();
+    finals[rank] = stateOf(*net);
+    model.finish();
+  });
+  return finals[0];
+}
+
+TEST(TorchGeneral, LinearCalledTwicePerPassIsExactBySfb) {
+  torch::set_num_threads(1);
+  const auto ps = trainShared("ps");
+  EXPECT_GT(relativeDifference(ps, stateOf(*seeded<SharedNet>(1))), 1e-3);
+  EXPECT_LE(relativeDifference(ps, trainShared("sfb")), 1e-6);
+}
+
+TEST(TorchGeneral, EvalForwardWithGradientsIsNotATrainingPass) {
+  torch::set_num_threads(1);
+  torch::nn::Sequential net(torch::nn::Linear(4, 8), torch::nn::ReLU(), torch::nn::Linear(8, 2));
+  LoopbackHub hub(1);
+  TorchModel model(hub.transport(0), net, "seq", Options{});
+  net->eval();
+  model.forward(torch::randn({3, 4}));  // a metric without NoGradGuard, as before
+  model.forward(torch::randn({3, 4}));
+  net->train();
+  model.forward(torch::randn({3, 4})).sum().backward();
+  model.step();
+  // A Sequential in the any-module form would skip its per-child waits and factor capture.
+  EXPECT_THROW(model.forward([&] { return net->forward(torch::randn({3, 4})); }), InputError);
   model.finish();
 }
 
