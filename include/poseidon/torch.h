@@ -30,7 +30,9 @@
 // the Linear children of a Sequential that model.forward(x) runs, and, inside a custom
 // forward, a Linear called as `poseidon::linear(fc, x)` (seen by the probe, see below). Any
 // other Linear goes by PS or allreduce, never by SFB. An input [d0, ..., dk, N] gives
-// d0*...*dk factor rows.
+// d0*...*dk factor rows. A Linear that went through poseidon::linear() in the probe must
+// always be called that way: a direct call of an SFB layer adds nothing to its factors (its
+// weight has requires_grad false). A Sequential always runs with forward(x).
 //
 // The probe (optional): a function that runs the model's forward once on an example batch
 // of the training batch size. The constructor runs it without gradients and learns which
