@@ -81,6 +81,16 @@ Options optionsFor(const RunSetup& s) {
   return o;
 }
 
+// The small models' runs: server-side SGD (momentum 0.9), a short timeout.
+Options smallRunOptions(const std::string& scheme) {
+  Options o;
+  o.lr = 0.05f;
+  o.scheme = scheme;
+  o.batch = kBatch;
+  o.timeout = std::chrono::seconds(30);
+  return o;
+}
+
 std::unique_ptr<torch::optim::Optimizer> optimizerFor(const RunSetup& s, torch::nn::Module& m) {
   if (s.adam) return std::make_unique<torch::optim::Adam>(m.parameters(), torch::optim::AdamOptions(1e-2));
   return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(0.02).momentum(0.9));
@@ -282,11 +292,7 @@ std::vector<torch::Tensor> trainTokens(const std::string& scheme, int ranks, std
   auto nets = seededPerRank<TokenNet>(ranks, 1, 50);
   testing::runRanks(ranks, [&](Transport& t, int rank) {
     auto net = nets[rank];
-    Options o;
-    o.lr = 0.05f;
-    o.scheme = scheme;
-    o.batch = kBatch;
-    o.timeout = std::chrono::seconds(30);
+    const Options o = smallRunOptions(scheme);
     const auto mine = [&](int it) { return tokens[it].narrow(0, rank * kBatch, kBatch); };
     TorchModel model(t, net, "tokens", o, [&] { net->forward(mine(0)); });
     if (rank == 0) *rows_seen = model.info().layers[1].rows_per_example;
@@ -383,11 +389,7 @@ TEST(TorchGeneral, LayerWithoutGradientContributesZerosAtOnce) {
     auto nets = seededPerRank<SometimesNet>(2, 1, 1);
     testing::runRanks(2, [&](Transport& t, int rank) {
       auto net = nets[rank];
-      Options o;
-      o.lr = 0.05f;
-      o.scheme = scheme;
-      o.batch = kBatch;
-      o.timeout = std::chrono::seconds(30);
+      const Options o = smallRunOptions(scheme);
       TorchModel model(t, net, "sometimes", o, [&] { net->forward(xs[0].narrow(0, 0, kBatch), true); });
       for (int it = 0; it < 6; ++it) {
         auto x = xs[it].narrow(0, rank * kBatch, kBatch), y = ys[it].narrow(0, rank * kBatch, kBatch);
@@ -459,11 +461,7 @@ std::vector<torch::Tensor> trainShared(const std::string& scheme) {
   auto nets = seededPerRank<SharedNet>(2, 1, 20);
   testing::runRanks(2, [&](Transport& t, int rank) {
     auto net = nets[rank];
-    Options o;
-    o.lr = 0.05f;
-    o.scheme = scheme;
-    o.batch = kBatch;
-    o.timeout = std::chrono::seconds(30);
+    const Options o = smallRunOptions(scheme);
     const auto mine = [&](const torch::Tensor& all, int it) { return all[it].narrow(0, rank * kBatch, kBatch); };
     TorchModel model(t, net, "shared", o, [&] { net->forward(mine(xs, 0)); });
     EXPECT_EQ(model.info().layers.size(), 2u);
