@@ -12,6 +12,9 @@ packages=(
   dataset-fashion-mnist                      # the real data, as IDX files
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev
   python3 python3-numpy                      # the end-to-end test driver
+  python3-dev pybind11-dev                   # the Python package's extension (poseidon._C)
+  python3-torch python3-torchvision          # PyTorch users' side: the package, its examples
+  python3-pytest                             # the Python package's tests
   clang libclang-rt-14-dev                   # libFuzzer and sanitizers for the decoding fuzz test
   iproute2 util-linux                        # ip/tc for the bandwidth lab, setpriv for its tests
 )

@@ -86,7 +86,7 @@ torch::Tensor TrainNet::forward(const torch::Tensor& x, TorchModel* model) {
 std::string TrainNet::digest() {
   Digest d;
   for (const auto& p : module_->parameters()) d.update(p.data_ptr<float>(), p.numel() * sizeof(float));
-  ModelBuffers(*module_).addToDigest(d);
+  ModelBuffers(namedBuffers(*module_)).addToDigest(d);
   return d.hex();
 }
 

@@ -21,6 +21,10 @@ class Runtime {
   int rank() const;
   int size() const;
   Transport& transport();
+  // Another transport on the same communicator, for a later session of this process: a
+  // transport carries one session, and sessions of a process run one after another (the
+  // previous one finished) so that their messages never mix.
+  std::unique_ptr<Transport> newTransport();
   // Ends every rank of the job: for an error that only this rank has seen, when the
   // others would otherwise wait for it until their timeout.
   [[noreturn]] void abortJob(int code);

@@ -127,7 +127,7 @@ class TorchModel {
   // Hex digest of every parameter and buffer (the same on every rank after synchronize()).
   std::string digest();
 
-  Session& session() { return *session_; }
+  Session& session();
   torch::nn::Module& module() { return *module_; }
   // The Sequential this model was built from; throws for other modules.
   torch::nn::Sequential& net();
@@ -147,8 +147,8 @@ class TorchModel {
     TorchModel& model_;
     TorchModel* outer_;
   };
-  // Builds the session from info_ once the layers are known (after the probe).
-  void start(Transport& transport);
+  // Builds the autograd core and its session once the layers are known (after the probe).
+  void start(Transport& transport, const Options& options);
 
  public:
   struct Impl;  // src/torch/model_impl.h
@@ -160,7 +160,6 @@ class TorchModel {
   torch::nn::Sequential net_{nullptr};
   std::shared_ptr<torch::nn::Module> module_;
   ModelInfo info_;
-  std::unique_ptr<Session> session_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -25,6 +25,7 @@ Runtime::~Runtime() {
 int Runtime::rank() const { return mpi_->rank(); }
 int Runtime::size() const { return mpi_->size(); }
 Transport& Runtime::transport() { return *transport_; }
+std::unique_ptr<Transport> Runtime::newTransport() { return std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes); }
 void Runtime::abortJob(int code) { mpi_->abortJob(code); }
 
 }  // namespace poseidon

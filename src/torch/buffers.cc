@@ -8,14 +8,20 @@
 
 namespace poseidon {
 
-ModelBuffers::ModelBuffers(torch::nn::Module& root) {
-  for (const auto& b : root.named_buffers(/*recurse=*/true)) {
-    const auto& t = b.value();
+std::vector<NamedTensor> namedBuffers(torch::nn::Module& root) {
+  std::vector<NamedTensor> out;
+  for (const auto& b : root.named_buffers(/*recurse=*/true)) out.push_back(NamedTensor{b.key(), b.value()});
+  return out;
+}
+
+ModelBuffers::ModelBuffers(std::vector<NamedTensor> buffers) {
+  for (auto& b : buffers) {
+    const auto& t = b.tensor;
     if (!t.defined() || t.numel() == 0) continue;
     if (!t.is_contiguous() || !t.device().is_cpu()) {
-      throw InputError("buffer '" + b.key() + "': Poseidon keeps contiguous CPU buffers only");
+      throw InputError("buffer '" + b.name + "': Poseidon keeps contiguous CPU buffers only");
     }
-    buffers_.push_back(Buffer{b.key(), t});
+    buffers_.push_back(std::move(b));
   }
 }
 

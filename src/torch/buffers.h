@@ -16,9 +16,18 @@ namespace poseidon {
 class ControlChannel;
 class Digest;
 
+struct NamedTensor {
+  std::string name;
+  torch::Tensor tensor;
+};
+
+// A module's buffers (recursively), by path; empty ones left out.
+std::vector<NamedTensor> namedBuffers(torch::nn::Module& root);
+
 class ModelBuffers {
  public:
-  explicit ModelBuffers(torch::nn::Module& root);
+  // Throws InputError for a buffer that is not contiguous on the CPU.
+  explicit ModelBuffers(std::vector<NamedTensor> buffers);
 
   bool empty() const { return buffers_.empty(); }
   // Collectives: every rank calls them in the same order.
@@ -35,11 +44,7 @@ class ModelBuffers {
   void setFloats(const std::vector<float>& all);
   void broadcastOthers(ControlChannel& control);
 
-  struct Buffer {
-    std::string name;
-    torch::Tensor tensor;
-  };
-  std::vector<Buffer> buffers_;
+  std::vector<NamedTensor> buffers_;
 };
 
 }  // namespace poseidon

@@ -6,27 +6,14 @@
 #include <cstdio>
 
 #include "poseidon/errors.h"
-#include "torch/model_impl.h"
+#include "torch/autograd_sync.h"
 
 namespace poseidon {
 
-torch::Tensor TorchModel::Impl::runLinear(torch::nn::Module& fc, int layer, const torch::Tensor& x) {
-  auto& linear = *fc.as<torch::nn::Linear>();
-  if (probing) {
-    // Factor rows per example, with the probe's batch (the first dimension of its input).
-    const std::int64_t n = x.dim() > 0 ? x.size(-1) : 1;
-    const std::int64_t rows = x.numel() / std::max<std::int64_t>(1, n);
-    probe_rows[layer] = std::max<std::int64_t>(1, rows / std::max<std::int64_t>(1, probe_batch));
-    return linear.forward(x);
-  }
-  if (training() && session().usesFactors(layer)) return forwardWithFactors(fc, layer, x);
-  return linear.forward(x);
-}
-
-void TorchModel::Impl::warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t batch) {
-  const LayerInfo& info = layers.info.layers[layer];
-  if (rows_warned[layer] || batch <= 0 || rows % batch != 0 || info.rows_per_example * batch == rows) return;
-  rows_warned[layer] = true;
+void AutogradSync::warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t batch) {
+  const LayerInfo& info = model_.info.layers[layer];
+  if (rows_warned_[layer] || batch <= 0 || rows % batch != 0 || info.rows_per_example * batch == rows) return;
+  rows_warned_[layer] = true;
   // Exact all the same; only the cost model's choice was made with another K.
   std::fprintf(stderr,
                "poseidon: layer '%s' makes %lld factor rows per example, the cost model assumed %lld: give "
@@ -34,30 +21,29 @@ void TorchModel::Impl::warnIfRowsDiffer(int layer, std::int64_t rows, std::int64
                info.name.c_str(), static_cast<long long>(rows / batch), static_cast<long long>(info.rows_per_example));
 }
 
-torch::Tensor TorchModel::Impl::forwardWithFactors(torch::nn::Module& fc, int layer, const torch::Tensor& x) {
-  const LayerInfo& info = layers.info.layers[layer];
+torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, torch::Tensor y) {
+  const LayerInfo& info = model_.info.layers[layer];
   auto V = x.detach().reshape({-1, info.N}).contiguous();
   warnIfRowsDiffer(layer, V.size(0), x.dim() > 1 ? x.size(0) : 1);
-  auto y = fc.as<torch::nn::Linear>()->forward(x);
   if (!y.requires_grad()) {
     // Nothing below needs a gradient (e.g. the first layer): let autograd still deliver dL/dy.
     y = y.detach().requires_grad_(true);
   }
-  const std::size_t entry = factors[layer].size();
-  factors[layer].push_back(FactorEntry{torch::Tensor(), V, V._version()});
+  const std::size_t entry = factors_[layer].size();
+  factors_[layer].push_back(FactorEntry{torch::Tensor(), V, V._version()});
   const bool last = lastPass();
   y.register_hook([this, layer, entry, last, M = info.M](torch::Tensor U) {
-    if (entry >= factors[layer].size()) return;  // a graph from an earlier step
-    FactorEntry& e = factors[layer][entry];
+    if (entry >= factors_[layer].size()) return;  // a graph from an earlier step
+    FactorEntry& e = factors_[layer][entry];
     // autograd saved no copy of x for this layer (the weight needs no gradient): V is x.
     if (e.V._version() != e.version) {
-      throw Error("the input of layer '" + layers.info.layers[layer].name +
+      throw Error("the input of layer '" + model_.info.layers[layer].name +
                   "' was changed in place after its forward; its sufficient factors need it as it was "
                   "(clone it first, or use --scheme ps)");
     }
     e.U = U.reshape({-1, M}).contiguous();
     if (!last) return;
-    for (const auto& other : factors[layer]) {
+    for (const auto& other : factors_[layer]) {
       if (!other.U.defined()) return;  // another call of this layer is still ahead in backward
     }
     reportFactors(layer);
@@ -65,18 +51,18 @@ torch::Tensor TorchModel::Impl::forwardWithFactors(torch::nn::Module& fc, int la
   if (x.requires_grad() && last) {
     // dL/dx is the last use of W in this backward pass; with several calls of the layer,
     // the last of their input gradients. From then on W may be updated.
-    ++unreleased[layer];
+    ++unreleased_[layer];
     x.register_hook([this, layer](torch::Tensor) {
-      if (--unreleased[layer] == 0) session().layerReleased(layer);
+      if (--unreleased_[layer] == 0) session_->layerReleased(layer);
     });
   }
   return y;
 }
 
-void TorchModel::Impl::reportFactors(int layer) {
-  const LayerInfo& info = layers.info.layers[layer];
+void AutogradSync::reportFactors(int layer) {
+  const LayerInfo& info = model_.info.layers[layer];
   std::vector<torch::Tensor> us, vs;
-  for (auto& e : factors[layer]) {
+  for (auto& e : factors_[layer]) {
     if (!e.U.defined()) continue;  // an output that did not reach the loss adds nothing
     us.push_back(e.U);
     vs.push_back(e.V);
@@ -88,19 +74,19 @@ void TorchModel::Impl::reportFactors(int layer) {
   };
   const auto U = stack(us, info.M);
   const auto V = stack(vs, info.N);
-  if (options.gradient_mode) {
+  if (options_.gradient_mode) {
     // The user's optimizer may have replaced .grad since the last step: point there now.
     std::vector<float*> grads;
-    for (auto& p : layers.layers[layer].params) {
+    for (auto& p : model_.params[layer]) {
       if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
       grads.push_back(p.grad().data_ptr<float>());
     }
-    session().setFactorGradients(layer, std::move(grads));
+    session_->setFactorGradients(layer, std::move(grads));
   }
-  reported[layer] = true;
+  reported_[layer] = true;
   markBackward(layer);
-  session().factorsReady(layer, U.data_ptr<float>(), V.data_ptr<float>(), U.size(0));
-  factors[layer].clear();
+  session_->factorsReady(layer, U.data_ptr<float>(), V.data_ptr<float>(), U.size(0));
+  factors_[layer].clear();
 }
 
 }  // namespace poseidon

@@ -39,13 +39,26 @@ void runWithoutTrace(torch::nn::Module& module, const std::function<void()>& run
   for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].detach().copy_(saved[i]);
   setRandomState(random);
 }
+
+
+ModelTensors tensorsOf(const ModuleLayers& layers, torch::nn::Module& root) {
+  ModelTensors t;
+  t.info = layers.info;
+  for (const auto& layer : layers.layers) t.params.push_back(layer.params);
+  t.buffers = namedBuffers(root);
+  for (const auto& p : root.named_parameters()) {
+    if (!p.value().requires_grad()) t.frozen.push_back(NamedTensor{p.key(), p.value()});
+    t.all.push_back(p.value());
+  }
+  return t;
+}
 }  // namespace
 
 TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const std::string& name,
                        const Options& options, torch::Tensor example)
-    : net_(net), module_(net.ptr()) {
-  impl_ = std::make_unique<Impl>(*this, discoverLayers(*module_, name, /*sequential_root=*/true), options);
+    : net_(net), module_(net.ptr()), impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  m.layers = discoverLayers(*module_, name, /*sequential_root=*/true);
   m.self_waited.assign(m.layers.layers.size(), false);
   if (example.defined()) {
     m.probe_rows.assign(m.layers.layers.size(), 0);
@@ -57,17 +70,16 @@ TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const st
       if (m.probe_rows[l] > 0) m.layers.info.layers[l].rows_per_example = m.probe_rows[l];
     }
   }
-  info_ = m.layers.info;
-  start(transport);
+  start(transport, options);
 }
 
 TorchModel::TorchModel(Transport& transport, std::shared_ptr<torch::nn::Module> module, const std::string& name,
                        const Options& options, std::function<void()> probe)
-    : module_(std::move(module)) {
+    : module_(std::move(module)), impl_(std::make_unique<Impl>()) {
   if (!module_) throw InputError("TorchModel: no module given");
   if (auto seq = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_)) net_ = torch::nn::Sequential(seq);
-  impl_ = std::make_unique<Impl>(*this, discoverLayers(*module_, name, /*sequential_root=*/!net_.is_empty()), options);
   Impl& m = *impl_;
+  m.layers = discoverLayers(*module_, name, /*sequential_root=*/!net_.is_empty());
   m.self_waited.assign(m.layers.layers.size(), false);
   if (probe && !net_.is_empty()) {
     throw InputError("a Sequential takes an example batch, not a probe: TorchModel(transport, net, name, options, "
@@ -90,55 +102,22 @@ TorchModel::TorchModel(Transport& transport, std::shared_ptr<torch::nn::Module> 
       info.factorable = info.kind == LayerKind::kFC;
     }
   }
-  info_ = m.layers.info;
-  start(transport);
+  start(transport, options);
 }
 
-void TorchModel::start(Transport& transport) {
+void TorchModel::start(Transport& transport, const Options& options) {
   Impl& m = *impl_;
-  if (m.layers.layers.empty()) {
-    throw InputError("model '" + info_.name + "' has no trainable parameters: nothing to train data-parallel");
-  }
-  std::vector<std::vector<float*>> params;
-  for (auto& layer : m.layers.layers) {
-    std::vector<float*> ptrs;
-    for (auto& p : layer.params) ptrs.push_back(p.data_ptr<float>());
-    params.push_back(std::move(ptrs));
-  }
-  if (!m.buffers.empty() && m.options.server_ranks > 0) {
-    throw InputError("a model with buffers (BatchNorm statistics) keeps them equal with collectives among all ranks: "
-                     "drop --server-ranks");
-  }
-  session_ = std::make_unique<Session>(transport, info_, std::move(params), m.options);
-  // Rank 0's buffers and frozen parameters, as its trained parameters (DDP does the same).
-  m.buffers.broadcast(session_->control());
-  for (auto& p : module_->named_parameters()) {
-    if (p.value().requires_grad()) continue;
-    auto t = p.value().detach();
-    POSEIDON_ENFORCE(t.scalar_type() == torch::kFloat && t.is_contiguous(), "frozen parameter ", p.key(),
-                     " is not contiguous float32");
-    session_->control().broadcastFloats(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), 0,
-                                        "frozen parameter " + p.key());
-  }
+  info_ = m.layers.info;
+  m.sync = std::make_unique<AutogradSync>(tensorsOf(m.layers, *module_), options);
   for (int l = 0; l < m.layerCount(); ++l) {
-    // SFB layers: autograd must not compute the dense weight gradient at all; the update
-    // comes from the factors. Without requires_grad it computes only the input gradient.
-    if (session_->usesFactors(l)) {
-      for (auto& p : m.layers.layers[l].params) p.set_requires_grad(false);
-    }
+    if (m.self_waited[l]) m.sync->setSelfWaited(l);
   }
-  if (session_->isWorker()) m.installHooks();
+  m.sync->start(transport);
 }
 
-TorchModel::~TorchModel() {
-  // The module outlives its wrapper: SFB weights train by autograd again (a new wrapper
-  // sees the same layers).
-  if (!session_) return;
-  for (int l = 0; l < impl_->layerCount(); ++l) {
-    if (!session_->usesFactors(l)) continue;
-    for (auto& p : impl_->layers.layers[l].params) p.set_requires_grad(true);
-  }
-}
+TorchModel::~TorchModel() = default;
+
+Session& TorchModel::session() { return impl_->sync->session(); }
 
 torch::nn::Sequential& TorchModel::net() {
   if (net_.is_empty()) throw InputError("model '" + info_.name + "' is not a Sequential");
@@ -147,6 +126,11 @@ torch::nn::Sequential& TorchModel::net() {
 
 // --- one iteration ---
 
+namespace {
+// A forward that trains: gradients on and the module in training mode.
+bool trainingForward(torch::nn::Module& module) { return torch::GradMode::is_enabled() && module.is_training(); }
+}  // namespace
+
 TorchModel::ForwardScope::ForwardScope(TorchModel& model, bool per_child) : model_(model), outer_(t_forward) {
   Impl& m = *model.impl_;
   if (!m.probing) {
@@ -154,27 +138,13 @@ TorchModel::ForwardScope::ForwardScope(TorchModel& model, bool per_child) : mode
     if (!per_child && !model.net_.is_empty()) {
       throw InputError("a Sequential runs with model.forward(x), which waits for and captures each child");
     }
-    Session& s = m.session();
-    if (m.training()) {
-      if (m.forwards == m.options.backward_passes_per_step) {
-        throw Error(detail::cat("a training forward pass after ", m.forwards,
-                                " backward passes without step(); call step() once per ", m.forwards,
-                                " (Options::backward_passes_per_step)"));
-      }
-      // Every forward starts from equal buffers (DDP's broadcast_buffers).
-      m.buffers.makeEqual(s.control(), m.options.buffers, s.size());
-    }
-    for (int l = 0; l < m.layerCount() && !per_child; ++l) {
-      if (!m.self_waited[l]) s.waitLayer(l);
-    }
-    if (m.training()) ++m.forwards;
-    m.backward_mark = std::chrono::steady_clock::now();
+    m.sync->beginForward(trainingForward(*model.module_), per_child);
   }
   t_forward = &model;
 }
 
 TorchModel::ForwardScope::~ForwardScope() {
-  model_.impl_->backward_mark = std::chrono::steady_clock::now();
+  if (!model_.impl_->probing) model_.impl_->sync->endForward();
   t_forward = outer_;
 }
 
@@ -186,6 +156,19 @@ bool linearChild(const TorchModel::Impl& m, const std::vector<int>& layers_of_ch
 }
 }  // namespace
 
+torch::Tensor TorchModel::Impl::runLinear(torch::nn::Module& fc, int layer, const torch::Tensor& x) {
+  auto& linear = *fc.as<torch::nn::Linear>();
+  if (probing) {
+    // Factor rows per example, with the probe's batch (the first dimension of its input).
+    const std::int64_t n = x.dim() > 0 ? x.size(-1) : 1;
+    const std::int64_t rows = x.numel() / std::max<std::int64_t>(1, n);
+    probe_rows[layer] = std::max<std::int64_t>(1, rows / std::max<std::int64_t>(1, probe_batch));
+    return linear.forward(x);
+  }
+  auto y = linear.forward(x);
+  return sync->factorsWanted(layer) ? sync->captureFactors(layer, x, y) : y;
+}
+
 torch::Tensor TorchModel::forward(torch::Tensor x) {
   if (net_.is_empty()) {
     throw InputError("forward(x) runs a Sequential; for model '" + info_.name +
@@ -194,14 +177,14 @@ torch::Tensor TorchModel::forward(torch::Tensor x) {
   ForwardScope scope(*this, /*per_child=*/true);
   Impl& m = *impl_;
   const bool probing = m.probing;
-  Timeline* tl = !probing && m.training() ? m.session().timeline() : nullptr;
+  Timeline* tl = !probing && trainingForward(*module_) ? session().timeline() : nullptr;
   std::size_t child = 0;
   for (auto& c : *net_) {
     const auto& mine = m.layers.layers_of_child[child++];
     for (int l : mine) {
       if (probing) continue;
       TimelineSpan span(tl, "compute", tl ? "wait " + info_.layers[l].name : "", "wait");
-      m.session().waitLayer(l);
+      m.sync->waitLayer(l);
     }
     TimelineSpan span(tl, "compute", tl ? "forward " + (mine.empty() ? c.ptr()->name() : info_.layers[mine[0]].name) : "",
                       "forward");
@@ -210,39 +193,15 @@ torch::Tensor TorchModel::forward(torch::Tensor x) {
   return x;
 }
 
-void TorchModel::step() {
-  Impl& m = *impl_;
-  if (!session_->isWorker()) throw Error("step() on a rank that does not train");
-  if (m.forwards != m.options.backward_passes_per_step) {
-    throw Error(detail::cat("step() after ", m.forwards, " training forward pass", m.forwards == 1 ? "" : "es",
-                            "; Options::backward_passes_per_step is ", m.options.backward_passes_per_step));
-  }
-  m.reportRemaining();
-  session_->endIteration();
-  m.resetStep();
-  // Gradient mode: the user's optimizer steps next and needs every mean gradient.
-  if (m.options.gradient_mode) session_->waitAll();
-}
+void TorchModel::step() { impl_->sync->step(); }
 
-void TorchModel::synchronize() {
-  session_->waitAll();
-  impl_->buffers.makeEqual(session_->control(), impl_->options.buffers, session_->size());
-}
+void TorchModel::synchronize() { impl_->sync->synchronize(); }
 
-void TorchModel::finish() { session_->finish(); }
+void TorchModel::finish() { impl_->sync->finish(); }
 
-std::vector<StateRecord> TorchModel::stateRecords() {
-  auto records = session_->stateRecords();
-  impl_->buffers.addStateRecords(records);
-  return records;
-}
+std::vector<StateRecord> TorchModel::stateRecords() { return impl_->sync->stateRecords(); }
 
-std::string TorchModel::digest() {
-  Digest d;
-  for (const auto& p : module_->parameters()) d.update(p.data_ptr<float>(), p.numel() * sizeof(float));
-  impl_->buffers.addToDigest(d);
-  return d.hex();
-}
+std::string TorchModel::digest() { return impl_->sync->digest(); }
 
 // --- inside a custom forward ---
 
@@ -256,7 +215,7 @@ torch::Tensor linear(torch::nn::Linear& fc, const torch::Tensor& x) {
   if (m.probing) {
     m.self_waited[layer] = true;
   } else {
-    m.session().waitLayer(layer);
+    m.sync->waitLayer(layer);
   }
   return m.runLinear(*fc.ptr(), layer, x);
 }
@@ -271,7 +230,7 @@ void waitFor(const torch::nn::Module& module) {
     if (m.probing) {
       m.self_waited[l] = true;
     } else {
-      m.session().waitLayer(l);
+      m.sync->waitLayer(l);
     }
   }
 }

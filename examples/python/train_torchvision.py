@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""Trains a torchvision classification model data-parallel with Poseidon, on Fashion-MNIST
+(scaled to the model's input and made 3-channel) or on synthetic data.
+
+    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/python/train_torchvision.py \\
+        --model resnet18 --epochs 1
+    ... --model vgg19 --synthetic --image-size 64 --iterations 20 --json
+
+Progress on rank 0 (iteration, loss, images/s); test accuracy after each epoch; with
+--json a summary as the last stdout line (the fields of `poseidon train --json`).
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision
+
+import poseidon
+
+MODELS = ("resnet18", "resnet50", "resnet152", "vgg11", "vgg19", "vgg19_bn", "alexnet", "googlenet",
+          "inception_v3")
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="resnet18", choices=MODELS)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--iterations", type=int, default=0, help="stop after this many iterations (0: whole epochs)")
+    ap.add_argument("--batch", type=int, default=32, help="examples per rank per iteration")
+    ap.add_argument("--image-size", type=int, default=0, help="input side (default: 32, 75 for inception_v3, "
+                    "63 for alexnet)")
+    ap.add_argument("--synthetic", action="store_true", help="random images instead of Fashion-MNIST")
+    ap.add_argument("--data", default=DATA, help="Fashion-MNIST IDX files (.gz)")
+    ap.add_argument("--optimizer", default="sgd", choices=("sgd", "adam", "adamw"))
+    ap.add_argument("--lr", type=float, default=0.0, help="default: 0.02 for sgd, 1e-3 for adam/adamw")
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--scheme", default="auto", choices=("auto", "ps", "sfb", "allreduce"))
+    ap.add_argument("--mode", default="auto", choices=("auto", "server", "gradient"))
+    ap.add_argument("--cost-model", default="bytes", choices=("bytes", "time"))
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--json", action="store_true", help="a JSON summary as the last line")
+    a = ap.parse_args()
+    if a.epochs < 1 or a.batch < 1 or a.iterations < 0:
+        ap.error("--epochs and --batch must be at least 1, --iterations at least 0")
+    a.image_size = a.image_size or {"inception_v3": 75, "alexnet": 63}.get(a.model, 32)
+    a.lr = a.lr or (0.02 if a.optimizer == "sgd" else 1e-3)
+    return a
+
+
+def build(name, classes):
+    kwargs = {"num_classes": classes}
+    if name in ("googlenet", "inception_v3"):
+        kwargs.update(aux_logits=False, init_weights=True)
+    return getattr(torchvision.models, name)(**kwargs)
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape).copy())
+
+
+def fashion_mnist(folder, split, size):
+    images = read_idx(os.path.join(folder, f"{split}-images-idx3-ubyte.gz")).float().div_(255).unsqueeze(1)
+    labels = read_idx(os.path.join(folder, f"{split}-labels-idx1-ubyte.gz")).long()
+    images = (images - 0.2860) / 0.3530
+    if size != 28:
+        images = F.interpolate(images, size=(size, size), mode="bilinear", align_corners=False)
+    return images.expand(-1, 3, -1, -1).contiguous(), labels
+
+
+def make_optimizer(a, params):
+    if a.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay)
+    cls = torch.optim.Adam if a.optimizer == "adam" else torch.optim.AdamW
+    return cls(params, lr=a.lr, weight_decay=a.weight_decay)
+
+
+def evaluate(model, images, labels, rank, size):
+    """Accuracy over the whole test set: each rank a share, summed over ranks."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(rank * 256, len(images), 256 * size):
+            correct += (model(images[i:i + 256]).argmax(1) == labels[i:i + 256]).sum().item()
+    model.train()
+    counts = torch.tensor([float(correct)])
+    total = 0.0
+    for r in range(size):  # rank r's count, from rank r
+        c = counts.clone()
+        poseidon.broadcast_parameters([("correct", c)], root_rank=r)
+        total += c.item()
+    return total / len(images)
+
+
+def main():
+    a = parse_args()
+    torch.set_num_threads(a.threads)
+    poseidon.init()
+    rank, size = poseidon.rank(), poseidon.size()
+    torch.manual_seed(0)
+    net = build(a.model, 10)
+    optimizer = make_optimizer(a, net.parameters())
+    model = poseidon.DistributedModel(net, optimizer, name=a.model, scheme=a.scheme, mode=a.mode,
+                                      cost_model=a.cost_model)
+    if a.synthetic:
+        g = torch.Generator().manual_seed(rank)
+        train_x = torch.randn(a.batch * 8, 3, a.image_size, a.image_size, generator=g)
+        train_y = torch.randint(0, 10, (a.batch * 8,), generator=g)
+        test = None
+    else:
+        train_x, train_y = fashion_mnist(a.data, "train", a.image_size)
+        test = fashion_mnist(a.data, "t10k", a.image_size)
+    per_epoch = len(train_x) // (a.batch * size)
+    total = a.iterations or per_epoch * a.epochs
+    if rank == 0:
+        print(f"poseidon: {a.model} on {size} rank(s), {total} iterations of {a.batch} per rank, "
+              f"{'synthetic' if a.synthetic else 'Fashion-MNIST'} {a.image_size}x{a.image_size}, "
+              f"{a.optimizer} ({model.mode} mode), scheme {a.scheme}", flush=True)
+    times, loss, accuracy, it, started = [], float("nan"), None, 0, time.time()
+    order = torch.Generator().manual_seed(1234)
+    while it < total:
+        perm = torch.randperm(len(train_x), generator=order)  # the same on every rank
+        for b in range(per_epoch):
+            if it >= total:
+                break
+            idx = perm[(b * size + rank) * a.batch:(b * size + rank + 1) * a.batch]
+            t0 = time.perf_counter()
+            out = model(train_x[idx])
+            l = F.cross_entropy(out, train_y[idx])
+            l.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            times.append(time.perf_counter() - t0)
+            loss, it = l.item(), it + 1
+            if rank == 0 and (it % a.log_every == 0 or it == total):
+                recent = statistics.median(times[-a.log_every:])
+                print(f"iteration {it}/{total} loss {loss:.4f} {a.batch * size / recent:.1f} images/s", flush=True)
+        if test is not None and (it % per_epoch == 0 or it >= total):
+            model.synchronize()
+            accuracy = evaluate(model, test[0], test[1], rank, size)
+            if rank == 0:
+                print(f"after {it} iterations: test accuracy {100 * accuracy:.2f}%", flush=True)
+    model.synchronize()
+    digest, plan, sent = model.digest(), model.plan(), model.bytes_sent()
+    model.close()
+    s_per_iter = statistics.median(times[min(5, len(times) - 1):])
+    if rank == 0:
+        summary = {"workers": size, "model": a.model, "scheme": a.scheme, "mode": model.mode, "batch": a.batch,
+                   "image_size": a.image_size, "iterations": it, "s_per_iter_median": s_per_iter,
+                   "images_per_s": a.batch * size / s_per_iter, "train_loss": loss, "test_accuracy": accuracy,
+                   "bytes_sent_per_iter": sent / max(1, it), "param_digest": digest,
+                   "wall_s": time.time() - started, "layers": plan}
+        print(f"done: {it} iterations, {summary['images_per_s']:.1f} images/s, loss {loss:.4f}"
+              + (f", test accuracy {100 * accuracy:.2f}%" if accuracy is not None else ""), flush=True)
+        if a.json:
+            print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+// poseidon._C: the Python package's view of the C++ core. Thin: the runtime (MPI), the
+// options, and AutogradSync (src/torch/autograd_sync.h) over layers that Python found in
+// its own module tree. Everything that may block releases the GIL; nothing here calls
+// back into Python, so autograd's hooks run without it.
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/cost_model.h"
+#include "coordinator/scheme_planner.h"
+#include "poseidon/errors.h"
+#include "poseidon/options.h"
+#include "comm/transport.h"
+#include "poseidon/runtime.h"
+#include "torch/autograd_sync.h"
+
+namespace py = pybind11;
+
+namespace poseidon::python {
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// One layer as Python describes it.
+struct PyLayer {
+  std::string name;
+  std::string kind;  // "fc", "conv", "other"
+  NamedTensors params;
+  std::int64_t M = 0, N = 0;
+  bool factorable = false;
+  std::int64_t rows_per_example = 1;
+};
+
+LayerKind kindFrom(const std::string& kind) {
+  if (kind == "fc") return LayerKind::kFC;
+  if (kind == "conv") return LayerKind::kConv;
+  if (kind == "other") return LayerKind::kOther;
+  throw InputError("layer kind '" + kind + "': use fc, conv or other");
+}
+
+std::vector<NamedTensor> named(const NamedTensors& tensors) {
+  std::vector<NamedTensor> out;
+  for (const auto& [name, t] : tensors) out.push_back(NamedTensor{name, t});
+  return out;
+}
+
+ModelTensors modelTensors(const std::string& name, const std::vector<PyLayer>& layers, const NamedTensors& buffers,
+                          const NamedTensors& frozen, const std::vector<torch::Tensor>& all) {
+  ModelTensors m;
+  m.info.name = name;
+  for (const auto& l : layers) {
+    LayerInfo info;
+    info.name = l.name;
+    info.kind = kindFrom(l.kind);
+    std::vector<torch::Tensor> params;
+    for (const auto& [pname, t] : l.params) {
+      if (t.scalar_type() != torch::kFloat || !t.is_contiguous() || !t.device().is_cpu()) {
+        throw InputError("parameter '" + l.name + "." + pname + "': Poseidon trains contiguous float32 CPU parameters only");
+      }
+      info.tensors.push_back(TensorInfo{pname, t.sizes().vec()});
+      params.push_back(t);
+    }
+    info.M = l.M;
+    info.N = l.N;
+    info.factorable = l.factorable;
+    info.rows_per_example = l.rows_per_example;
+    m.info.layers.push_back(std::move(info));
+    m.params.push_back(std::move(params));
+  }
+  m.buffers = named(buffers);
+  m.frozen = named(frozen);
+  m.all = all;
+  return m;
+}
+
+// The model core with its runtime kept alive as long as it lives.
+class PyModel {
+ public:
+  PyModel(std::shared_ptr<Runtime> runtime, const std::string& name, const std::vector<PyLayer>& layers,
+          const NamedTensors& buffers, const NamedTensors& frozen, const std::vector<torch::Tensor>& all,
+          const std::vector<int>& self_waited, const Options& options)
+      : runtime_(std::move(runtime)),
+        transport_(runtime_->newTransport()),
+        sync_(std::make_unique<AutogradSync>(modelTensors(name, layers, buffers, frozen, all), options)) {
+    for (int l : self_waited) sync_->setSelfWaited(l);
+    py::gil_scoped_release release;
+    sync_->start(*transport_);
+  }
+
+  AutogradSync& sync() {
+    if (!sync_) throw Error("this model has been closed");
+    return *sync_;
+  }
+  void close() {
+    if (!sync_) return;
+    py::gil_scoped_release release;
+    sync_->finish();
+    sync_.reset();
+    transport_->stop();
+  }
+  py::list plan() {
+    py::list out;
+    const auto& plans = sync().session().plan();
+    for (std::size_t l = 0; l < plans.size(); ++l) {
+      py::dict d;
+      d["layer"] = sync().info().layers[l].name;
+      d["scheme"] = schemeName(plans[l].scheme);
+      d["reason"] = plans[l].reason;
+      d["bytes_sent"] = sync().session().bytesSentForLayer(static_cast<int>(l));
+      out.append(std::move(d));
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<Runtime> runtime_;
+  std::unique_ptr<Transport> transport_;  // this session's own (Runtime::newTransport)
+  std::unique_ptr<AutogradSync> sync_;
+};
+
+// Collectives outside any model (broadcast_parameters, broadcast_optimizer_state): on
+// MPI_COMM_WORLD, which Poseidon's transport never uses (it works on duplicates).
+void broadcastBytes(void* data, std::size_t bytes, int root) {
+  auto* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const int n = static_cast<int>(std::min<std::size_t>(bytes, INT_MAX));
+    if (MPI_Bcast(p, n, MPI_BYTE, root, MPI_COMM_WORLD) != MPI_SUCCESS) throw CommError("MPI_Bcast failed");
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+void checkRoot(const Runtime& runtime, int root) {
+  if (root < 0 || root >= runtime.size()) {
+    throw InputError(detail::cat("root_rank ", root, " is not a rank of this job of ", runtime.size()));
+  }
+}
+
+void bindCollectives(py::module_& m) {
+  m.def("broadcast_tensor_", [](const Runtime& runtime, torch::Tensor t, int root) {
+    checkRoot(runtime, root);
+    if (!t.is_contiguous() || !t.device().is_cpu()) throw InputError("broadcast: a contiguous CPU tensor only");
+    py::gil_scoped_release release;
+    broadcastBytes(t.data_ptr(), t.nbytes(), root);
+  });
+  m.def("broadcast_bytes", [](const Runtime& runtime, const py::bytes& mine, int root) {
+    checkRoot(runtime, root);
+    std::string data = mine;
+    {
+      py::gil_scoped_release release;
+      std::uint64_t n = data.size();
+      broadcastBytes(&n, sizeof(n), root);
+      data.resize(n);
+      broadcastBytes(data.data(), n, root);
+    }
+    return py::bytes(data);
+  });
+}
+
+void bindOptions(py::module_& m) {
+  py::class_<Options>(m, "Options")
+      .def(py::init<>())
+      .def_readwrite("lr", &Options::lr)
+      .def_readwrite("momentum", &Options::momentum)
+      .def_readwrite("weight_decay", &Options::weight_decay)
+      .def_readwrite("gradient_mode", &Options::gradient_mode)
+      .def_readwrite("backward_passes_per_step", &Options::backward_passes_per_step)
+      .def_readwrite("buffers", &Options::buffers)
+      .def_readwrite("lr_decay_iterations", &Options::lr_decay_iterations)
+      .def_readwrite("scheme", &Options::scheme)
+      .def_readwrite("cost_model", &Options::cost_model)
+      .def_readwrite("batch", &Options::batch)
+      .def_readwrite("bandwidth", &Options::bandwidth)
+      .def_readwrite("gemm_flops", &Options::gemm_flops)
+      .def_readwrite("wfbp", &Options::wfbp)
+      .def_readwrite("server_ranks", &Options::server_ranks)
+      .def_readwrite("shards", &Options::shards)
+      .def_readwrite("kvstore", &Options::kvstore)
+      .def_readwrite("fusion_bytes", &Options::fusion_bytes)
+      .def_readwrite("kv_pair_bytes", &Options::kv_pair_bytes)
+      .def_readwrite("timeout", &Options::timeout)
+      .def_readwrite("staleness", &Options::staleness)
+      .def_readwrite("straggler_timeout", &Options::straggler_timeout)
+      .def_readwrite("timeline", &Options::timeline)
+      .def_readwrite("start_iteration", &Options::start_iteration)
+      .def_readwrite("agreement", &Options::agreement);
+}
+
+void bindModel(py::module_& m) {
+  py::class_<PyLayer>(m, "Layer")
+      .def(py::init<>())
+      .def_readwrite("name", &PyLayer::name)
+      .def_readwrite("kind", &PyLayer::kind)
+      .def_readwrite("params", &PyLayer::params)
+      .def_readwrite("M", &PyLayer::M)
+      .def_readwrite("N", &PyLayer::N)
+      .def_readwrite("factorable", &PyLayer::factorable)
+      .def_readwrite("rows_per_example", &PyLayer::rows_per_example);
+  const auto unlocked = py::call_guard<py::gil_scoped_release>();
+  py::class_<PyModel>(m, "Model")
+      .def(py::init<std::shared_ptr<Runtime>, const std::string&, const std::vector<PyLayer>&, const NamedTensors&,
+                    const NamedTensors&, const std::vector<torch::Tensor>&, const std::vector<int>&, const Options&>())
+      .def("begin_forward", [](PyModel& p, bool training) { p.sync().beginForward(training, false); }, unlocked)
+      .def("end_forward", [](PyModel& p) { p.sync().endForward(); })
+      .def("wait_layer", [](PyModel& p, int l) { p.sync().waitLayer(l); }, unlocked)
+      .def("factors_wanted", [](PyModel& p, int l) { return p.sync().factorsWanted(l); })
+      .def("capture_factors",
+           [](PyModel& p, int l, const torch::Tensor& x, torch::Tensor y) { return p.sync().captureFactors(l, x, y); })
+      .def("step", [](PyModel& p) { p.sync().step(); }, unlocked)
+      .def("synchronize", [](PyModel& p) { p.sync().synchronize(); }, unlocked)
+      .def("digest", [](PyModel& p) { return p.sync().digest(); }, unlocked)
+      .def("uses_factors", [](PyModel& p, int l) { return p.sync().session().usesFactors(l); })
+      .def("iteration", [](PyModel& p) { return p.sync().session().iteration(); })
+      .def("bytes_sent", [](PyModel& p) { return p.sync().session().bytesSent(); })
+      .def("rank", [](PyModel& p) { return p.sync().session().rank(); })
+      .def("workers", [](PyModel& p) { return p.sync().session().workers(); })
+      .def("plan", &PyModel::plan)
+      .def("close", &PyModel::close);
+}
+
+}  // namespace
+}  // namespace poseidon::python
+
+PYBIND11_MODULE(_C, m) {
+  using namespace poseidon;
+  m.doc() = "Poseidon's C++ core for the Python package (see poseidon/__init__.py)";
+  // Poseidon's errors reach Python as the exceptions a Python user expects.
+  // pybind11 tries the most recently registered first: the base class goes first.
+  py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<TimeoutError>(m, "TimeoutError", PyExc_TimeoutError);
+  py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
+  py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
+      .def(py::init([] { return std::make_shared<Runtime>(nullptr, nullptr); }))
+      .def("rank", &Runtime::rank)
+      .def("size", &Runtime::size);
+  python::bindOptions(m);
+  python::bindModel(m);
+  python::bindCollectives(m);
+}

@@ -1,0 +1,51 @@
+"""Horovod's start-up helpers: make every rank start from rank 0's state.
+
+DistributedModel already broadcasts rank 0's parameters and buffers when it starts; these
+are for state it does not own (a model trained without it, an optimizer loaded from disk).
+"""
+import io
+
+import torch
+
+from . import _C
+from . import runtime
+
+
+def broadcast_parameters(params, root_rank=0):
+    """Copies root_rank's tensors into every rank's, in place. `params`: a state_dict, or
+    (name, tensor) pairs such as model.named_parameters(); every rank passes the same names."""
+    items = sorted(params.items()) if isinstance(params, dict) else list(params)
+    names = "\n".join(name for name, _ in items).encode()
+    if _C.broadcast_bytes(runtime.runtime(), names, root_rank) != names:
+        raise ValueError("broadcast_parameters: the ranks passed different tensors")
+    with torch.no_grad():
+        for name, t in items:
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"broadcast_parameters: '{name}' is not a tensor")
+            src = t.detach()
+            buf = src if src.is_contiguous() else src.contiguous()
+            _C.broadcast_tensor_(runtime.runtime(), buf, root_rank)
+            if buf is not src:
+                src.copy_(buf)
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0):
+    """Gives every rank root_rank's optimizer state (its state_dict, hyper-parameters included)."""
+    mine = b""
+    if runtime.rank() == root_rank:
+        out = io.BytesIO()
+        torch.save(optimizer.state_dict(), out)
+        mine = out.getvalue()
+    theirs = _C.broadcast_bytes(runtime.runtime(), mine, root_rank)
+    if runtime.rank() != root_rank:
+        optimizer.load_state_dict(torch.load(io.BytesIO(theirs)))
+
+
+def broadcast_object(obj, root_rank=0):
+    """root_rank's picklable object, on every rank."""
+    mine = b""
+    if runtime.rank() == root_rank:
+        out = io.BytesIO()
+        torch.save(obj, out)
+        mine = out.getvalue()
+    return torch.load(io.BytesIO(_C.broadcast_bytes(runtime.runtime(), mine, root_rank)))

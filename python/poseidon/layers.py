@@ -1,0 +1,157 @@
+"""A torch.nn.Module as the coordinator's layers, and the probe that learns how its forward
+uses them.
+
+A *layer* is a module that owns trainable parameters directly, named by its path in the
+module tree (``layer2.0.conv1``; ``root`` for the model itself). Linear is FC (it may go by
+sufficient factors), Conv1d/2d/3d CONV, anything else OTHER. A tensor shared by two modules
+(tied weights) belongs to the first.
+
+The probe runs one forward without gradients (buffers and random state left as they were)
+and watches every torch function call. From it Poseidon learns, per layer:
+  - whether every use of its parameters happens while its own module runs: then a forward
+    pre-hook on that module can wait for just that layer (the next forward overlaps the
+    syncs of the layers above); otherwise the layer is waited for before the forward;
+  - for a Linear, whether its parameters are used only by its own forward (then its input
+    and output gradient are its sufficient factors) and how many factor rows one example
+    makes (a Linear on [B, T, E] makes T: the cost model's K is batch x T);
+  - the order in which layers are first used (the coordinator's forward order).
+"""
+from dataclasses import dataclass, field
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+_CONV = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+
+
+@dataclass
+class Layer:
+    name: str
+    module: torch.nn.Module
+    params: list  # [(name, tensor)], trainable, in registration order
+    kind: str = "other"  # fc, conv, other
+    M: int = 0
+    N: int = 0
+    linear: bool = False  # a Linear that trains its weight (and bias) and nothing else
+    # Found by the probe:
+    factorable: bool = False
+    rows_per_example: int = 1
+    self_waited: bool = False
+
+
+def find_layers(module):
+    """The layers of `module`, in registration order; frozen parameters are left out."""
+    layers, seen = [], set()
+    for path, m in module.named_modules():
+        params = []
+        for name, p in m.named_parameters(recurse=False):
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                params.append((name, p))
+        if not params:
+            continue
+        layer = Layer(name=path or "root", module=m, params=params)
+        # SFB rebuilds y = x W^T + b: only a Linear whose forward is Linear's own.
+        plain = isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward
+        if plain and [n for n, _ in params] in (["weight"], ["weight", "bias"]):
+            layer.kind, layer.linear = "fc", True
+            layer.M, layer.N = m.out_features, m.in_features
+        elif isinstance(m, _CONV):
+            layer.kind = "conv"
+        layers.append(layer)
+    return layers
+
+
+def _tensors(obj):
+    """Every tensor inside nested lists, tuples and dicts."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
+
+
+class _Watch(TorchFunctionMode):
+    """Records, for each torch function call on a layer's parameter, which modules run."""
+
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner  # id(parameter) -> layer index
+        self.stack = []  # modules whose forward is running, innermost last
+        self.first_use = {}  # layer -> order of its first use
+        self.outside = set()  # layers used while their module was not running
+        self.foreign = set()  # layers used by a module other than their own, innermost
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for t in _tensors((args, kwargs)):
+            layer = self.owner.get(id(t))
+            if layer is not None:
+                self.use(layer[0], layer[1])
+        return func(*args, **kwargs)
+
+    def use(self, index, module):
+        self.first_use.setdefault(index, len(self.first_use))
+        if not any(m is module for m in self.stack):
+            self.outside.add(index)
+        if not self.stack or self.stack[-1] is not module:
+            self.foreign.add(index)
+
+
+@dataclass
+class ProbeResult:
+    order: list = field(default_factory=list)  # layer indices in order of first use
+
+
+def probe(root, layers, args, kwargs):
+    """Runs root(*args, **kwargs) once, watched; fills each layer's probe fields."""
+    owner = {id(p): (i, layer.module) for i, layer in enumerate(layers) for _, p in layer.params}
+    index_of = {id(layer.module): i for i, layer in enumerate(layers)}
+    watch = _Watch(owner)
+    rows = {}
+    handles = []
+
+    def pre(module, inputs):
+        watch.stack.append(module)
+        i = index_of.get(id(module))
+        if i is not None:
+            watch.first_use.setdefault(i, len(watch.first_use))
+
+    def post(module, inputs, output):
+        watch.stack.pop()
+        i = index_of.get(id(module))
+        if i is not None and layers[i].linear and inputs and isinstance(inputs[0], torch.Tensor):
+            x = inputs[0]
+            if x.dim() >= 1 and x.shape[-1] == layers[i].N:
+                rows[i] = rows.get(i, 0) + x.numel() // max(1, x.shape[-1])
+            else:
+                watch.foreign.add(i)  # an input SFB would not see as [rows, N]
+
+    for m in root.modules():
+        handles.append(m.register_forward_pre_hook(pre))
+        handles.append(m.register_forward_hook(post))
+    buffers = [b.detach().clone() for b in root.buffers()]
+    rng = torch.get_rng_state()
+    try:
+        with torch.no_grad(), watch:
+            root(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+        for b, saved in zip(root.buffers(), buffers):
+            b.detach().copy_(saved)
+        torch.set_rng_state(rng)
+    batch = next((t.shape[0] for t in _tensors((args, kwargs)) if t.dim() > 0), 1)
+    for i, layer in enumerate(layers):
+        used = i in watch.first_use
+        layer.self_waited = used and i not in watch.outside
+        layer.factorable = layer.linear and i in rows and i not in watch.foreign
+        if i in rows:
+            layer.rows_per_example = max(1, rows[i] // max(1, batch))
+    result = ProbeResult()
+    result.order = sorted(watch.first_use, key=watch.first_use.get)
+    result.order += [i for i in range(len(layers)) if i not in watch.first_use]
+    return result, batch

@@ -1,0 +1,239 @@
+"""DistributedModel: any torch.nn.Module trained data-parallel under Poseidon.
+
+    model = poseidon.DistributedModel(net, optimizer)   # the user's torch.optim optimizer
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()          # each layer's sync starts as autograd finishes it (WFBP)
+        optimizer.step()         # ends the iteration (see "Where the optimizer runs")
+        optimizer.zero_grad()
+
+The first forward probes the model (layers.py) and starts the session, on every rank
+together: rank 0's parameters, buffers and frozen tensors are broadcast, and ranks that
+wrap different models or options stop with one error.
+
+Where the optimizer runs (`mode`):
+  - "server": the paper's design. The parameter servers, SFB and allreduce replicas apply
+    SGD with momentum and weight decay; optimizer.step() only ends the iteration and the
+    next forward waits for each layer as it reaches it. Needs torch.optim.SGD with one
+    lr/momentum/weight_decay for all parameters, no nesterov, no dampening, and a fixed lr.
+  - "gradient": every scheme delivers the workers' mean gradient into .grad and the
+    user's optimizer steps locally, identically on every rank (Adam, schedulers, clipping).
+  - "auto" (default): "server" when the optimizer allows it, else "gradient".
+The optimizer's step() and zero_grad() are replaced on the object passed in (in server
+mode Poseidon clears each gradient after its sync: do not zero them yourself).
+"""
+import datetime
+
+import torch
+
+from . import _C
+from . import layers as layers_mod
+from . import runtime
+
+SCHEMES = ("auto", "ps", "sfb", "allreduce")
+MODES = ("auto", "server", "gradient")
+BUFFERS = ("broadcast", "average")
+
+
+def _server_sgd(optimizer):
+    """(lr, momentum, weight_decay) if server-side SGD can run this optimizer, else why not."""
+    if type(optimizer) is not torch.optim.SGD:
+        return None, f"{type(optimizer).__name__} is not torch.optim.SGD"
+    keys = ("lr", "momentum", "weight_decay")
+    first = optimizer.param_groups[0]
+    for g in optimizer.param_groups:
+        if g.get("nesterov") or g.get("dampening", 0) != 0 or g.get("maximize"):
+            return None, "nesterov, dampening or maximize is set"
+        if any(g[k] != first[k] for k in keys):
+            return None, "parameter groups differ in lr, momentum or weight_decay"
+    return tuple(float(first[k]) for k in keys), ""
+
+
+class DistributedModel(torch.nn.Module):
+    """Wraps `module` (any torch.nn.Module) for data-parallel training; see the module text.
+
+    optimizer: the torch.optim optimizer of module's parameters.
+    scheme: per-layer synchronisation: "auto" (HybComm's cheapest per layer), "ps",
+        "sfb" (FC layers by sufficient factors, others by PS) or "allreduce".
+    mode: where the optimizer runs: "auto", "server" or "gradient".
+    cost_model: how "auto" compares schemes: "bytes" (the paper's rule) or "time".
+    buffers: BatchNorm statistics before each training forward: rank 0's ("broadcast", as
+        DDP) or the workers' mean ("average").
+    backward_passes_per_step: backward passes accumulated per optimizer.step() (Horovod's
+        option); the step equals one on the concatenated batch.
+    fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
+    staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
+    timeout: seconds any wait may take before it fails naming what it waited for.
+    """
+
+    def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
+                 buffers="broadcast", backward_passes_per_step=1, fusion_bytes=2 << 20, kvstore="concurrent",
+                 kv_pair_bytes=2 << 20, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
+                 wfbp=True, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0):
+        super().__init__()
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")
+        if isinstance(module, DistributedModel) or getattr(module, "_poseidon_wrapped", False):
+            raise ValueError("this module is already wrapped by poseidon.DistributedModel; wrap it once")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError("pass the module's torch.optim optimizer: poseidon.DistributedModel(model, optimizer)")
+        _check_choice("scheme", scheme, SCHEMES)
+        _check_choice("mode", mode, MODES)
+        _check_choice("cost_model", cost_model, ("bytes", "time"))
+        _check_choice("buffers", buffers, BUFFERS)
+        if int(backward_passes_per_step) < 1:
+            raise ValueError(f"backward_passes_per_step must be at least 1, not {backward_passes_per_step}")
+        self._runtime = runtime.runtime()
+        self.module = module
+        self.optimizer = optimizer
+        self.name = name or type(module).__name__
+        self.mode = self._choose_mode(mode, optimizer, staleness, straggler_timeout)
+        self.options = self._options(locals())
+        self._server_lr = float(optimizer.param_groups[0]["lr"])
+        self._layers = layers_mod.find_layers(module)
+        if not self._layers:
+            raise ValueError(f"model '{self.name}' has no trainable parameters: nothing to train data-parallel")
+        self._core = None
+        self._hooks = []
+        self._original = None
+        runtime.register(self)
+        self._original = (optimizer.step, optimizer.zero_grad)
+        optimizer.step, optimizer.zero_grad = self._optimizer_step, self._zero_grad
+        module._poseidon_wrapped = True
+
+    # --- set-up ---
+
+    def _choose_mode(self, mode, optimizer, staleness, straggler_timeout):
+        sgd, why = _server_sgd(optimizer)
+        if mode == "server" and sgd is None:
+            raise ValueError(f"mode='server' runs SGD on the servers, but {why}; use mode='gradient'")
+        chosen = mode if mode != "auto" else ("server" if sgd is not None else "gradient")
+        if chosen == "gradient" and (staleness or straggler_timeout):
+            raise ValueError("staleness and straggler_timeout need server-side SGD (mode='server' with torch.optim.SGD)")
+        return chosen
+
+    def _options(self, a):
+        o = _C.Options()
+        if self.mode == "server":
+            (o.lr, o.momentum, o.weight_decay), _ = _server_sgd(a["optimizer"])
+        o.gradient_mode = self.mode == "gradient"
+        o.scheme, o.cost_model, o.buffers = a["scheme"], a["cost_model"], a["buffers"]
+        o.backward_passes_per_step = int(a["backward_passes_per_step"])
+        o.fusion_bytes, o.kvstore, o.kv_pair_bytes = int(a["fusion_bytes"]), a["kvstore"], int(a["kv_pair_bytes"])
+        o.staleness = int(a["staleness"])
+        o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
+        o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
+        o.timeline, o.wfbp = bool(a["timeline"]), bool(a["wfbp"])
+        o.bandwidth, o.gemm_flops = float(a["bandwidth"]), float(a["gemm_flops"])
+        o.lr_decay_iterations = int(a["lr_decay_iterations"])
+        o.agreement = f"python mode={self.mode}"
+        return o
+
+    def _start(self, args, kwargs):
+        """The first forward: probe, then start the session on every rank."""
+        result, batch = layers_mod.probe(self.module, self._layers, args, kwargs)
+        self._layers = [self._layers[i] for i in result.order]
+        self.options.batch = int(batch) * self.options.backward_passes_per_step
+        core_layers = []
+        for layer in self._layers:
+            c = _C.Layer()
+            c.name, c.kind, c.params = layer.name, layer.kind, list(layer.params)
+            c.M, c.N, c.factorable, c.rows_per_example = layer.M, layer.N, layer.factorable, layer.rows_per_example
+            core_layers.append(c)
+        trainable = {id(p) for layer in self._layers for _, p in layer.params}
+        frozen = [(n, p) for n, p in self.module.named_parameters() if id(p) not in trainable]
+        self._core = _C.Model(self._runtime, self.name, core_layers, list(self.module.named_buffers()), frozen,
+                              list(self.module.parameters()),
+                              [i for i, layer in enumerate(self._layers) if layer.self_waited], self.options)
+        self._install_hooks()
+
+    def _install_hooks(self):
+        core = self._core
+        for i, layer in enumerate(self._layers):
+            if layer.self_waited:
+                self._hooks.append(layer.module.register_forward_pre_hook(lambda m, inputs, i=i: core.wait_layer(i)))
+            if core.uses_factors(i):
+                def capture(m, inputs, output, i=i):
+                    if torch.is_grad_enabled() and core.factors_wanted(i):
+                        return core.capture_factors(i, inputs[0], output)
+                    return None
+                self._hooks.append(layer.module.register_forward_hook(capture))
+
+    # --- one iteration ---
+
+    def forward(self, *args, **kwargs):
+        if self._core is None:
+            if self._original is None:
+                raise RuntimeError("this DistributedModel has been closed")
+            self._start(args, kwargs)
+        training = torch.is_grad_enabled() and self.module.training
+        self._core.begin_forward(training)
+        try:
+            return self.module(*args, **kwargs)
+        finally:
+            self._core.end_forward()
+
+    def _optimizer_step(self, closure=None):
+        if closure is not None:
+            raise ValueError("optimizer.step(closure) is not supported under Poseidon; call loss.backward() yourself")
+        if self._core is None:
+            raise RuntimeError("optimizer.step() before the model's first forward")
+        if self.mode == "server":
+            lrs = {float(g["lr"]) for g in self.optimizer.param_groups}
+            if lrs != {self._server_lr} and self.options.lr_decay_iterations == 0:
+                raise ValueError(f"the optimizer's lr changed from {self._server_lr} to {sorted(lrs)}: server-side SGD "
+                                 "keeps a fixed lr; use mode='gradient' for a scheduler")
+        self._core.step()
+        if self.mode == "gradient":
+            return self._original[0]()
+        return None
+
+    def _zero_grad(self, set_to_none=False):
+        # Server mode: each sync clears its gradients when done; zeroing them here could
+        # race with a sync still reading them.
+        if self.mode == "gradient":
+            self._original[1](set_to_none=set_to_none)
+
+    def synchronize(self):
+        """Waits until every layer holds the latest parameters and the buffers are equal."""
+        if self._core is not None:
+            self._core.synchronize()
+
+    def digest(self):
+        """Hex digest of every parameter and buffer; equal on every rank after synchronize()."""
+        self._started()
+        return self._core.digest()
+
+    def plan(self):
+        """Per layer: the scheme chosen, why, and the bytes this rank has sent for it."""
+        self._started()
+        return self._core.plan()
+
+    def bytes_sent(self):
+        self._started()
+        return self._core.bytes_sent()
+
+    def close(self):
+        """Waits for the other ranks and ends the session; gives the optimizer its methods back."""
+        if self._core is not None:
+            self._core.close()
+            self._core = None
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self._original is not None:
+            self.optimizer.step, self.optimizer.zero_grad = self._original
+            self._original = None
+            self.module._poseidon_wrapped = False
+
+    def is_open(self):
+        return self._original is not None
+
+    def _started(self):
+        if self._core is None:
+            raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
+
+
+def _check_choice(what, value, choices):
+    if value not in choices:
+        raise ValueError(f"{what}={value!r}: use one of {', '.join(choices)}")

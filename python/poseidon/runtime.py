@@ -1,0 +1,74 @@
+"""The process's Poseidon runtime: MPI, started by init() (as horovod.torch.init()).
+
+Under `mpirun -np N` every process is a rank; started without mpirun, the process is a
+job of one (MPI's singleton mode). The runtime lives until the interpreter exits; models
+made from it are closed first.
+"""
+import atexit
+import os
+import weakref
+
+from . import _C
+
+
+class _Process:
+    """What this process holds: the runtime and the models still open."""
+
+    def __init__(self):
+        self.runtime = None
+        self.models = weakref.WeakSet()
+
+
+_process = _Process()
+
+
+def init():
+    """Starts MPI (once; later calls do nothing). Call before anything else."""
+    if _process.runtime is None:
+        _process.runtime = _C.Runtime()
+        atexit.register(shutdown)
+
+
+def is_initialized():
+    return _process.runtime is not None
+
+
+def shutdown():
+    """Closes every open model (each waits for the other ranks), then ends MPI."""
+    for model in list(_process.models):
+        model.close()
+    _process.runtime = None
+
+
+def runtime():
+    if _process.runtime is None:
+        raise RuntimeError("poseidon.init() has not been called")
+    return _process.runtime
+
+
+def register(model):
+    """A transport carries one session: the models of a process run one after another."""
+    if any(m.is_open() for m in _process.models):
+        raise ValueError("another poseidon.DistributedModel is open in this process: close() it first")
+    _process.models.add(model)
+
+
+def rank():
+    """This process's rank in the job, 0 .. size() - 1."""
+    return runtime().rank()
+
+
+def size():
+    """Processes in the job."""
+    return runtime().size()
+
+
+def local_rank():
+    """This process's rank among those on its host (OpenMPI's OMPI_COMM_WORLD_LOCAL_RANK)."""
+    runtime()
+    return int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+
+
+def local_size():
+    runtime()
+    return int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1"))

@@ -1,0 +1,118 @@
+// The adapter's core, shared by the C++ TorchModel and the Python package: a model as
+// layers of torch tensors (whoever found them: the C++ module walker or Python's
+// named_modules), driven by autograd. It owns the session and
+//  - starts each layer's sync from post-hooks on its gradient accumulators (WFBP),
+//  - captures the sufficient factors of SFB layers (factor_capture.cc),
+//  - keeps buffers equal, counts backward passes, reports unused layers as zeros
+//    (grad_hooks.cc), and ends iterations (autograd_sync.cc).
+// It knows nothing of modules: the caller says when a forward begins and ends, which
+// layers it waits for itself, and hands over each SFB layer's input and output.
+#pragma once
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "poseidon/model_info.h"
+#include "poseidon/options.h"
+#include "poseidon/session.h"
+#include "poseidon/state_record.h"
+#include "torch/buffers.h"
+
+namespace poseidon {
+
+class Transport;
+
+// A model as tensors: info.layers[l] describes params[l] (trainable, in its tensor order).
+struct ModelTensors {
+  ModelInfo info;
+  std::vector<std::vector<torch::Tensor>> params;
+  std::vector<NamedTensor> buffers;  // kept equal across ranks, checkpointed
+  std::vector<NamedTensor> frozen;   // not trained: rank 0's values at start-up
+  std::vector<torch::Tensor> all;    // every parameter, trained or not, for digest()
+};
+
+// One call of an SFB layer in a backward pass of this step: V at its forward, U when
+// autograd reaches its output; `version` is V's version counter at the forward.
+struct FactorEntry {
+  torch::Tensor U, V;
+  std::int64_t version = 0;
+};
+
+class AutogradSync {
+ public:
+  AutogradSync(ModelTensors model, const Options& options);
+  ~AutogradSync();
+  AutogradSync(const AutogradSync&) = delete;
+  AutogradSync& operator=(const AutogradSync&) = delete;
+
+  // Before start(): layers the caller's forward waits for itself (waitLayer), not up front.
+  void setSelfWaited(int layer) { self_waited_[layer] = true; }
+  // Makes the session (all ranks together): broadcasts rank 0's parameters, buffers and
+  // frozen tensors; SFB weights stop computing dense gradients; hooks go on.
+  void start(Transport& transport);
+
+  // A forward pass: `training` if gradients are on and the model is in training mode.
+  // Waits for every layer not self-waited (unless `per_layer`: the caller waits for all).
+  void beginForward(bool training, bool per_layer);
+  void endForward();
+  void waitLayer(int layer) { session_->waitLayer(layer); }
+  // An SFB layer's forward ran: x its input, y its output. Returns the tensor the caller
+  // must use as the output (y, or y made to carry a gradient).
+  torch::Tensor captureFactors(int layer, const torch::Tensor& x, torch::Tensor y);
+  bool factorsWanted(int layer) const { return training_ && session_->usesFactors(layer); }
+
+  // Ends the iteration after the last backward pass (TorchModel::step).
+  void step();
+  void synchronize();
+  void finish() { session_->finish(); }
+  std::vector<StateRecord> stateRecords();
+  std::string digest();
+
+  Session& session() { return *session_; }
+  const ModelInfo& info() const { return model_.info; }
+  int layerCount() const { return static_cast<int>(model_.params.size()); }
+
+ private:
+  friend struct PostHook;
+  // grad_hooks.cc
+  void installHooks();
+  void resetStep();
+  void tensorDone(int layer);
+  void reportGradients(int layer);
+  void reportRemaining();
+  void markBackward(int layer);
+  // factor_capture.cc
+  void warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t batch);
+  void reportFactors(int layer);
+
+  bool lastPass() const { return forwards_ == options_.backward_passes_per_step; }
+
+  ModelTensors model_;
+  const Options options_;
+  ModelBuffers buffers_;
+  std::unique_ptr<Session> session_;
+  std::vector<bool> self_waited_;
+  bool training_ = false;  // the current (or last) forward trains
+
+  // The accumulators our hooks sit on (kept alive: a variable holds its accumulator weakly)
+  // and the hooks' keys, to take them off when the model goes.
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, std::uintptr_t>> hooks_;
+  std::vector<int> pending_;    // tensors of the layer without gradient in the last pass
+  std::vector<bool> reported_;  // layers whose sync has been handed over this step
+  int forwards_ = 0;            // training forward passes since the last step()
+  std::vector<std::vector<FactorEntry>> factors_;  // SFB layers: this step's calls
+  std::vector<int> unreleased_;  // SFB layers: input hooks of the last pass still to fire
+  std::vector<bool> rows_warned_;
+  // The gradient tensors a sync reads or writes: alive even if the user drops .grad.
+  std::vector<std::vector<torch::Tensor>> held_grads_;
+  std::chrono::steady_clock::time_point backward_mark_;
+};
+
+}  // namespace poseidon

@@ -1,0 +1,124 @@
+"""The Python package in one process (a job of one, no mpirun): the API, what the probe
+finds, equality with a plain PyTorch loop, and clear errors for bad input."""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import poseidon
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runtime():
+    poseidon.init()
+    yield
+
+
+def small_net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                               torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 16), torch.nn.ReLU(),
+                               torch.nn.Linear(16, 10))
+
+
+def data(n=5, batch=8):
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(batch, 1, 8, 8, generator=g), torch.randint(0, 10, (batch,), generator=g)) for _ in range(n)]
+
+
+def train(model, optimizer, batches):
+    for x, y in batches:
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def max_difference(a, b):
+    pairs = list(zip(a.parameters(), b.parameters())) + list(zip(a.buffers(), b.buffers()))
+    return max((p - q).abs().max().item() for p, q in pairs)
+
+
+def test_job_of_one():
+    assert poseidon.is_initialized()
+    assert (poseidon.rank(), poseidon.size(), poseidon.local_rank()) == (0, 1, 0)
+
+
+@pytest.mark.parametrize("kind,mode", [("sgd", "server"), ("sgd", "gradient"), ("adam", "auto")])
+def test_one_worker_equals_plain_pytorch(kind, mode):
+    reference, net = small_net(), small_net()
+    make = {"sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-4),
+            "adam": lambda p: torch.optim.Adam(p, lr=1e-3)}[kind]
+    train(reference, make(reference.parameters()), data())
+    optimizer = make(net.parameters())
+    model = poseidon.DistributedModel(net, optimizer, mode=mode)
+    assert model.mode == ("server" if mode == "server" else "gradient")
+    train(model, optimizer, data())
+    model.synchronize()
+    model.close()
+    assert max_difference(reference, small_net()) > 1e-3  # training moved the parameters
+    assert max_difference(reference, net) < 1e-5
+
+
+def test_probe_finds_waits_factors_and_rows():
+    class Tokens(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(20, 8)
+            self.proj = torch.nn.Linear(8, 8)
+            self.head = torch.nn.Linear(8, 20)
+
+        def forward(self, x):
+            h = self.proj(self.embed(x))  # a Linear on [B, T, 8]: T factor rows per example
+            return F.linear(h, self.embed.weight)  # tied: embed's weight used outside embed
+
+    torch.manual_seed(0)
+    net = Tokens()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = poseidon.DistributedModel(net, optimizer)
+    x = torch.randint(0, 20, (4, 5))
+    model(x).sum().backward()
+    optimizer.step()
+    found = {layer.name: layer for layer in model._layers}
+    assert found["proj"].factorable and found["proj"].rows_per_example == 5 and found["proj"].self_waited
+    assert not found["embed"].self_waited  # waited for before the forward instead
+    assert not found["head"].self_waited and not found["head"].factorable  # never called
+    assert [layer.name for layer in model._layers][:2] == ["embed", "proj"]
+    model.close()
+
+
+def test_bad_input_is_one_clear_error():
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="scheme='bogus'"):
+        poseidon.DistributedModel(net, optimizer, scheme="bogus")
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        poseidon.DistributedModel(torch.nn.ReLU(), optimizer)
+    with pytest.raises(ValueError, match="mode='server'"):
+        poseidon.DistributedModel(net, torch.optim.Adam(net.parameters()), mode="server")
+    with pytest.raises(TypeError, match="optimizer"):
+        poseidon.DistributedModel(net, None)
+    model = poseidon.DistributedModel(net, optimizer)
+    with pytest.raises(ValueError, match="already wrapped"):
+        poseidon.DistributedModel(net, optimizer)
+    with pytest.raises(ValueError, match="close"):
+        poseidon.DistributedModel(small_net(), torch.optim.SGD(net.parameters(), lr=0.1))
+    with pytest.raises(RuntimeError, match="before the model's first forward"):
+        optimizer.step()
+    x, y = data(1)[0]
+    F.cross_entropy(model(x), y).backward()
+    optimizer.param_groups[0]["lr"] = 0.5
+    with pytest.raises(ValueError, match="lr changed"):
+        optimizer.step()
+    model.close()
+    # Closed: the optimizer is the user's again, and the module may be wrapped anew.
+    optimizer.param_groups[0]["lr"] = 0.1
+    poseidon.DistributedModel(net, optimizer).close()
+
+
+def test_float64_parameters_refused():
+    net = small_net().double()
+    model = poseidon.DistributedModel(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="float32"):
+        model(torch.randn(2, 1, 8, 8, dtype=torch.float64))
+    model.close()
