@@ -151,6 +151,14 @@ void bindCollectives(py::module_& m) {
     py::gil_scoped_release release;
     broadcastBytes(t.data_ptr(), t.nbytes(), root);
   });
+  m.def("all_agree", [](const Runtime& runtime, bool mine) {
+    int in = mine ? 1 : 0, out = 0;
+    py::gil_scoped_release release;
+    if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD) != MPI_SUCCESS) {
+      throw CommError("MPI_Allreduce failed");
+    }
+    return out != 0;
+  });
   m.def("broadcast_bytes", [](const Runtime& runtime, const py::bytes& mine, int root) {
     checkRoot(runtime, root);
     std::string data = mine;
@@ -210,6 +218,7 @@ void bindModel(py::module_& m) {
                     const NamedTensors&, const std::vector<torch::Tensor>&, const std::vector<int>&, const Options&>())
       .def("begin_forward", [](PyModel& p, bool training) { p.sync().beginForward(training, false); }, unlocked)
       .def("end_forward", [](PyModel& p) { p.sync().endForward(); })
+      .def("abort_forward", [](PyModel& p) { p.sync().abortForward(); })
       .def("wait_layer", [](PyModel& p, int l) { p.sync().waitLayer(l); }, unlocked)
       .def("factors_wanted", [](PyModel& p, int l) { return p.sync().factorsWanted(l); })
       .def("capture_factors",

@@ -15,13 +15,15 @@ def broadcast_parameters(params, root_rank=0):
     """Copies root_rank's tensors into every rank's, in place. `params`: a state_dict, or
     (name, tensor) pairs such as model.named_parameters(); every rank passes the same names."""
     items = sorted(params.items()) if isinstance(params, dict) else list(params)
-    names = "\n".join(name for name, _ in items).encode()
-    if _C.broadcast_bytes(runtime.runtime(), names, root_rank) != names:
-        raise ValueError("broadcast_parameters: the ranks passed different tensors")
+    for name, t in items:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"broadcast_parameters: '{name}' is not a tensor")
+    names = "\n".join(f"{name} {tuple(t.shape)} {t.dtype}" for name, t in items).encode()
+    same = _C.broadcast_bytes(runtime.runtime(), names, root_rank) == names
+    if not _C.all_agree(runtime.runtime(), same):  # every rank stops, none waits in a broadcast
+        raise ValueError("broadcast_parameters: the ranks passed different tensors (names, shapes or dtypes)")
     with torch.no_grad():
         for name, t in items:
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"broadcast_parameters: '{name}' is not a tensor")
             src = t.detach()
             buf = src if src.is_contiguous() else src.contiguous()
             _C.broadcast_tensor_(runtime.runtime(), buf, root_rank)

@@ -51,8 +51,10 @@ def find_layers(module):
         if not params:
             continue
         layer = Layer(name=path or "root", module=m, params=params)
-        # SFB rebuilds y = x W^T + b: only a Linear whose forward is Linear's own.
-        plain = isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward
+        # SFB rebuilds y = x W^T + b: only a Linear whose forward is Linear's own, and whose
+        # output no forward hook of the user's changes (U must be the gradient at y itself).
+        plain = (isinstance(m, torch.nn.Linear) and type(m).forward is torch.nn.Linear.forward
+                 and not m._forward_hooks and not torch.nn.modules.module._global_forward_hooks)
         if plain and [n for n, _ in params] in (["weight"], ["weight", "bias"]):
             layer.kind, layer.linear = "fc", True
             layer.M, layer.N = m.out_features, m.in_features

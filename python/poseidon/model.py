@@ -21,8 +21,15 @@ Where the optimizer runs (`mode`):
   - "auto" (default): "server" when the optimizer allows it, else "gradient".
 The optimizer's step() and zero_grad() are replaced on the object passed in (in server
 mode Poseidon clears each gradient after its sync: do not zero them yourself).
+
+To read or change the mean gradients before the optimizer steps (gradient clipping, gradient
+mode only), call model.synchronize_gradients() first, as Horovod's optimizer.synchronize():
+    loss.backward(); model.synchronize_gradients()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0); optimizer.step()
 """
 import datetime
+import types
+import weakref
 
 import torch
 
@@ -87,18 +94,25 @@ class DistributedModel(torch.nn.Module):
         self.module = module
         self.optimizer = optimizer
         self.name = name or type(module).__name__
-        self.mode = self._choose_mode(mode, optimizer, staleness, straggler_timeout)
-        self.options = self._options(locals())
-        self._server_lr = float(optimizer.param_groups[0]["lr"])
         self._layers = layers_mod.find_layers(module)
         if not self._layers:
             raise ValueError(f"model '{self.name}' has no trainable parameters: nothing to train data-parallel")
+        self.mode = self._choose_mode(mode, optimizer, staleness, straggler_timeout)
+        self.options = self._options(locals())
+        self._server_lr = float(optimizer.param_groups[0]["lr"])
         self._core = None
         self._hooks = []
         self._original = None
         runtime.register(self)
+        self._synchronized = False  # synchronize_gradients() has ended this iteration
         self._original = (optimizer.step, optimizer.zero_grad)
-        optimizer.step, optimizer.zero_grad = self._optimizer_step, self._zero_grad
+        self._own = {k: optimizer.__dict__[k] for k in ("step", "zero_grad") if k in optimizer.__dict__}
+        # Bound to the optimizer, as LibTorch's schedulers expect of optimizer.step; the
+        # model is reached through a weak reference (no cycle keeps it alive).
+        me = weakref.ref(self)
+        optimizer.step = types.MethodType(lambda opt, closure=None: me()._optimizer_step(closure), optimizer)
+        optimizer.zero_grad = types.MethodType(lambda opt, set_to_none=False: me()._zero_grad(set_to_none),
+                                               optimizer)
         module._poseidon_wrapped = True
 
     # --- set-up ---
@@ -110,6 +124,14 @@ class DistributedModel(torch.nn.Module):
         chosen = mode if mode != "auto" else ("server" if sgd is not None else "gradient")
         if chosen == "gradient" and (staleness or straggler_timeout):
             raise ValueError("staleness and straggler_timeout need server-side SGD (mode='server' with torch.optim.SGD)")
+        if chosen == "server":
+            # The servers update every trainable parameter: the optimizer must own them all.
+            owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
+            trainable = {id(p) for p in self.module.parameters() if p.requires_grad}
+            if owned != trainable:
+                raise ValueError("server-side SGD updates every trainable parameter of the module, but the optimizer "
+                                 "holds other ones: freeze what it should not train (requires_grad_(False)) or use "
+                                 "mode='gradient'")
         return chosen
 
     def _options(self, a):
@@ -169,15 +191,21 @@ class DistributedModel(torch.nn.Module):
         training = torch.is_grad_enabled() and self.module.training
         self._core.begin_forward(training)
         try:
-            return self.module(*args, **kwargs)
-        finally:
-            self._core.end_forward()
+            out = self.module(*args, **kwargs)
+        except BaseException:
+            self._core.abort_forward()  # not a pass: the next forward may come
+            raise
+        self._core.end_forward()
+        return out
 
     def _optimizer_step(self, closure=None):
         if closure is not None:
             raise ValueError("optimizer.step(closure) is not supported under Poseidon; call loss.backward() yourself")
         if self._core is None:
             raise RuntimeError("optimizer.step() before the model's first forward")
+        if self._synchronized:
+            self._synchronized = False  # synchronize_gradients() already ended the iteration
+            return self._original[0]()
         if self.mode == "server":
             lrs = {float(g["lr"]) for g in self.optimizer.param_groups}
             if lrs != {self._server_lr} and self.options.lr_decay_iterations == 0:
@@ -187,6 +215,22 @@ class DistributedModel(torch.nn.Module):
         if self.mode == "gradient":
             return self._original[0]()
         return None
+
+    def synchronize_gradients(self):
+        """Gradient mode: ends the iteration now and waits until every .grad holds the
+        workers' mean, so that it can be read or changed (clipping) before optimizer.step()."""
+        if self.mode != "gradient":
+            raise ValueError("synchronize_gradients() is for gradient mode: in server mode the servers apply the "
+                             "gradients themselves (use mode='gradient' to clip them)")
+        if self._core is None:
+            raise RuntimeError("synchronize_gradients() before the model's first forward")
+        if not self._synchronized:
+            self._core.step()
+            self._synchronized = True
+
+    def zero_grad(self, set_to_none=False):
+        """As optimizer.zero_grad(): nothing in server mode (each sync clears its gradients)."""
+        self._zero_grad(set_to_none)
 
     def _zero_grad(self, set_to_none=False):
         # Server mode: each sync clears its gradients when done; zeroing them here could
@@ -214,17 +258,24 @@ class DistributedModel(torch.nn.Module):
         return self._core.bytes_sent()
 
     def close(self):
-        """Waits for the other ranks and ends the session; gives the optimizer its methods back."""
-        if self._core is not None:
-            self._core.close()
-            self._core = None
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
-        if self._original is not None:
-            self.optimizer.step, self.optimizer.zero_grad = self._original
-            self._original = None
-            self.module._poseidon_wrapped = False
+        """Waits for the other ranks and ends the session; gives the module its hooks and the
+        optimizer its methods back (also when the session ends with an error)."""
+        try:
+            if self._core is not None:
+                core, self._core = self._core, None
+                core.close()
+        finally:
+            for h in self._hooks:
+                h.remove()
+            self._hooks = []
+            if self._original is not None:
+                for k in ("step", "zero_grad"):  # as they were: the class's, or the object's own
+                    if k in self._own:
+                        setattr(self.optimizer, k, self._own[k])
+                    else:
+                        delattr(self.optimizer, k)
+                self._original = None
+                self.module._poseidon_wrapped = False
 
     def is_open(self):
         return self._original is not None

@@ -9,6 +9,7 @@ import os
 import weakref
 
 from . import _C
+from . import process_setup
 
 
 class _Process:
@@ -23,8 +24,11 @@ _process = _Process()
 
 
 def init():
-    """Starts MPI (once; later calls do nothing). Call before anything else."""
+    """Starts MPI (once; later calls do nothing). Call before anything else. Sets up the
+    process as `poseidon train` does (process_setup.py): malloc thresholds, OpenBLAS kernels."""
     if _process.runtime is None:
+        process_setup.select_blas_kernels()  # may start this process again, before MPI
+        process_setup.keep_freed_memory()
         _process.runtime = _C.Runtime()
         atexit.register(shutdown)
 

@@ -51,12 +51,22 @@ void AutogradSync::start(Transport& transport) {
 AutogradSync::~AutogradSync() {
   // A graph that outlives the model keeps the accumulators: no hook may call into us then.
   for (auto& [acc, key] : hooks_) acc->del_post_hook(key);
-  // The tensors outlive us: SFB weights train by autograd again (a new model sees them).
   if (!session_) return;
+  std::vector<bool> factors(layerCount());
+  for (int l = 0; l < layerCount(); ++l) factors[l] = session_->usesFactors(l);
+  // First the session: it waits for syncs in flight, which use held_grads_.
+  session_.reset();
+  // The tensors outlive us: SFB weights train by autograd again (a new model sees them).
   for (int l = 0; l < layerCount(); ++l) {
-    if (!session_->usesFactors(l)) continue;
+    if (!factors[l]) continue;
     for (auto& p : model_.params[l]) p.set_requires_grad(true);
   }
+}
+
+void AutogradSync::abortForward() {
+  // The forward did not finish (an exception): it is not a pass to count.
+  if (training_ && forwards_ > 0) --forwards_;
+  training_ = false;
 }
 
 void AutogradSync::beginForward(bool training, bool per_layer) {

@@ -62,11 +62,15 @@ class AutogradSync {
   // Waits for every layer not self-waited (unless `per_layer`: the caller waits for all).
   void beginForward(bool training, bool per_layer);
   void endForward();
+  // Instead of endForward() when the forward threw: it does not count as a pass.
+  void abortForward();
   void waitLayer(int layer) { session_->waitLayer(layer); }
   // An SFB layer's forward ran: x its input, y its output. Returns the tensor the caller
   // must use as the output (y, or y made to carry a gradient).
   torch::Tensor captureFactors(int layer, const torch::Tensor& x, torch::Tensor y);
-  bool factorsWanted(int layer) const { return training_ && session_->usesFactors(layer); }
+  bool factorsWanted(int layer) const {
+    return training_ && torch::GradMode::is_enabled() && session_->usesFactors(layer);
+  }
 
   // Ends the iteration after the last backward pass (TorchModel::step).
   void step();

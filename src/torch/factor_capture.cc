@@ -25,9 +25,12 @@ torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, to
   const LayerInfo& info = model_.info.layers[layer];
   auto V = x.detach().reshape({-1, info.N}).contiguous();
   warnIfRowsDiffer(layer, V.size(0), x.dim() > 1 ? x.size(0) : 1);
+  torch::Tensor out = y;
   if (!y.requires_grad()) {
-    // Nothing below needs a gradient (e.g. the first layer): let autograd still deliver dL/dy.
+    // Nothing below needs a gradient (e.g. the first layer): let autograd still deliver dL/dy,
+    // to a leaf; what follows gets a copy, which it may change in place (ReLU(inplace)).
     y = y.detach().requires_grad_(true);
+    out = y.clone();
   }
   const std::size_t entry = factors_[layer].size();
   factors_[layer].push_back(FactorEntry{torch::Tensor(), V, V._version()});
@@ -56,7 +59,7 @@ torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, to
       if (--unreleased_[layer] == 0) session_->layerReleased(layer);
     });
   }
-  return y;
+  return out;
 }
 
 void AutogradSync::reportFactors(int layer) {

@@ -101,8 +101,9 @@ def test_bad_input_is_one_clear_error():
     model = poseidon.DistributedModel(net, optimizer)
     with pytest.raises(ValueError, match="already wrapped"):
         poseidon.DistributedModel(net, optimizer)
+    other = small_net()
     with pytest.raises(ValueError, match="close"):
-        poseidon.DistributedModel(small_net(), torch.optim.SGD(net.parameters(), lr=0.1))
+        poseidon.DistributedModel(other, torch.optim.SGD(other.parameters(), lr=0.1))
     with pytest.raises(RuntimeError, match="before the model's first forward"):
         optimizer.step()
     x, y = data(1)[0]
@@ -122,3 +123,49 @@ def test_float64_parameters_refused():
     with pytest.raises(ValueError, match="float32"):
         model(torch.randn(2, 1, 8, 8, dtype=torch.float64))
     model.close()
+
+
+def test_scheduler_and_clipping_in_gradient_mode():
+    """A scheduler made after wrapping and clipping after synchronize_gradients(), as in a
+    plain loop: one worker ends where plain PyTorch does."""
+    def run(wrap):
+        net = small_net()
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        model = poseidon.DistributedModel(net, optimizer, mode="gradient") if wrap else net
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+        for x, y in data():
+            F.cross_entropy(model(x), y).backward()
+            if wrap:
+                model.synchronize_gradients()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+            optimizer.step()
+            optimizer.zero_grad()
+            scheduler.step()
+        if wrap:
+            model.close()
+        return net
+
+    assert max_difference(run(False), run(True)) < 1e-5
+
+
+def test_a_failed_forward_is_not_a_pass():
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = poseidon.DistributedModel(net, optimizer)
+    x, y = data(1)[0]
+    F.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    with pytest.raises(RuntimeError):
+        model(torch.randn(2, 3, 8, 8))  # wrong channel count: the module raises
+    F.cross_entropy(model(x), y).backward()  # and training goes on
+    optimizer.step()
+    model.close()
+
+
+def test_server_mode_needs_the_optimizer_to_own_every_trainable_parameter():
+    net = small_net()
+    with pytest.raises(ValueError, match="freeze"):
+        poseidon.DistributedModel(net, torch.optim.SGD(net[-1].parameters(), lr=0.1), mode="server")
+    for p in net[:-1].parameters():
+        p.requires_grad_(False)
+    poseidon.DistributedModel(net, torch.optim.SGD(net[-1].parameters(), lr=0.1), mode="server").close()

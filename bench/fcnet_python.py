@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""fcnet (src/models/model_spec.cc) written in PyTorch and trained with the Python package:
+the Python side of bench/python_vs_cli.py. Synthetic data, batch 32 per rank, SGD with
+momentum on the servers (as `poseidon train`); prints a JSON summary as the last line."""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import poseidon
+
+
+def fcnet():
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(128 * 7 * 7, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 10))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--scheme", default="auto")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    poseidon.init()
+    torch.manual_seed(0)
+    net = fcnet()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, scheme=a.scheme)
+    g = torch.Generator().manual_seed(poseidon.rank())
+    x = torch.randn(a.batch, 1, 28, 28, generator=g)
+    y = torch.randint(0, 10, (a.batch,), generator=g)
+    times = []
+    for _ in range(a.iterations):
+        t0 = time.perf_counter()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        times.append(time.perf_counter() - t0)
+    model.synchronize()
+    plan = [p["scheme"] for p in model.plan()]
+    model.close()
+    s = statistics.median(times[3:])
+    if poseidon.rank() == 0:
+        print(json.dumps({"s_per_iter_median": s, "images_per_s": a.batch * poseidon.size() / s, "plan": plan}))
+
+
+if __name__ == "__main__":
+    main()

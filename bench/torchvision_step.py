@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""One system training a torchvision model for --iterations on synthetic data (batch per
+rank --batch), one process per rank under mpirun (in or out of `poseidon lab`); rank 0
+prints a JSON line with s_per_iter_median and images_per_s. The side of
+bench/papers_models.py that runs inside each job. Systems:
+  ddp           DistributedDataParallel, gloo
+  ddp-fp16      DDP with the fp16 compression hook
+  ddp-powersgd  DDP with PowerSGD (rank 4; one bucket, which gloo needs for it)
+  poseidon      poseidon.DistributedModel, scheme --scheme (server-side SGD)
+  compute       no communication at all: the compute ceiling
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+import torchvision
+
+SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
+
+
+def build(name):
+    kwargs = {"num_classes": 1000}  # the papers' FC shapes (AlexNet 9216-4096-4096-1000, VGG 25088-...)
+    if name in ("googlenet", "inception_v3"):
+        kwargs.update(aux_logits=False, init_weights=False)
+    return getattr(torchvision.models, name)(**kwargs)
+
+
+def rank_and_size():
+    return int(os.environ.get("OMPI_COMM_WORLD_RANK", 0)), int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1))
+
+
+def wrap(system, net, optimizer, a):
+    """The model to call, and the step that ends an iteration."""
+    rank, size = rank_and_size()
+    if system == "compute":
+        return net
+    if system == "poseidon":
+        import poseidon
+        poseidon.init()
+        return poseidon.DistributedModel(net, optimizer, scheme=a.scheme)
+    addr = os.environ.get("LAB_MASTER_ADDR", "127.0.0.1")
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{a.port}", rank=rank, world_size=size)
+    if system == "ddp-powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+        ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=1 << 16)
+        state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=4, start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powersgd.powerSGD_hook)
+        return ddp
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    if system == "ddp-fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    return ddp
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--system", required=True, choices=SYSTEMS)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--image-size", type=int, required=True)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--scheme", default="auto")
+    ap.add_argument("--port", type=int, default=29533)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    net = build(a.model)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    model = wrap(a.system, net, optimizer, a)
+    rank, size = rank_and_size()
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g)
+    y = torch.randint(0, 1000, (a.batch,), generator=g)
+    times = []
+    for _ in range(a.iterations):
+        t0 = time.perf_counter()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        times.append(time.perf_counter() - t0)
+    sent = 0.0
+    if a.system == "poseidon":
+        model.synchronize()
+        sent = model.bytes_sent() / a.iterations
+        model.close()
+    s = statistics.median(times[2:] if len(times) > 4 else times)
+    if rank == 0:
+        print(json.dumps({"system": a.system, "model": a.model, "s_per_iter_median": s,
+                          "images_per_s": a.batch * size / s, "bytes_sent_per_iter": sent,
+                          "parameters": sum(p.numel() for p in net.parameters())}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
