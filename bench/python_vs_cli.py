@@ -10,7 +10,7 @@ ratios python/cli (images/s). With --lab RATE (as root) every run is in `poseido
 import argparse
 import os
 
-from common import ENV, POSEIDON, ROOT, median, mpirun, run_json
+from common import ENV, POSEIDON, ROOT, median, run_json
 
 PY = "/usr/bin/python3"
 
@@ -25,7 +25,7 @@ def main():
     a = ap.parse_args()
     ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
     launch = ([a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", a.lab, "--"] if a.lab
-              else mpirun(a.ranks, "")[:-1])
+              else ["mpirun", "-np", str(a.ranks), "--oversubscribe"])
     runs = {
         "cli": launch + [a.poseidon, "train", "--model", "fcnet", "--synthetic", "--batch", "32", "--iterations",
                          str(a.iterations), "--no-eval", "--json", "--threads", "1", "--lr-schedule", "constant"],

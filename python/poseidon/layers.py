@@ -16,7 +16,7 @@ and watches every torch function call. From it Poseidon learns, per layer:
     makes (a Linear on [B, T, E] makes T: the cost model's K is batch x T);
   - the order in which layers are first used (the coordinator's forward order).
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -103,13 +103,9 @@ class _Watch(TorchFunctionMode):
             self.foreign.add(index)
 
 
-@dataclass
-class ProbeResult:
-    order: list = field(default_factory=list)  # layer indices in order of first use
-
-
 def probe(root, layers, args, kwargs):
-    """Runs root(*args, **kwargs) once, watched; fills each layer's probe fields."""
+    """Runs root(*args, **kwargs) once, watched; fills each layer's probe fields. Returns
+    the layer indices in order of first use (unused ones last) and the batch size."""
     owner = {id(p): (i, layer.module) for i, layer in enumerate(layers) for _, p in layer.params}
     index_of = {id(layer.module): i for i, layer in enumerate(layers)}
     watch = _Watch(owner)
@@ -153,7 +149,5 @@ def probe(root, layers, args, kwargs):
         layer.factorable = layer.linear and i in rows and i not in watch.foreign
         if i in rows:
             layer.rows_per_example = max(1, rows[i] // max(1, batch))
-    result = ProbeResult()
-    result.order = sorted(watch.first_use, key=watch.first_use.get)
-    result.order += [i for i in range(len(layers)) if i not in watch.first_use]
-    return result, batch
+    order = sorted(watch.first_use, key=watch.first_use.get)
+    return order + [i for i in range(len(layers)) if i not in watch.first_use], batch

@@ -97,12 +97,12 @@ class DistributedModel(torch.nn.Module):
         self._layers = layers_mod.find_layers(module)
         if not self._layers:
             raise ValueError(f"model '{self.name}' has no trainable parameters: nothing to train data-parallel")
-        self.mode = self._choose_mode(mode, optimizer, staleness, straggler_timeout)
+        # (lr, momentum, weight_decay) when the servers can run the optimizer, else None.
+        self._sgd, why_not = _server_sgd(optimizer)
+        self.mode = self._choose_mode(mode, why_not, optimizer, staleness, straggler_timeout)
         self.options = self._options(locals())
-        self._server_lr = float(optimizer.param_groups[0]["lr"])
         self._core = None
         self._hooks = []
-        self._original = None
         runtime.register(self)
         self._synchronized = False  # synchronize_gradients() has ended this iteration
         self._original = (optimizer.step, optimizer.zero_grad)
@@ -117,11 +117,10 @@ class DistributedModel(torch.nn.Module):
 
     # --- set-up ---
 
-    def _choose_mode(self, mode, optimizer, staleness, straggler_timeout):
-        sgd, why = _server_sgd(optimizer)
-        if mode == "server" and sgd is None:
-            raise ValueError(f"mode='server' runs SGD on the servers, but {why}; use mode='gradient'")
-        chosen = mode if mode != "auto" else ("server" if sgd is not None else "gradient")
+    def _choose_mode(self, mode, why_not, optimizer, staleness, straggler_timeout):
+        if mode == "server" and self._sgd is None:
+            raise ValueError(f"mode='server' runs SGD on the servers, but {why_not}; use mode='gradient'")
+        chosen = mode if mode != "auto" else ("server" if self._sgd is not None else "gradient")
         if chosen == "gradient" and (staleness or straggler_timeout):
             raise ValueError("staleness and straggler_timeout need server-side SGD (mode='server' with torch.optim.SGD)")
         if chosen == "server":
@@ -137,7 +136,7 @@ class DistributedModel(torch.nn.Module):
     def _options(self, a):
         o = _C.Options()
         if self.mode == "server":
-            (o.lr, o.momentum, o.weight_decay), _ = _server_sgd(a["optimizer"])
+            o.lr, o.momentum, o.weight_decay = self._sgd
         o.gradient_mode = self.mode == "gradient"
         o.scheme, o.cost_model, o.buffers = a["scheme"], a["cost_model"], a["buffers"]
         o.backward_passes_per_step = int(a["backward_passes_per_step"])
@@ -153,8 +152,8 @@ class DistributedModel(torch.nn.Module):
 
     def _start(self, args, kwargs):
         """The first forward: probe, then start the session on every rank."""
-        result, batch = layers_mod.probe(self.module, self._layers, args, kwargs)
-        self._layers = [self._layers[i] for i in result.order]
+        order, batch = layers_mod.probe(self.module, self._layers, args, kwargs)
+        self._layers = [self._layers[i] for i in order]
         self.options.batch = int(batch) * self.options.backward_passes_per_step
         core_layers = []
         for layer in self._layers:
@@ -208,8 +207,8 @@ class DistributedModel(torch.nn.Module):
             return self._original[0]()
         if self.mode == "server":
             lrs = {float(g["lr"]) for g in self.optimizer.param_groups}
-            if lrs != {self._server_lr} and self.options.lr_decay_iterations == 0:
-                raise ValueError(f"the optimizer's lr changed from {self._server_lr} to {sorted(lrs)}: server-side SGD "
+            if lrs != {self._sgd[0]} and self.options.lr_decay_iterations == 0:
+                raise ValueError(f"the optimizer's lr changed from {self._sgd[0]} to {sorted(lrs)}: server-side SGD "
                                  "keeps a fixed lr; use mode='gradient' for a scheduler")
         self._core.step()
         if self.mode == "gradient":
