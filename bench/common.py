@@ -4,6 +4,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POSEIDON = os.path.join(ROOT, "build/apps/poseidon")  # the default binary of every script
@@ -25,3 +26,15 @@ def mpirun(ranks, poseidon):
 
 def median(values):
     return statistics.median(values)
+
+
+def pyplot():
+    """matplotlib's pyplot drawing into files (Agg), or None, said on stderr, when missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing (apt-get install python3-matplotlib): no PNG written", file=sys.stderr)
+        return None
+    return plt

@@ -3,18 +3,35 @@
 side by side in each round: PyTorch DDP, DDP + fp16 hook, DDP + PowerSGD (rank 4), Poseidon
 (scheme auto, server-side SGD) and the compute ceiling (4 plain processes, no
 communication). Batch 32 per rank, synthetic data; the FC layers keep the papers' shapes
-(torchvision pools to 6x6 / 7x7 before them whatever the input size). Needs root.
+(torchvision pools to 6x6 / 7x7 before them whatever the input size). Needs root. Every
+system runs with the same process settings (glibc malloc thresholds, OpenBLAS kernels) that
+poseidon.init() makes for itself, so the comparison is like for like.
 
 Per model and bandwidth: medians of --repeats rounds, each system's images/s, Poseidon over
 DDP and over the best DDP variant, and Poseidon against its bound: the throughput of an
 iteration that takes the larger of the compute-only time and Poseidon's bytes sent per
-iteration (per rank, measured) over the link rate.
+iteration (per rank, measured) over the link rate. Writes papers-models.{md,csv,png} into
+--out.
   sudo bench/papers_models.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
 """
 import argparse
+import csv
 import os
+import platform
 
-from common import ENV, POSEIDON, ROOT, median, run_json
+from common import ENV, POSEIDON, ROOT, median, pyplot, run_json
+
+
+def _process_setup():
+    """python/poseidon/process_setup.py alone (ctypes only; the package itself needs torch)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("process_setup", os.path.join(ROOT, "python/poseidon/process_setup.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+process_setup = _process_setup()
 
 PY = "/usr/bin/python3"
 STEP = os.path.join(ROOT, "bench/torchvision_step.py")
@@ -32,34 +49,115 @@ def main():
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--poseidon", default=POSEIDON)
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
     a = ap.parse_args()
     ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
+    like_poseidon()
     systems = a.systems.split(",")
+    rows = []
     for model in a.models.split(","):
         for bw in a.bandwidths.split(","):
-            seen = {s: [] for s in systems}
-            sent = []
-            for r in range(a.repeats):
-                for i, system in enumerate(systems):
-                    cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", bw, "--", PY, STEP,
-                           "--system", system, "--model", model, "--image-size", str(SIZES.get(model, 32)),
-                           "--iterations", str(a.iterations), "--port", str(29600 + 10 * r + i)]
-                    j = run_json(cmd, timeout=3600)
-                    seen[system].append(j["images_per_s"])
-                    if system == "poseidon":
-                        sent.append(j["bytes_sent_per_iter"])
-                    print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s", flush=True)
-            med = {s: median(v) for s, v in seen.items()}
-            line = f"| {model} | {bw} | " + " | ".join(f"{med[s]:.2f}" for s in systems)
-            if "poseidon" in med and "ddp" in med:
-                variants = [med[s] for s in ("ddp", "ddp-fp16", "ddp-powersgd") if s in med]
-                line += f" | {med['poseidon'] / med['ddp']:.2f}x | {med['poseidon'] / max(variants):.2f}x"
-            if "compute" in med and sent:
-                compute_s = a.ranks * 32 / med["compute"]
-                bound = a.ranks * 32 / max(compute_s, median(sent) / RATES[bw])
-                line += f" | {bound:.2f} | {med['poseidon'] / bound:.0%}"
-            print("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |")
-            print(line + " |", flush=True)
+            rows.append(measure(a, model, bw, systems))
+            print_row(rows[-1], systems)
+    write(a.out, rows, systems, a)
+
+
+def like_poseidon():
+    """What poseidon.init() does in its own process, for every system (process_setup.py)."""
+    ENV.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
+    ENV.setdefault("MALLOC_TRIM_THRESHOLD_", str(512 << 20))
+    if process_setup.blas_kernels() == "Prescott" and process_setup._best_kernels():
+        ENV.setdefault("OPENBLAS_CORETYPE", process_setup._best_kernels())
+
+
+def measure(a, model, bw, systems):
+    seen = {s: [] for s in systems}
+    sent = []
+    for r in range(a.repeats):
+        for i, system in enumerate(systems):
+            cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", bw, "--", PY, STEP,
+                   "--system", system, "--model", model, "--image-size", str(SIZES.get(model, 32)),
+                   "--iterations", str(a.iterations), "--port", str(29600 + 10 * r + i)]
+            j = run_json(cmd, timeout=3600)
+            seen[system].append(j["images_per_s"])
+            if system == "poseidon":
+                sent.append(j["bytes_sent_per_iter"])
+            print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s", flush=True)
+    row = {"model": model, "link": bw, "repeats": a.repeats}
+    row.update({s: median(v) for s, v in seen.items()})
+    if "poseidon" in row and "ddp" in row:
+        variants = [row[s] for s in ("ddp", "ddp-fp16", "ddp-powersgd") if s in row]
+        row["vs_ddp"] = row["poseidon"] / row["ddp"]
+        row["vs_best_ddp"] = row["poseidon"] / max(variants)
+    if "compute" in row and sent:
+        row["bytes_per_iter"] = median(sent)
+        compute_s = a.ranks * 32 / row["compute"]
+        row["bound"] = a.ranks * 32 / max(compute_s, row["bytes_per_iter"] / RATES[bw])
+        row["of_bound"] = row["poseidon"] / row["bound"]
+    return row
+
+
+COLUMNS = ("vs_ddp", "vs_best_ddp", "bound", "of_bound")
+
+
+def cell(row, key):
+    v = row.get(key)
+    if v is None:
+        return "-"
+    if key in ("vs_ddp", "vs_best_ddp"):
+        return f"{v:.2f}x"
+    return f"{v:.0%}" if key == "of_bound" else f"{v:.2f}"
+
+
+def print_row(row, systems):
+    print("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |")
+    print(f"| {row['model']} | {row['link']} | " + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |",
+          flush=True)
+
+
+def write(out, rows, systems, a):
+    os.makedirs(out, exist_ok=True)
+    stem = os.path.join(out, "papers-models")
+    keys = ["model", "link", "repeats"] + systems + ["bytes_per_iter"] + list(COLUMNS)
+    with open(stem + ".csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    machine = f"{platform.node()}, {os.cpu_count()} cores, {platform.platform()}"
+    with open(stem + ".md", "w") as f:
+        f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n{machine}; batch 32 "
+                f"per rank, {a.iterations} iterations per run, medians of {a.repeats} alternated rounds; images/s "
+                f"of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS "
+                f"{ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system.\n\n")
+        f.write("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
+        f.write("|---" * (len(systems) + 6) + "|\n")
+        for row in rows:
+            f.write(f"| {row['model']} | {row['link']} | "
+                    + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |\n")
+    plot(stem + ".png", rows, systems, machine)
+    print(f"wrote {stem}.md, .csv and .png")
+
+
+def plot(path, rows, systems, machine):
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4))
+    width = 0.8 / len(systems)
+    for k, system in enumerate(systems):
+        ax.bar([i + k * width for i in range(len(rows))], [r.get(system, 0) for r in rows], width, label=system)
+    for i, r in enumerate(rows):
+        if "bound" in r:
+            ax.hlines(r["bound"], i - width / 2, i + len(systems) * width - width / 2, colors="black",
+                      linestyles="dashed", label="bound" if i == 0 else None)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(rows))])
+    ax.set_xticklabels([f"{r['model']}\n{r['link']}" for r in rows])
+    ax.set_ylabel("images/s (4 ranks)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"papers' models in the lab; bound: max(compute-only, bytes/link); {machine}", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

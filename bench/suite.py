@@ -22,7 +22,7 @@ import random
 import statistics
 import sys
 
-from common import ENV, POSEIDON, ROOT, run_json
+from common import ENV, POSEIDON, ROOT, pyplot, run_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
@@ -156,10 +156,8 @@ def main():
             f.write("\nPaired ratios (each repeat runs the systems back to back):\n\n")
             for line in pairs:
                 f.write(f"- {line}\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    plt = pyplot()
+    if plt is not None:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for (system, bandwidth) in sorted({(r["system"], r["bandwidth"]) for r in rows if r["ranks"] > 1}):
             pts = sorted((r["ranks"], r["images_per_s"], r["speedup_vs_plain"]) for r in rows
@@ -173,8 +171,6 @@ def main():
         fig.suptitle(f"{a.model}, batch {a.batch} per rank, {machine}", fontsize=8)
         fig.tight_layout()
         fig.savefig(stem + ".png", dpi=110)
-    except ImportError:
-        print("matplotlib missing (apt-get install python3-matplotlib): no PNG written", file=sys.stderr)
     print(f"wrote {stem}.md, .csv and .png")
 
 

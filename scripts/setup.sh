@@ -14,7 +14,7 @@ packages=(
   python3 python3-numpy                      # the end-to-end test driver
   python3-dev pybind11-dev                   # the Python package's extension (poseidon._C)
   python3-torch python3-torchvision          # PyTorch users' side: the package, its examples
-  python3-pytest                             # the Python package's tests
+  python3-pytest python3-pip python3-setuptools  # the Python package's tests (pip install . too)
   clang libclang-rt-14-dev                   # libFuzzer and sanitizers for the decoding fuzz test
   iproute2 util-linux                        # ip/tc for the bandwidth lab, setpriv for its tests
 )

@@ -19,6 +19,7 @@
 #include "poseidon/session.h"
 #include "poseidon/torch.h"
 #include "report.h"
+#include "session_report.h"
 #include "torch/model_builder.h"
 
 namespace poseidon::app {
@@ -141,7 +142,7 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   }
   const int L = static_cast<int>(info.layers.size());
   std::vector<double> times;
-  const std::uint64_t bytes_before = session.bytesSent();
+  const BytesSent bytes_before = bytesSentSoFar(session);
   if (session.isWorker()) {
     for (std::int64_t it = 0; it < total; ++it) {
       const auto start = std::chrono::steady_clock::now();
@@ -181,14 +182,8 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   report.batch = o.batch;
   report.iterations = total;
   setThroughput(report, times, session.workers(), o.batch);
-  const auto sum = session.control().allreduceSum(
-      {session.isWorker() ? (session.bytesSent() - bytes_before) / static_cast<double>(total) : 0.0}, "bytes sent");
-  report.bytes_sent_per_iter = sum[0] / session.workers();
-  for (std::size_t k = 0; k < info.layers.size(); ++k) {
-    const auto& li = info.layers[k];
-    report.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(),
-                                        schemeName(session.plan()[k].scheme), 0, 0, session.plan()[k].reason});
-  }
+  // Bytes per layer against the cost model, as a computed run reports them (no loss: none was computed).
+  gatherSessionFigures(report, session, info, bytes_before, static_cast<double>(total), session.isWorker(), 0.0);
   session.finish();
   if (lead) {
     std::printf("poseidon: done (compute emulated): %lld iterations, %.3f s/iter (median), %.1f images/s, %.1f MB sent "

@@ -5,6 +5,7 @@
     mpirun -np 4 --oversubscribe /usr/bin/python3 examples/python/train_torchvision.py \\
         --model resnet18 --epochs 1
     ... --model vgg19 --synthetic --image-size 64 --iterations 20 --json
+    ... --checkpoint-dir ckpt --checkpoint-every 100     (then --resume to continue from ckpt)
 
 Progress on rank 0 (iteration, loss, images/s); test accuracy after each epoch; with
 --json a summary as the last stdout line (the fields of `poseidon train --json`).
@@ -50,6 +51,10 @@ def parse_args():
     ap.add_argument("--cost-model", default="bytes", choices=("bytes", "time"))
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--checkpoint-dir", help="save the whole job in this folder (with --checkpoint-every)")
+    ap.add_argument("--checkpoint-every", type=int, default=0, help="save a checkpoint every N iterations")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from the newest checkpoint in --checkpoint-dir (same flags and -np)")
     ap.add_argument("--json", action="store_true", help="a JSON summary as the last line")
     a = ap.parse_args()
     if a.epochs < 1 or a.batch < 1 or a.iterations < 0:
@@ -128,20 +133,31 @@ def main():
     total = a.iterations or per_epoch * a.epochs
     decay = total if a.lr_schedule == "linear" else 0
     model = poseidon.DistributedModel(net, optimizer, name=a.model, scheme=a.scheme, mode=a.mode,
-                                      cost_model=a.cost_model, lr_decay_iterations=decay)
+                                      cost_model=a.cost_model, lr_decay_iterations=decay,
+                                      checkpoint_dir=a.checkpoint_dir, checkpoint_every=a.checkpoint_every,
+                                      resume=a.resume)
+    if model.start_iteration >= total:
+        raise SystemExit(f"the checkpoint is at iteration {model.start_iteration} and this run has {total}: "
+                         "nothing left to do")
     # Server mode decays lr on the servers; in gradient mode the optimizer does, as usual.
     scheduler = None
     if decay and model.mode == "gradient":
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: max(0.0, 1 - i / decay))
+        model.checkpoint_objects.append(scheduler)  # saved and restored with the job
     if rank == 0:
         print(f"poseidon: {a.model} on {size} rank(s), {total} iterations of {a.batch} per rank, "
               f"{'synthetic' if a.synthetic else 'Fashion-MNIST'} {a.image_size}x{a.image_size}, "
               f"{a.optimizer} ({model.mode} mode), scheme {a.scheme}", flush=True)
-    times, loss, accuracy, it, started = [], float("nan"), None, 0, time.time()
+    times, loss, accuracy, started = [], float("nan"), None, time.time()
+    first = it = model.start_iteration  # a resumed run skips what the saved one trained
+    epoch = 0
     order = torch.Generator().manual_seed(1234)
     while it < total:
         perm = torch.randperm(len(train_x), generator=order)  # the same on every rank
+        trained = False  # in this epoch, by this run (a resumed run evaluates no skipped epoch)
         for b in range(per_epoch):
+            if epoch * per_epoch + b < it:
+                continue
             if it >= total:
                 break
             idx = perm[(b * size + rank) * a.batch:(b * size + rank + 1) * a.batch]
@@ -154,11 +170,12 @@ def main():
             if scheduler:
                 scheduler.step()
             times.append(time.perf_counter() - t0)
-            loss, it = l.item(), it + 1
+            loss, it, trained = l.item(), it + 1, True
             if rank == 0 and (it % a.log_every == 0 or it == total):
                 recent = statistics.median(times[-a.log_every:])
                 print(f"iteration {it}/{total} loss {loss:.4f} {a.batch * size / recent:.1f} images/s", flush=True)
-        if test is not None and (it % per_epoch == 0 or it >= total):
+        epoch += 1
+        if test is not None and trained and (it % per_epoch == 0 or it >= total):
             model.synchronize()
             accuracy = evaluate(model, test[0], test[1], rank, size)
             if rank == 0:
@@ -171,7 +188,7 @@ def main():
         summary = {"workers": size, "model": a.model, "scheme": a.scheme, "mode": model.mode, "batch": a.batch,
                    "image_size": a.image_size, "iterations": it, "s_per_iter_median": s_per_iter,
                    "images_per_s": a.batch * size / s_per_iter, "train_loss": loss, "test_accuracy": accuracy,
-                   "bytes_sent_per_iter": sent / max(1, it), "param_digest": digest,
+                   "bytes_sent_per_iter": sent / max(1, it - first), "param_digest": digest,
                    "wall_s": time.time() - started, "layers": plan}
         print(f"done: {it} iterations, {summary['images_per_s']:.1f} images/s, loss {loss:.4f}"
               + (f", test accuracy {100 * accuracy:.2f}%" if accuracy is not None else ""), flush=True)

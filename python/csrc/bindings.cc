@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpointer.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "poseidon/errors.h"
@@ -106,6 +107,19 @@ class PyModel {
     sync_.reset();
     transport_->stop();
   }
+  // Collective: this job's state (session records, buffers) and this rank's `extra` bytes.
+  void saveCheckpoint(const std::string& dir, std::uint64_t iteration, const std::string& config,
+                      const std::string& extra) {
+    Session& s = sync().session();
+    Checkpointer(dir, s.control(), s.rank(), s.size()).save(iteration, config, sync().stateRecords(), extra);
+  }
+  // Collective: restores what saveCheckpoint wrote; returns this rank's extra bytes.
+  std::string loadCheckpoint(const std::string& dir, const CheckpointInfo& info, const std::string& config) {
+    Session& s = sync().session();
+    Checkpointer::checkCompatible(info, config, s.size());
+    return Checkpointer(dir, s.control(), s.rank(), s.size()).load(info, sync().stateRecords());
+  }
+
   py::list plan() {
     py::list out;
     const auto& plans = sync().session().plan();
@@ -173,6 +187,28 @@ void bindCollectives(py::module_& m) {
   });
 }
 
+void bindCheckpoints(py::module_& m) {
+  py::class_<CheckpointInfo>(m, "CheckpointInfo")
+      .def_readonly("folder", &CheckpointInfo::folder)
+      .def_readonly("iteration", &CheckpointInfo::iteration)
+      .def_readonly("ranks", &CheckpointInfo::ranks)
+      .def_readonly("config", &CheckpointInfo::config);
+  // The newest complete checkpoint in `dir` that a job of `ranks` ranks may resume.
+  m.def("latest_checkpoint", [](const std::string& dir, int ranks) {
+    CheckpointInfo info = Checkpointer::latest(dir);
+    Checkpointer::checkRanks(info, ranks);
+    return info;
+  });
+  // InputError unless a job with `config` on `ranks` ranks may resume from `info`.
+  m.def("check_checkpoint", [](const CheckpointInfo& info, const std::string& config, int ranks) {
+    Checkpointer::checkCompatible(info, config, ranks);
+  });
+  // This rank's extra bytes in `info` (local: no other rank takes part).
+  m.def("checkpoint_extra", [](const CheckpointInfo& info, int rank) {
+    return py::bytes(Checkpointer::readExtra(info, rank));
+  });
+}
+
 void bindOptions(py::module_& m) {
   py::class_<Options>(m, "Options")
       .def(py::init<>())
@@ -232,6 +268,22 @@ void bindModel(py::module_& m) {
       .def("rank", [](PyModel& p) { return p.sync().session().rank(); })
       .def("workers", [](PyModel& p) { return p.sync().session().workers(); })
       .def("plan", &PyModel::plan)
+      .def("save_checkpoint",
+           [](PyModel& p, const std::string& dir, std::uint64_t iteration, const std::string& config,
+              const py::bytes& extra) {
+             std::string bytes = extra;
+             py::gil_scoped_release release;
+             p.saveCheckpoint(dir, iteration, config, bytes);
+           })
+      .def("load_checkpoint",
+           [](PyModel& p, const std::string& dir, const CheckpointInfo& info, const std::string& config) {
+             std::string extra;
+             {
+               py::gil_scoped_release release;
+               extra = p.loadCheckpoint(dir, info, config);
+             }
+             return py::bytes(extra);
+           })
       .def("close", &PyModel::close);
 }
 
@@ -253,4 +305,5 @@ PYBIND11_MODULE(_C, m) {
   python::bindOptions(m);
   python::bindModel(m);
   python::bindCollectives(m);
+  python::bindCheckpoints(m);
 }

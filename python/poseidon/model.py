@@ -22,6 +22,12 @@ Where the optimizer runs (`mode`):
 The optimizer's step() and zero_grad() are replaced on the object passed in (in server
 mode Poseidon clears each gradient after its sync: do not zero them yourself).
 
+Checkpoints (checkpoint.py): checkpoint_dir=D with checkpoint_every=N saves the whole job
+every N steps (model.save_checkpoint() saves now); resume=True continues from D's newest one:
+    model = poseidon.DistributedModel(net, optimizer, checkpoint_dir="ckpt", checkpoint_every=500,
+                                      resume=os.path.exists("ckpt/LATEST"), checkpoint_objects=[scheduler])
+    for it in range(model.start_iteration, iterations): ...
+
 To read or change the mean gradients before the optimizer steps (gradient clipping, gradient
 mode only), call model.synchronize_gradients() first, as Horovod's optimizer.synchronize():
     loss.backward(); model.synchronize_gradients()
@@ -34,6 +40,7 @@ import weakref
 import torch
 
 from . import _C
+from . import checkpoint
 from . import layers as layers_mod
 from . import runtime
 
@@ -71,12 +78,18 @@ class DistributedModel(torch.nn.Module):
     fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
     staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
     timeout: seconds any wait may take before it fails naming what it waited for.
+    checkpoint_dir, checkpoint_every: save the whole job in this folder every N steps.
+    resume: True (from checkpoint_dir) or a folder: continue from its newest checkpoint;
+        model.start_iteration says where.
+    checkpoint_objects: more objects with state_dict()/load_state_dict() to save and restore
+        (LR schedulers, ...); the optimizer and torch's random state always are.
     """
 
     def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
                  buffers="broadcast", backward_passes_per_step=1, fusion_bytes=2 << 20, kvstore="concurrent",
                  kv_pair_bytes=2 << 20, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
-                 wfbp=True, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0):
+                 wfbp=True, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None,
+                 checkpoint_every=0, resume=False, checkpoint_objects=()):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")
@@ -100,7 +113,14 @@ class DistributedModel(torch.nn.Module):
         # (lr, momentum, weight_decay) when the servers can run the optimizer, else None.
         self._sgd, why_not = _server_sgd(optimizer)
         self.mode = self._choose_mode(mode, why_not, optimizer, staleness, straggler_timeout)
+        self._checkpoints = checkpoint.Checkpoints(checkpoint_dir, checkpoint_every, resume, checkpoint_objects,
+                                                   self._runtime)
+        self.start_iteration = self._checkpoints.start_iteration  # where this run's training begins
+        # More objects to checkpoint (schedulers made after the model): extend before the first forward.
+        self.checkpoint_objects = self._checkpoints.objects
+        self.iteration = self.start_iteration  # optimizer steps done, the resumed ones included
         self.options = self._options(locals())
+        self.options.start_iteration = self.start_iteration
         self._core = None
         self._hooks = []
         runtime.register(self)
@@ -167,6 +187,11 @@ class DistributedModel(torch.nn.Module):
                               list(self.module.parameters()),
                               [i for i, layer in enumerate(self._layers) if layer.self_waited], self.options)
         self._install_hooks()
+        try:
+            self._checkpoints.restore(self._core, checkpoint.config_of(self, self._core), self.optimizer)
+        except BaseException:
+            self.close()  # not half-open: no training from weights that were never restored
+            raise
 
     def _install_hooks(self):
         core = self._core
@@ -187,6 +212,8 @@ class DistributedModel(torch.nn.Module):
             if self._original is None:
                 raise RuntimeError("this DistributedModel has been closed")
             self._start(args, kwargs)
+        if self._checkpoints.pending:  # due at the last step; the loop has finished that step
+            self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
         training = torch.is_grad_enabled() and self.module.training
         self._core.begin_forward(training)
         try:
@@ -204,7 +231,15 @@ class DistributedModel(torch.nn.Module):
             raise RuntimeError("optimizer.step() before the model's first forward")
         if self._synchronized:
             self._synchronized = False  # synchronize_gradients() already ended the iteration
-            return self._original[0]()
+            result = self._original[0]()
+        else:
+            result = self._end_iteration()
+        self.iteration += 1
+        if self._checkpoints.due(self.iteration):
+            self._checkpoints.mark(self.iteration)
+        return result
+
+    def _end_iteration(self):
         if self.mode == "server":
             lrs = {float(g["lr"]) for g in self.optimizer.param_groups}
             if lrs != {self._sgd[0]} and self.options.lr_decay_iterations == 0:
@@ -214,6 +249,13 @@ class DistributedModel(torch.nn.Module):
         if self.mode == "gradient":
             return self._original[0]()
         return None
+
+    def save_checkpoint(self):
+        """Saves the whole job now, after self.iteration steps (all ranks together); call it
+        where the loop has finished a step (after the scheduler's step, before the next draw)."""
+        self._started()
+        self._checkpoints.pending = None
+        self._checkpoints.save(self._core, self.iteration, checkpoint.config_of(self, self._core), self.optimizer)
 
     def synchronize_gradients(self):
         """Gradient mode: ends the iteration now and waits until every .grad holds the
@@ -261,8 +303,11 @@ class DistributedModel(torch.nn.Module):
         optimizer its methods back (also when the session ends with an error)."""
         try:
             if self._core is not None:
-                core, self._core = self._core, None
-                core.close()
+                try:
+                    self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
+                finally:
+                    core, self._core = self._core, None
+                    core.close()
         finally:
             for h in self._hooks:
                 h.remove()

@@ -26,6 +26,16 @@ std::string rankFile(int rank) { return detail::cat("rank-", rank, ".state"); }
 
 std::uint32_t crcOf(const std::string& text) { return digestOf(text).crc; }
 
+// A rank file's meta: "iteration T", then "\n" and the adapter's extra bytes if any.
+std::string metaOf(std::uint64_t iteration, const std::string& extra) {
+  return extra.empty() ? detail::cat("iteration ", iteration) : detail::cat("iteration ", iteration, "\n", extra);
+}
+
+std::string extraOf(const std::string& meta) {
+  const auto newline = meta.find('\n');
+  return newline == std::string::npos ? "" : meta.substr(newline + 1);
+}
+
 std::string readText(const std::string& path, std::size_t limit) {
   std::string text = readFileBytes(path);
   if (text.size() > limit) throw InputError(detail::cat(path, " is too large to be a checkpoint manifest"));
@@ -77,12 +87,13 @@ CheckpointInfo Checkpointer::parseManifest(const std::string& text, const std::s
 Checkpointer::Checkpointer(std::string dir, ControlChannel& control, int rank, int ranks)
     : dir_(std::move(dir)), control_(control), rank_(rank), ranks_(ranks) {}
 
-void Checkpointer::save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records) {
+void Checkpointer::save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records,
+                        const std::string& extra) {
   const std::string folder = dir_ + "/" + folderName(iteration);
   std::string mine;
   try {
     fs::create_directories(folder);
-    const FileDigest d = writeStateFile(folder + "/" + rankFile(rank_), detail::cat("iteration ", iteration), records);
+    const FileDigest d = writeStateFile(folder + "/" + rankFile(rank_), metaOf(iteration, extra), records);
     mine = detail::cat("ok ", d.bytes, " ", d.crc);
   } catch (const std::exception& e) {
     mine = detail::cat("rank ", rank_, ": ", e.what());
@@ -113,9 +124,11 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
 }
 
 CheckpointInfo Checkpointer::latest(const std::string& dir) {
-  if (!fs::is_directory(dir)) throw InputError(detail::cat("--resume ", dir, ": no such folder"));
+  if (!fs::is_directory(dir)) throw InputError(detail::cat("resume from ", dir, ": no such folder"));
   const std::string latest = dir + "/LATEST";
-  if (!fs::exists(latest)) throw InputError(detail::cat("--resume ", dir, ": no complete checkpoint there (no LATEST file)"));
+  if (!fs::exists(latest)) {
+    throw InputError(detail::cat("resume from ", dir, ": no complete checkpoint there (no LATEST file)"));
+  }
   std::string name = readText(latest, 256);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   if (name.rfind("iter-", 0) != 0 || name.find('/') != std::string::npos) {
@@ -145,19 +158,35 @@ void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string
   }
 }
 
-void Checkpointer::load(const CheckpointInfo& info, const std::vector<StateRecord>& records) {
-  std::string mine = "ok";
+namespace {
+
+// One read of a rank's file, its bytes checked against the manifest.
+std::string readRankFile(const CheckpointInfo& info, int rank) {
+  const std::string path = info.folder + "/" + rankFile(rank);
+  if (rank < 0 || rank >= static_cast<int>(info.files.size())) {
+    throw InputError(detail::cat(info.folder, " holds no file of rank ", rank));
+  }
+  std::string bytes = readFileBytes(path);
+  const FileDigest d = digestOf(bytes);
+  const FileDigest& want = info.files[static_cast<std::size_t>(rank)];
+  if (d.bytes != want.bytes || d.crc != want.crc) {
+    throw InputError(detail::cat(path, " does not match its manifest (", d.bytes, " bytes, CRC ", d.crc,
+                                 "; the manifest says ", want.bytes, " bytes, CRC ", want.crc, ")"));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::string Checkpointer::readExtra(const CheckpointInfo& info, int rank) {
+  return extraOf(parseStateMeta(readRankFile(info, rank), info.folder + "/" + rankFile(rank)));
+}
+
+std::string Checkpointer::load(const CheckpointInfo& info, const std::vector<StateRecord>& records) {
+  std::string mine = "ok", extra;
   try {
-    const std::string path = info.folder + "/" + rankFile(rank_);
-    // One read: the bytes are checked against the manifest, then parsed.
-    const std::string bytes = readFileBytes(path);
-    const FileDigest d = digestOf(bytes);
-    const FileDigest& want = info.files.at(static_cast<std::size_t>(rank_));
-    if (d.bytes != want.bytes || d.crc != want.crc) {
-      throw InputError(detail::cat(path, " does not match its manifest (", d.bytes, " bytes, CRC ", d.crc,
-                                   "; the manifest says ", want.bytes, " bytes, CRC ", want.crc, ")"));
-    }
-    parseStateFile(bytes, path, records);
+    const std::string bytes = readRankFile(info, rank_);
+    extra = extraOf(parseStateFile(bytes, info.folder + "/" + rankFile(rank_), records));
   } catch (const std::exception& e) {
     mine = detail::cat("rank ", rank_, ": ", e.what());
   }
@@ -165,6 +194,7 @@ void Checkpointer::load(const CheckpointInfo& info, const std::vector<StateRecor
   for (const auto& a : all) {
     if (a != "ok") throw InputError("cannot resume: " + a);
   }
+  return extra;
 }
 
 }  // namespace poseidon

@@ -30,8 +30,11 @@ class Checkpointer {
   Checkpointer(std::string dir, ControlChannel& control, int rank, int ranks);
 
   // Collective: every rank writes its records, rank 0 the manifest and LATEST. `config`
-  // describes what a resumed run must match (one line).
-  void save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records);
+  // describes what a resumed run must match (one line). `extra`: this rank's own bytes
+  // beside the records (the Python package's pickled optimizer and random state), kept in
+  // the rank file's meta and covered by its checksum.
+  void save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records,
+            const std::string& extra = "");
 
   // The newest complete checkpoint in `dir`, its manifest checked; InputError if there is
   // none or it is damaged.
@@ -43,9 +46,11 @@ class Checkpointer {
   // Throws InputError unless a run with `config` on `ranks` ranks may resume from `info`.
   static void checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks);
 
-  // Collective: restores this rank's records from `info`. If any rank fails, every rank
-  // throws the same error, so none goes on training alone.
-  void load(const CheckpointInfo& info, const std::vector<StateRecord>& records);
+  // Not collective: `rank`'s extra bytes in `info`, its file checked against the manifest.
+  static std::string readExtra(const CheckpointInfo& info, int rank);
+  // Collective: restores this rank's records from `info` and returns its `extra` bytes. If
+  // any rank fails, every rank throws the same error, so none goes on training alone.
+  std::string load(const CheckpointInfo& info, const std::vector<StateRecord>& records);
 
  private:
   const std::string dir_;

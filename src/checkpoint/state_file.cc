@@ -148,7 +148,16 @@ std::string readStateFile(const std::string& path, const std::vector<StateRecord
   return parseStateFile(readFileBytes(path), path, records);
 }
 
-std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records) {
+namespace {
+
+// What precedes the records: magic, version, count and meta, with the CRC of the whole
+// file checked first. Leaves `c` at the first record.
+struct Header {
+  std::uint32_t count = 0;
+  std::string meta;
+};
+
+Header parseHeader(const std::string& bytes, const std::string& path, Cursor& c) {
   if (bytes.size() < sizeof(kMagic) + 4 + 4 + 8 + 4) throw InputError(detail::cat("checkpoint file ", path, " is truncated"));
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     throw InputError(detail::cat(path, " is not a Poseidon checkpoint file"));
@@ -158,18 +167,31 @@ std::string parseStateFile(const std::string& bytes, const std::string& path, co
   const auto crc = static_cast<std::uint32_t>(
       ::crc32_z(::crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size() - 4));
   if (crc != stored_crc) throw InputError(detail::cat("checkpoint file ", path, " is corrupt (checksum mismatch)"));
-  Cursor c(bytes, bytes.size() - 4, path);
   c.skip(sizeof(kMagic), "magic");
   const auto version = c.get<std::uint32_t>("version");
   if (version != kVersion) {
     throw InputError(detail::cat("checkpoint file ", path, " has format version ", version, "; this build reads ", kVersion));
   }
-  const auto count = c.get<std::uint32_t>("record count");
+  Header h;
+  h.count = c.get<std::uint32_t>("record count");
   const auto meta_bytes = c.get<std::uint64_t>("meta length");
-  if (count > kMaxRecords) throw InputError(detail::cat("checkpoint file ", path, " is corrupt"));
-  const char* meta = c.skip(meta_bytes, "meta");
-  if (count != records.size()) {
-    throw InputError(detail::cat("checkpoint file ", path, " holds ", count, " records, this run expects ",
+  if (h.count > kMaxRecords) throw InputError(detail::cat("checkpoint file ", path, " is corrupt"));
+  h.meta.assign(c.skip(meta_bytes, "meta"), meta_bytes);
+  return h;
+}
+
+}  // namespace
+
+std::string parseStateMeta(const std::string& bytes, const std::string& path) {
+  Cursor c(bytes, bytes.size() < 4 ? 0 : bytes.size() - 4, path);
+  return parseHeader(bytes, path, c).meta;
+}
+
+std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records) {
+  Cursor c(bytes, bytes.size() < 4 ? 0 : bytes.size() - 4, path);
+  const Header h = parseHeader(bytes, path, c);
+  if (h.count != records.size()) {
+    throw InputError(detail::cat("checkpoint file ", path, " holds ", h.count, " records, this run expects ",
                                  records.size(), ": it was written for another model or configuration"));
   }
   // Every record's name and size first, then the copies: on a mismatch memory is untouched.
@@ -188,7 +210,7 @@ std::string parseStateFile(const std::string& bytes, const std::string& path, co
   }
   if (c.left() != 0) throw InputError(detail::cat("checkpoint file ", path, " has trailing bytes"));
   for (std::size_t i = 0; i < records.size(); ++i) std::memcpy(records[i].data, payloads[i], records[i].bytes);
-  return std::string(meta, meta_bytes);
+  return h.meta;
 }
 
 void writeFileAtomically(const std::string& path, const std::string& contents) {

@@ -32,6 +32,9 @@ std::string readStateFile(const std::string& path, const std::vector<StateRecord
 // The same, from the file's bytes (`path` only names it in errors).
 std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records);
 
+// Only the meta of a state file's bytes (magic, version and CRC checked; records skipped).
+std::string parseStateMeta(const std::string& bytes, const std::string& path);
+
 // A whole file's bytes (InputError if it cannot be read), and the size and CRC-32 of bytes.
 std::string readFileBytes(const std::string& path);
 FileDigest digestOf(const std::string& bytes);

@@ -29,7 +29,13 @@ struct Dispatch {
   ControlChannel* control = nullptr;  // guarded by mu
   ParameterServer* server = nullptr;  // guarded by mu
   Client* client = nullptr;           // guarded by mu
-  FailureState* failure = nullptr;
+  FailureState* failure = nullptr;   // guarded by mu
+
+  // A failure from the transport's thread; after detach() there is no session to tell.
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failure) failure->set(e);
+  }
 
   void route(Message m) {
     std::lock_guard<std::mutex> lock(mu);
@@ -87,12 +93,23 @@ struct Session::Impl {
 
   Impl(Transport& t, const Options& o) : transport(t), options(o), control(t, o.timeout, failure) {}
 
+  // Teardown in one order whatever failed before (finish() may not have run or got far):
+  // the dispatcher lets go of everything, the server thread stops (it reads shard_values
+  // and calls into the client), the client's threads go, then the server object.
+  ~Impl() {
+    detach();
+    if (server) server->stop();
+    client.reset();  // its threads may still call the co-located server: freed after them
+    server.reset();
+  }
+
   // Unhooks the dispatcher from this session's components before they go away.
   void detach() {
     std::lock_guard<std::mutex> lock(dispatch->mu);
     dispatch->control = nullptr;
     dispatch->server = nullptr;
     dispatch->client = nullptr;
+    dispatch->failure = nullptr;
   }
 };
 
@@ -137,10 +154,10 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
         try {
           dispatch->route(std::move(m));
         } catch (...) {
-          dispatch->failure->set(std::current_exception());
+          dispatch->fail(std::current_exception());
         }
       },
-      [dispatch](std::exception_ptr e) { dispatch->failure->set(e); }});
+      [dispatch](std::exception_ptr e) { dispatch->fail(e); }});
 
   try {
     // Model and options must be the same everywhere before any other collective (the rate
@@ -277,7 +294,7 @@ Session::~Session() {
   } catch (...) {
     // A destructor never throws; the error was or will be reported by whoever waits.
   }
-  impl_->detach();
+  // ~Impl stops the components in order.
 }
 
 int Session::rank() const { return impl_->transport.rank(); }

@@ -411,7 +411,12 @@ def case_np2_model_file(args):
 
 def case_example_program(args):
     rc, out, err, _ = run(mpirun(2) + [args.example])
-    check(rc == 0 and "done" in out, f"example failed: {rc}\n{out}\n{err}")
+    check(rc == 0, f"example failed: {rc}\n{out}\n{err}")
+    first = re.search(r"iteration 0 loss ([0-9.]+)", out)
+    last = re.search(r"done: loss ([0-9.]+)", out)
+    check(first and last, f"no first loss or final line:\n{out}")
+    print(f"example: loss {first.group(1)} -> {last.group(1)}")
+    check(float(last.group(1)) < 0.1 * float(first.group(1)), "the example did not train (loss did not fall tenfold)")
 
 
 def progress_losses(out):
@@ -635,14 +640,17 @@ def lab_namespaces():
     return {l.split()[0] for l in out.splitlines() if l.startswith("psd")}
 
 
+SKIP = 77  # ctest's SKIP_RETURN_CODE for these cases
+
+
 def lab_possible(args):
-    """The lab needs root. Without it, check that it refuses clearly and say loudly that the
-    lab itself was not exercised (CI and ./run.sh test run as root)."""
+    """The lab needs root. Without it, check that it refuses clearly, then skip the case
+    (exit 77: ctest reports it skipped, not passed; CI and ./run.sh test run as root)."""
     if os.geteuid() == 0:
         return True
     expect_failure(args, [args.poseidon, "lab", "--ranks", "2", "--", "true"], "needs root")
-    print("NOT ROOT: only the lab's refusal was checked; run the tests as root to exercise the lab")
-    return False
+    print("SKIPPED: the lab needs root; only its refusal was checked")
+    sys.exit(SKIP)
 
 
 def case_lab_caps_bandwidth(args):
@@ -720,9 +728,12 @@ def case_np2_timeline_and_emulated_compute(args):
             text = f.read()
         check("layer fc1 forward_ms" in text and "batch 32" in text, text)
         # Eight ranks on two cores: compute is waits from the profile, communication is real.
-        r, out = train(args, 8, ["--model", "mlp", "--iterations", "5", "--json", "--emulate-compute", profile])
+        r, out = train(args, 8, ["--model", "mlp", "--iterations", "5", "--json", "--scheme", "ps",
+                                 "--emulate-compute", profile])
         check("COMPUTE IS EMULATED" in out and r["compute"] == "emulated" and r["workers"] == 8, out[-1500:])
-        check(r["bytes_sent_per_iter"] > 0, r)
+        # The communication is real: the bytes sent are the PS cost model's (allreduce layers have
+        # no model figure yet: issue 15).
+        within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "emulated run, bytes per iteration")
         with open(f"{tmp}/bad.profile", "w") as f:
             f.write("batch 32\nlayer fc1 forward_ms x\n")
         expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2",

@@ -11,6 +11,9 @@
 
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/state_file.h"
+#include "comm/control_channel.h"
+#include "comm/loopback_transport.h"
+#include "common/wait.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -105,6 +108,26 @@ TEST(Checkpointer, LatestRefusesMissingDamagedOrIncompleteCheckpoints) {
   EXPECT_THROW(Checkpointer::latest(dir.path), InputError);  // bad checksum
   spit(dir.path + "/LATEST", "../../etc\n");
   EXPECT_THROW(Checkpointer::latest(dir.path), InputError);
+}
+
+// The Python package keeps its own pickled state (optimizer, random state) in a rank file's
+// meta, beside the records: any bytes, NULs and newlines included, come back as written.
+TEST(Checkpointer, CarriesEachRanksExtraBytesBesideItsRecords) {
+  TempDir dir;
+  LoopbackHub hub(1);
+  FailureState failure;
+  ControlChannel control(hub.transport(0), std::chrono::seconds(5), failure);
+  std::vector<float> a = {1, 2, 3}, a2(3);
+  const std::string extra("pickled\0bytes\nand more", 22);
+  Checkpointer(dir.path, control, 0, 1).save(7, "cfg", {{"a", a.data(), 12}}, extra);
+  const CheckpointInfo info = Checkpointer::latest(dir.path);
+  EXPECT_EQ(info.iteration, 7u);
+  EXPECT_EQ(Checkpointer::readExtra(info, 0), extra);  // without the records
+  EXPECT_EQ(Checkpointer(dir.path, control, 0, 1).load(info, {{"a", a2.data(), 12}}), extra);
+  EXPECT_EQ(a2, a);
+  // Without extra bytes the meta stays "iteration T" (the CLI's checkpoints) and none come back.
+  Checkpointer(dir.path, control, 0, 1).save(8, "cfg", {{"a", a.data(), 12}});
+  EXPECT_EQ(Checkpointer(dir.path, control, 0, 1).load(Checkpointer::latest(dir.path), {{"a", a2.data(), 12}}), "");
 }
 
 }  // namespace

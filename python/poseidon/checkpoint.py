@@ -1,0 +1,128 @@
+"""Checkpoints of a whole Python job, in the C++ core's format (src/checkpoint/):
+
+    DIR/iter-<T>/rank-<r>.state   each rank's session state (parameters, the servers' values
+                                  and momentum, SFB/allreduce replicas, buffers) and, in the
+                                  same checksummed file, this package's own bytes: the
+                                  optimizer's state_dict (gradient mode: Adam's moments, ...),
+                                  the state_dict of every checkpoint object (an LR scheduler,
+                                  a GradScaler) and torch's random state
+    DIR/iter-<T>/MANIFEST         sizes and CRCs, written last; DIR/LATEST names the newest
+
+When a save falls due at optimizer.step() of step T, torch's random state is taken there
+(the state the loop's next draws start from) and the checkpoint is written at the next
+forward, or at close(): by then the loop has also stepped its scheduler for step T. A
+resumed job gets the random state back when the DistributedModel is made (make it just
+before the loop), starts at `model.start_iteration`, and gets parameters, optimizer and
+objects back at its first forward, when the session exists. Same model, options and -np.
+"""
+import io
+
+import torch
+
+from . import _C
+
+
+class Checkpoints:
+    """The checkpoint options and state of one DistributedModel."""
+
+    def __init__(self, directory, every, resume, objects, runtime):
+        if int(every) < 0:
+            raise ValueError(f"checkpoint_every must be 0 (never) or positive, not {every}")
+        if every and not directory:
+            raise ValueError("checkpoint_every needs checkpoint_dir (the folder to save in)")
+        if resume is True and not directory:
+            raise ValueError("resume=True resumes from checkpoint_dir: pass checkpoint_dir, or resume='FOLDER'")
+        self.directory = directory
+        self.every = int(every)
+        self.objects = list(objects)
+        _check_objects(self.objects)
+        self.resume_dir = directory if resume is True else (resume or None)
+        self.ranks = runtime.size()
+        self.pending = None  # (iteration, random state) of a save to write at the next forward
+        self.info, self.saved = None, None
+        if self.resume_dir:
+            self.info, self.saved = _read_resume(str(self.resume_dir), runtime)
+            torch.set_rng_state(self.saved["rng"])
+
+    @property
+    def start_iteration(self):
+        return int(self.info.iteration) if self.info else 0
+
+    def due(self, iteration):
+        return self.every > 0 and iteration % self.every == 0
+
+    def mark(self, iteration):
+        """A save is due after this step: the random state now, the rest at the next forward."""
+        self.pending = (iteration, torch.get_rng_state())
+
+    def flush(self, core, config, optimizer):
+        if self.pending:
+            iteration, rng = self.pending
+            self.pending = None
+            self.save(core, iteration, config, optimizer, rng)
+
+    def save(self, core, iteration, config, optimizer, rng=None):
+        if not self.directory:
+            raise ValueError("save_checkpoint() needs checkpoint_dir (the folder to save in)")
+        _check_objects(self.objects)
+        extra = io.BytesIO()
+        torch.save({"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects],
+                    "rng": torch.get_rng_state() if rng is None else rng}, extra)
+        core.synchronize()
+        core.save_checkpoint(str(self.directory), iteration, config, extra.getvalue())
+        if core.rank() == 0:
+            print(f"poseidon: checkpoint of iteration {iteration} saved in {self.directory}", flush=True)
+
+    def restore(self, core, config, optimizer):
+        """At the first forward: the session's state (all ranks together), then the optimizer's
+        and the objects' (the random state came back at construction)."""
+        if not self.info:
+            return
+        _C.check_checkpoint(self.info, config, self.ranks)  # the settings first: the likelier mistake
+        if len(self.saved["objects"]) != len(self.objects):
+            raise ValueError(f"the checkpoint holds {len(self.saved['objects'])} checkpoint objects, this run has "
+                             f"{len(self.objects)}: pass the same ones as the saved run")
+        core.load_checkpoint(str(self.resume_dir), self.info, config)
+        optimizer.load_state_dict(self.saved["optimizer"])
+        for o, state in zip(self.objects, self.saved["objects"]):
+            o.load_state_dict(state)
+        self.saved = None
+        if core.rank() == 0:
+            print(f"poseidon: resumed from {self.info.folder} at iteration {self.info.iteration}", flush=True)
+
+
+def _check_objects(objects):
+    for o in objects:
+        if not (hasattr(o, "state_dict") and hasattr(o, "load_state_dict")):
+            raise TypeError(f"checkpoint_objects: {type(o).__name__} has no state_dict()/load_state_dict()")
+
+
+def _read_resume(folder, runtime):
+    """The newest checkpoint's manifest and this rank's own bytes, unpickled; every rank
+    succeeds or every rank raises (the others name no cause: the failing rank does)."""
+    info, state, error = None, None, None
+    try:
+        info = _C.latest_checkpoint(folder, runtime.size())
+        extra = _C.checkpoint_extra(info, runtime.rank())
+        if not extra:
+            raise ValueError(f"the checkpoint in {info.folder} holds no Python state (written by `poseidon train`?): "
+                             "resume it with the program that wrote it")
+        state = torch.load(io.BytesIO(extra))
+    except Exception as e:  # noqa: BLE001  (whatever it is, every rank must hear of it)
+        error = e
+    if not _C.all_agree(runtime, error is None):
+        raise error or ValueError(f"cannot resume from {folder}: another rank could not read its checkpoint")
+    return info, state
+
+
+def config_of(model, core):
+    """One line: what a resumed job must share with the saved one (the plan included)."""
+    o = model.options
+    layers = ";".join(layer.name + ":" + ",".join("x".join(map(str, p.shape)) for _, p in layer.params)
+                      for layer in model._layers)
+    schemes = ",".join(p["scheme"] for p in core.plan())
+    return (f"python {model.name} mode={model.mode} optimizer={type(model.optimizer).__name__} "
+            f"workers={core.workers()} batch={o.batch} lr={o.lr} momentum={o.momentum} wd={o.weight_decay} "
+            f"lr_decay={o.lr_decay_iterations} buffers={o.buffers} passes={o.backward_passes_per_step} "
+            f"pair={o.kv_pair_bytes} fusion={o.fusion_bytes} staleness={o.staleness} schemes={schemes} "
+            f"layers={layers}")
