@@ -50,9 +50,15 @@ def main():
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--poseidon", default=POSEIDON)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
+    ap.add_argument("--from-log", nargs="+", metavar="LOG",
+                    help="measure nothing: write the md/csv/png from the tables in these saved outputs")
     a = ap.parse_args()
-    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
     like_poseidon()
+    if a.from_log:
+        rows, systems = rows_from_logs(a.from_log)
+        write(a.out, rows, systems, a)
+        return
+    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
     systems = a.systems.split(",")
     rows = []
     for model in a.models.split(","):
@@ -83,7 +89,7 @@ def measure(a, model, bw, systems):
             if system == "poseidon":
                 sent.append(j["bytes_sent_per_iter"])
             print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s", flush=True)
-    row = {"model": model, "link": bw, "repeats": a.repeats}
+    row = {"model": model, "link": bw, "repeats": a.repeats}  # (the md says how many)
     row.update({s: median(v) for s, v in seen.items()})
     if "poseidon" in row and "ddp" in row:
         variants = [row[s] for s in ("ddp", "ddp-fp16", "ddp-powersgd") if s in row]
@@ -109,6 +115,29 @@ def cell(row, key):
     return f"{v:.0%}" if key == "of_bound" else f"{v:.2f}"
 
 
+def rows_from_logs(paths):
+    """The per-model tables this script printed ("| model | link | <systems> | vs DDP | ..."),
+    back into rows; the systems are those of the first table that has them all."""
+    rows, systems = [], []
+    for path in paths:
+        header = None
+        with open(path) as f:
+            for line in f:
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if line.startswith("| model |"):
+                    header = cells[2:-4]
+                    systems += [s for s in header if s not in systems]
+                elif line.startswith("| ") and header:
+                    row = {"model": cells[0], "link": cells[1], "repeats": None}
+                    row.update({s: float(v) for s, v in zip(header, cells[2:]) if v != "-"})
+                    for key, v in zip(COLUMNS, cells[2 + len(header):]):
+                        if v != "-":
+                            row[key] = float(v.rstrip("x%")) / (100 if v.endswith("%") else 1)
+                    rows.append(row)
+    order = [s for s in SYSTEMS if s in systems]
+    return rows, order
+
+
 def print_row(row, systems):
     print("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |")
     print(f"| {row['model']} | {row['link']} | " + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |",
@@ -128,7 +157,9 @@ def write(out, rows, systems, a):
         f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n{machine}; batch 32 "
                 f"per rank, {a.iterations} iterations per run, medians of {a.repeats} alternated rounds; images/s "
                 f"of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS "
-                f"{ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system.\n\n")
+                f"{ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system"
+                + (f"; rebuilt from {', '.join(os.path.basename(p) for p in a.from_log)}" if a.from_log else "")
+                + ".\n\n")
         f.write("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
         f.write("|---" * (len(systems) + 6) + "|\n")
         for row in rows:
@@ -145,7 +176,8 @@ def plot(path, rows, systems, machine):
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4))
     width = 0.8 / len(systems)
     for k, system in enumerate(systems):
-        ax.bar([i + k * width for i in range(len(rows))], [r.get(system, 0) for r in rows], width, label=system)
+        ax.bar([i + k * width for i in range(len(rows))], [r.get(system, float("nan")) for r in rows], width,
+               label=system)
     for i, r in enumerate(rows):
         if "bound" in r:
             ax.hlines(r["bound"], i - width / 2, i + len(systems) * width - width / 2, colors="black",
