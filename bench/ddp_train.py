@@ -7,7 +7,6 @@ line: s_per_iter_median and images_per_s over all ranks. Usage:
   mpirun -np 4 python3 bench/ddp_train.py --model-file bench/models/fcnet.model --iterations 20 --port 29511
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -16,6 +15,8 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+
+from common import process_setup
 
 
 def build(spec_text):
@@ -49,17 +50,6 @@ def build(spec_text):
             layers.append(nn.Linear(flat, int(pos[0])))
             flat = int(pos[0])
     return nn.Sequential(*layers)
-
-
-def blas_kernels():
-    """OpenBLAS's kernels in this process ("" with another BLAS): the suite checks they are
-    the ones Poseidon ran with."""
-    try:
-        lib = ctypes.CDLL("libblas.so.3")
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        return lib.openblas_get_corename().decode()
-    except (OSError, AttributeError):
-        return ""
 
 
 def main():
@@ -98,7 +88,7 @@ def main():
     if rank == 0:
         print(json.dumps({"system": "ddp-gloo", "ranks": world, "batch": a.batch, "iterations": a.iterations,
                           "s_per_iter_median": med, "images_per_s": world * a.batch / med,
-                          "train_loss": float(loss), "blas": blas_kernels(),
+                          "train_loss": float(loss), "blas": process_setup().blas_kernels(),
                           "malloc_mmap_threshold": os.environ.get("MALLOC_MMAP_THRESHOLD_")}))
     if world > 1:
         dist.destroy_process_group()

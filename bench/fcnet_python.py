@@ -5,13 +5,12 @@ momentum on the servers (as `poseidon train`); prints a JSON summary as the last
 import argparse
 import json
 import statistics
-import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import poseidon
+from common import timed_steps
 
 
 def fcnet():
@@ -35,13 +34,7 @@ def main():
     g = torch.Generator().manual_seed(poseidon.rank())
     x = torch.randn(a.batch, 1, 28, 28, generator=g)
     y = torch.randint(0, 10, (a.batch,), generator=g)
-    times = []
-    for _ in range(a.iterations):
-        t0 = time.perf_counter()
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        times.append(time.perf_counter() - t0)
+    times = timed_steps(model, optimizer, x, y, a.iterations)
     model.synchronize()
     plan = [p["scheme"] for p in model.plan()]
     model.close()

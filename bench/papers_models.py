@@ -15,23 +15,10 @@ iteration (per rank, measured) over the link rate. Writes papers-models.{md,csv,
   sudo bench/papers_models.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
 """
 import argparse
-import csv
 import os
-import platform
 
-from common import ENV, POSEIDON, ROOT, median, pyplot, run_json
+from common import ENV, POSEIDON, ROOT, machine, median, process_setup, pyplot, run_json, write_csv
 
-
-def _process_setup():
-    """python/poseidon/process_setup.py alone (ctypes only; the package itself needs torch)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("process_setup", os.path.join(ROOT, "python/poseidon/process_setup.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-process_setup = _process_setup()
 
 PY = "/usr/bin/python3"
 STEP = os.path.join(ROOT, "bench/torchvision_step.py")
@@ -72,8 +59,9 @@ def like_poseidon():
     """What poseidon.init() does in its own process, for every system (process_setup.py)."""
     ENV.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
     ENV.setdefault("MALLOC_TRIM_THRESHOLD_", str(512 << 20))
-    if process_setup.blas_kernels() == "Prescott" and process_setup._best_kernels():
-        ENV.setdefault("OPENBLAS_CORETYPE", process_setup._best_kernels())
+    setup = process_setup()
+    if setup.blas_kernels() == "Prescott" and setup._best_kernels():
+        ENV.setdefault("OPENBLAS_CORETYPE", setup._best_kernels())
 
 
 def measure(a, model, bw, systems):
@@ -148,13 +136,10 @@ def write(out, rows, systems, a):
     os.makedirs(out, exist_ok=True)
     stem = os.path.join(out, "papers-models")
     keys = ["model", "link", "repeats"] + systems + ["bytes_per_iter"] + list(COLUMNS)
-    with open(stem + ".csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    machine = f"{platform.node()}, {os.cpu_count()} cores, {platform.platform()}"
+    write_csv(stem + ".csv", rows, keys)
+    host = machine()
     with open(stem + ".md", "w") as f:
-        f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n{machine}; batch 32 "
+        f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n{host}; batch 32 "
                 f"per rank, {a.iterations} iterations per run, medians of {a.repeats} alternated rounds; images/s "
                 f"of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS "
                 f"{ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system"
@@ -165,11 +150,11 @@ def write(out, rows, systems, a):
         for row in rows:
             f.write(f"| {row['model']} | {row['link']} | "
                     + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |\n")
-    plot(stem + ".png", rows, systems, machine)
+    plot(stem + ".png", rows, systems, host)
     print(f"wrote {stem}.md, .csv and .png")
 
 
-def plot(path, rows, systems, machine):
+def plot(path, rows, systems, host):
     plt = pyplot()
     if plt is None:
         return
@@ -187,7 +172,7 @@ def plot(path, rows, systems, machine):
     ax.set_ylabel("images/s (4 ranks)")
     ax.set_yscale("log")
     ax.legend(fontsize=7)
-    fig.suptitle(f"papers' models in the lab; bound: max(compute-only, bytes/link); {machine}", fontsize=7)
+    fig.suptitle(f"papers' models in the lab; bound: max(compute-only, bytes/link); {host}", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

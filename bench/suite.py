@@ -14,15 +14,13 @@ drift hits them alike; medians of --repeats. Writes suite-<model>.md, .csv and .
   sudo bench/suite.py [--model fcnet] [--ranks 4] [--bandwidths 1gbit,10gbit] [--iterations 12] [--repeats 2]
 """
 import argparse
-import csv
 import datetime
 import os
-import platform
 import random
 import statistics
 import sys
 
-from common import ENV, POSEIDON, ROOT, pyplot, run_json
+from common import ENV, POSEIDON, ROOT, machine, pyplot, run_json, write_csv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's, with python3-torch
@@ -133,13 +131,10 @@ def main():
         r["speedup_vs_plain"] = r["images_per_s"] / base
     os.makedirs(a.out, exist_ok=True)
     stem = os.path.join(a.out, f"suite-{a.model}")
-    with open(stem + ".csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
-    machine = f"{platform.node()}, {os.cpu_count()} cores, {platform.platform()}"
+    write_csv(stem + ".csv", rows, list(rows[0].keys()))
+    host = machine()
     with open(stem + ".md", "w") as f:
-        f.write(f"# Suite: {a.model}\n\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {machine}; "
+        f.write(f"# Suite: {a.model}\n\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {host}; "
                 f"batch {a.batch} per rank, {a.iterations} iterations per run, one compute thread per rank, synthetic "
                 f"data, medians of {a.repeats} runs; links capped per rank by `poseidon lab` (tc); OpenBLAS "
                 f"kernels: {ENV.get('OPENBLAS_CORETYPE', 'as detected')} and glibc malloc thresholds "
@@ -168,7 +163,7 @@ def main():
         axes[0].set_xlabel("ranks"), axes[0].set_ylabel("images/s (all ranks)")
         axes[1].set_xlabel("ranks"), axes[1].set_ylabel("speedup vs one plain process")
         axes[0].legend(fontsize=7)
-        fig.suptitle(f"{a.model}, batch {a.batch} per rank, {machine}", fontsize=8)
+        fig.suptitle(f"{a.model}, batch {a.batch} per rank, {host}", fontsize=8)
         fig.tight_layout()
         fig.savefig(stem + ".png", dpi=110)
     print(f"wrote {stem}.md, .csv and .png")

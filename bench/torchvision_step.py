@@ -13,12 +13,12 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 import torchvision
+
+from common import timed_steps
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
 
@@ -77,13 +77,7 @@ def main():
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g)
     y = torch.randint(0, 1000, (a.batch,), generator=g)
-    times = []
-    for _ in range(a.iterations):
-        t0 = time.perf_counter()
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        times.append(time.perf_counter() - t0)
+    times = timed_steps(model, optimizer, x, y, a.iterations)
     sent = 0.0
     if a.system == "poseidon":
         model.synchronize()

@@ -159,98 +159,94 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       },
       [dispatch](std::exception_ptr e) { dispatch->fail(e); }});
 
-  try {
-    // Model and options must be the same everywhere before any other collective (the rate
-    // probe is one), or ranks would wait on each other in different calls.
-    agree(detail::cat(model.describe(), " | ", options.agreement, " | scheme=", options.scheme,
-                      " cost_model=", options.cost_model, " bandwidth=", options.bandwidth,
-                      " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
-                      " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
-                      " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
-                      " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
-                      " fusion=", options.fusion_bytes, " start=", options.start_iteration,
-                      " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
-                      " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
-                      " buffers=", options.buffers),
-          "start-up agreement check");
-    // HybComm: the scheme of every layer, the same on every rank.
-    s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
-    if (mode == SchemeMode::kAuto && rule == CostRule::kTime && !s.rates.known()) {
-      s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch, s.rates);
-    }
-    s.plan = planSchemes(model, cluster, PlanRequest{mode, rule, options.batch, s.rates});
-    std::vector<bool> on_ps;
-    for (const auto& p : s.plan) {
-      s.schemes.push_back(p.scheme);
-      on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kAdam);  // ADAM layers live on the servers too
-    }
-    if (options.staleness < 0) throw InputError("--staleness must not be negative");
-    if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
-      throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
-    }
-    if (options.gradient_mode && (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kAdam)) {
-      throw InputError("gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
-                       "auto schemes; drop --staleness, --straggler-timeout or --scheme adam, or use server-side SGD");
-    }
-    if (options.straggler_timeout.count() > 0 || options.staleness > 0) {
-      const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
-      for (std::size_t l = 0; l < s.plan.size(); ++l) {
-        if (s.plan[l].scheme != Scheme::kPS) {
-          throw InputError(detail::cat(flag, " works on parameter-server layers, and layer '", model.layers[l].name,
-                                       "' goes by ", schemeName(s.plan[l].scheme), "; add --scheme ps"));
-        }
-      }
-    }
-    s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
-    SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
-    sgd.passes = options.backward_passes_per_step;
-    if (options.gradient_mode) {
-      // The workers' optimizer steps: every scheme's "step" writes the mean gradient.
-      sgd = SgdOptions{};
-      sgd.momentum = 0.0f;
-      sgd.gradient_only = true;
-      sgd.passes = options.backward_passes_per_step;
-    }
-    // A worker that may compute while its co-located shard steps (SSP, straggler
-    // dropping) must not share memory with it: the shard keeps its own values then, and
-    // the local worker gets them by message like any other.
-    // In gradient mode the shard's "values" are the mean gradient, never the parameters.
-    const bool separate = options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
-    if (cluster.hasShard(me)) {
-      std::function<float*(const KVPair&)> storage = [&s](const KVPair& kv) {
-        return s.params[kv.layer][kv.tensor] + kv.offset;
-      };
-      if (separate) {
-        for (const auto key : s.book->pairsOfShard(cluster.shardOf(me))) {
-          s.shard_values[key].resize(static_cast<std::size_t>(s.book->pair(key).length));
-        }
-        storage = [&s](const KVPair& kv) { return s.shard_values.at(kv.key).data(); };
-      }
-      s.server = std::make_unique<ParameterServer>(
-          *s.book, transport, sgd, storage,
-          [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
-          ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate,
-                       s.timeline.get()});
-    }
-    if (cluster.isWorker(me)) {
-      KVStoreOptions client_kvstore = kvstore;
-      client_kvstore.timeline = s.timeline.get();
-      s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
-                                          ClientOptions{options.wfbp, options.timeout, sgd, client_kvstore, options.fusion_bytes,
-                                                        options.start_iteration, options.staleness, separate,
-                                                        s.timeline.get()},
-                                          s.failure);
-    }
-    {
-      std::lock_guard<std::mutex> lock(s.dispatch->mu);
-      s.dispatch->server = s.server.get();
-      s.dispatch->client = s.client.get();
-    }
-    checkPlanAndBroadcast(model);
-  } catch (...) {
-    s.detach();
-    throw;
+  // Should anything below throw, ~Impl tears down what was made, in order.
+  // Model and options must be the same everywhere before any other collective (the rate
+  // probe is one), or ranks would wait on each other in different calls.
+  agree(detail::cat(model.describe(), " | ", options.agreement, " | scheme=", options.scheme,
+                    " cost_model=", options.cost_model, " bandwidth=", options.bandwidth,
+                    " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
+                    " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
+                    " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
+                    " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
+                    " fusion=", options.fusion_bytes, " start=", options.start_iteration,
+                    " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
+                    " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
+                    " buffers=", options.buffers),
+        "start-up agreement check");
+  // HybComm: the scheme of every layer, the same on every rank.
+  s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
+  if (mode == SchemeMode::kAuto && rule == CostRule::kTime && !s.rates.known()) {
+    s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch, s.rates);
   }
+  s.plan = planSchemes(model, cluster, PlanRequest{mode, rule, options.batch, s.rates});
+  std::vector<bool> on_ps;
+  for (const auto& p : s.plan) {
+    s.schemes.push_back(p.scheme);
+    on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kAdam);  // ADAM layers live on the servers too
+  }
+  if (options.staleness < 0) throw InputError("--staleness must not be negative");
+  if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
+    throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
+  }
+  if (options.gradient_mode && (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kAdam)) {
+    throw InputError("gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
+                     "auto schemes; drop --staleness, --straggler-timeout or --scheme adam, or use server-side SGD");
+  }
+  if (options.straggler_timeout.count() > 0 || options.staleness > 0) {
+    const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
+    for (std::size_t l = 0; l < s.plan.size(); ++l) {
+      if (s.plan[l].scheme != Scheme::kPS) {
+        throw InputError(detail::cat(flag, " works on parameter-server layers, and layer '", model.layers[l].name,
+                                     "' goes by ", schemeName(s.plan[l].scheme), "; add --scheme ps"));
+      }
+    }
+  }
+  s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
+  SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
+  sgd.passes = options.backward_passes_per_step;
+  if (options.gradient_mode) {
+    // The workers' optimizer steps: every scheme's "step" writes the mean gradient.
+    sgd = SgdOptions{};
+    sgd.momentum = 0.0f;
+    sgd.gradient_only = true;
+    sgd.passes = options.backward_passes_per_step;
+  }
+  // A worker that may compute while its co-located shard steps (SSP, straggler
+  // dropping) must not share memory with it: the shard keeps its own values then, and
+  // the local worker gets them by message like any other.
+  // In gradient mode the shard's "values" are the mean gradient, never the parameters.
+  const bool separate = options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
+  if (cluster.hasShard(me)) {
+    std::function<float*(const KVPair&)> storage = [&s](const KVPair& kv) {
+      return s.params[kv.layer][kv.tensor] + kv.offset;
+    };
+    if (separate) {
+      for (const auto key : s.book->pairsOfShard(cluster.shardOf(me))) {
+        s.shard_values[key].resize(static_cast<std::size_t>(s.book->pair(key).length));
+      }
+      storage = [&s](const KVPair& kv) { return s.shard_values.at(kv.key).data(); };
+    }
+    s.server = std::make_unique<ParameterServer>(
+        *s.book, transport, sgd, storage,
+        [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
+        ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate,
+                     s.timeline.get()});
+  }
+  if (cluster.isWorker(me)) {
+    KVStoreOptions client_kvstore = kvstore;
+    client_kvstore.timeline = s.timeline.get();
+    s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
+                                        ClientOptions{options.wfbp, options.timeout, sgd, client_kvstore, options.fusion_bytes,
+                                                      options.start_iteration, options.staleness, separate,
+                                                      s.timeline.get()},
+                                        s.failure);
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.dispatch->mu);
+    s.dispatch->server = s.server.get();
+    s.dispatch->client = s.client.get();
+  }
+  checkPlanAndBroadcast(model);
 }
 
 void Session::agree(const std::string& mine, const std::string& what) {

@@ -1,6 +1,5 @@
 """The Python package in one process (a job of one, no mpirun): the API, what the probe
 finds, equality with a plain PyTorch loop, and clear errors for bad input."""
-import copy
 
 import pytest
 import torch
