@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: installs what is missing, configures, builds, then
 #   ./run.sh train [poseidon train flags...]   distributed training (4 workers, fcnet, Fashion-MNIST)
-#   ./run.sh test  [ctest flags...]            the whole test suite
+#   ./run.sh test  [ctest flags...]            the whole test suite: ctest, then (without
+#                                              flags) the sanitizer step, scripts/sanitize.sh
+#   ./run.sh sanitize [thread|address]         just the sanitizer step
 #   ./run.sh build                             just install and build
 # Environment: RANKS (default 4) for `train`, BUILD_DIR (default build).
 set -euo pipefail
@@ -10,8 +12,8 @@ cd "$(dirname "$0")"
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
-  train|test|build) ;;
-  *) echo "usage: ./run.sh train|test|build [args...]" >&2; exit 2 ;;
+  train|test|sanitize|build) ;;
+  *) echo "usage: ./run.sh train|test|sanitize|build [args...]" >&2; exit 2 ;;
 esac
 
 scripts/setup.sh
@@ -31,7 +33,11 @@ case "$cmd" in
     exec mpirun -np "$ranks" --oversubscribe "$build/apps/poseidon" train "${args[@]}"
     ;;
   test)
-    cd "$build"
-    exec ctest --output-on-failure --timeout 600 "$@"
+    (cd "$build" && ctest --output-on-failure --timeout 600 "$@")
+    # A chosen subset (ctest flags) is just that; the whole suite ends with the sanitizers.
+    if [ $# -eq 0 ]; then exec scripts/sanitize.sh; fi
+    ;;
+  sanitize)
+    exec scripts/sanitize.sh "$@"
     ;;
 esac

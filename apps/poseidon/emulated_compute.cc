@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -33,41 +32,6 @@ void waitMs(double ms) {
 }
 
 }  // namespace
-
-ComputeProfile readProfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("--emulate-compute " + path + ": cannot read the profile");
-  ComputeProfile p;
-  std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    std::istringstream words(line);
-    std::string kind;
-    if (!(words >> kind) || kind[0] == '#') continue;
-    // "forward_ms F backward_ms B", both non-negative.
-    const auto times = [&words](double& fwd, double& bwd) {
-      std::string f, b;
-      return static_cast<bool>(words >> f >> fwd >> b >> bwd) && f == "forward_ms" && b == "backward_ms" && fwd >= 0 &&
-             bwd >= 0;
-    };
-    std::string name;
-    bool ok = false;
-    if (kind == "batch") {
-      ok = static_cast<bool>(words >> p.batch);
-    } else if (kind == "layer") {
-      ok = static_cast<bool>(words >> name) && times(p.layers[name].first, p.layers[name].second);
-    } else if (kind == "other") {
-      ok = times(p.other_forward_ms, p.other_backward_ms);
-    }
-    if (!ok) {
-      throw InputError(detail::cat(path, " line ", n, ": expected 'batch K', 'layer NAME forward_ms F backward_ms B' "
-                                   "or 'other forward_ms F backward_ms B'"));
-    }
-  }
-  if (p.batch <= 0 || p.layers.empty()) throw InputError(path + ": a profile needs a 'batch' line and 'layer' lines");
-  return p;
-}
 
 void writeProfile(Session& session, const std::string& path, std::int64_t batch, const std::string& model) {
   if (session.rank() != 0) return;

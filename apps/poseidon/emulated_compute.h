@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compute_profile.h"
 #include "poseidon/options.h"
 #include "train_options.h"
 
@@ -20,16 +21,7 @@ struct ModelSpec;
 
 namespace poseidon::app {
 
-struct ComputeProfile {
-  std::int64_t batch = 0;
-  // Per layer with parameters, by name: milliseconds of forward and backward.
-  std::map<std::string, std::pair<double, double>> layers;
-  double other_forward_ms = 0;  // modules without parameters (ReLU, pooling), in total
-  double other_backward_ms = 0;
-};
-
-// Reads a profile; InputError on anything malformed.
-ComputeProfile readProfile(const std::string& path);
+// ComputeProfile, readProfile and parseProfile: compute_profile.h.
 // Writes rank 0's medians of the session's timeline as a profile (atomically).
 void writeProfile(Session& session, const std::string& path, std::int64_t batch, const std::string& model);
 

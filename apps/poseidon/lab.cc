@@ -100,6 +100,17 @@ Lab::Lab(int ranks, double rate, double delay_ms) {
 
 Lab::~Lab() { tearDown(); }
 
+long long Lab::bytesSent(int rank) const {
+  // The hub's end of the rank's veth receives exactly what the rank's NIC sends.
+  const std::string cmd = detail::cat("ip netns exec ", hub_, " cat /sys/class/net/vb", rank, "/statistics/rx_bytes 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  long long bytes = -1;
+  if (std::fscanf(p, "%lld", &bytes) != 1) bytes = -1;
+  pclose(p);
+  return bytes;
+}
+
 std::string Lab::rankNamespace(int rank) const { return detail::cat(prefix_, "-r", rank); }
 std::string Lab::address(int rank) const { return detail::cat(base_, rank + 1); }
 

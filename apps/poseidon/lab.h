@@ -27,6 +27,10 @@ class Lab {
   std::string address(int rank) const;                    // of the rank's NIC
   static constexpr const char* kInterface = "lab0";        // the NIC's name inside each rank
 
+  // Bytes the rank's NIC has sent so far (its kernel counter: frames with their TCP/IP
+  // headers, every message of every scheme and of MPI's own set-up). -1 if unreadable.
+  long long bytesSent(int rank) const;
+
   // Removes every namespace this lab made (also done by the destructor).
   void tearDown();
 

@@ -122,6 +122,10 @@ int runLab(const LabOptions& o) {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
+  // What crossed each link: the measured side of every bytes-per-iteration figure.
+  std::string sent;
+  for (int r = 0; r < o.ranks; ++r) sent += detail::cat(" ", lab.bytesSent(r));
+  std::fprintf(stderr, "poseidon lab: bytes sent at each rank's NIC:%s\n", sent.c_str());
   lab.tearDown();
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code != 0) std::fprintf(stderr, "poseidon lab: the job exited with status %d; the lab is removed\n", code);

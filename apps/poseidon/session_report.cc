@@ -1,7 +1,9 @@
 #include "session_report.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "checkpoint/state_file.h"
 #include "comm/control_channel.h"
@@ -15,6 +17,26 @@ namespace poseidon::app {
 
 namespace {
 
+// A count that rank `rank` sent as decimal text (std::to_string of a u64); CommError naming
+// the rank when it is anything else, where std::stoull would throw std::invalid_argument,
+// take a sign ("-1" as 2^64 - 1) or ignore trailing bytes.
+std::uint64_t peerCount(const std::string& text, int rank, const char* what) {
+  const bool digits = !text.empty() && text.size() <= 20 &&
+                      std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  std::uint64_t v = 0;
+  bool fits = digits;
+  for (std::size_t i = 0; fits && i < text.size(); ++i) {
+    const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
+    fits = v <= (UINT64_MAX - d) / 10;
+    v = v * 10 + d;
+  }
+  if (!fits) {
+    throw CommError(detail::cat("rank ", rank, " sent a malformed ", what, " count '", text.substr(0, 40),
+                                text.size() > 40 ? "...'" : "'", " (expected a decimal number)"));
+  }
+  return v;
+}
+
 // What the cost model says rank `rank` sends per iteration for layer l under `scheme`.
 double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K) {
   const auto& cluster = book.cluster();
@@ -22,6 +44,8 @@ double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int ran
   K *= li.rows_per_example;  // factor rows: a Linear on [B, T, N] makes B * T
   if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
   if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
+  // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
+  if (scheme == Scheme::kAllreduce) return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);
   // ADAM with sharded servers: the factors go to every other shard that holds a pair of
   // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
   std::vector<bool> shard_used(cluster.shards(), false);
@@ -78,8 +102,10 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
       {static_cast<double>(session.droppedUpdates()), static_cast<double>(session.lateUpdates())}, "stragglers");
   report.dropped_updates = static_cast<std::uint64_t>(stragglers[0]);
   report.late_updates = static_cast<std::uint64_t>(stragglers[1]);
-  for (const auto& seen : session.control().allgather(std::to_string(session.maxStalenessSeen()), "staleness")) {
-    report.max_staleness_seen = std::max<std::uint64_t>(report.max_staleness_seen, std::stoull(seen));
+  const auto seen = session.control().allgather(std::to_string(session.maxStalenessSeen()), "staleness");
+  for (std::size_t r = 0; r < seen.size(); ++r) {
+    report.max_staleness_seen =
+        std::max<std::uint64_t>(report.max_staleness_seen, peerCount(seen[r], static_cast<int>(r), "staleness"));
   }
 }
 

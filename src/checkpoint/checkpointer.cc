@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "comm/control_channel.h"
+#include "common/fault.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -98,9 +99,17 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
   } catch (const std::exception& e) {
     mine = detail::cat("rank ", rank_, ": ", e.what());
   }
+  faultPoint(rank_, "checkpoint");
   const auto all = control_.allgather(mine, "checkpoint files");
   for (const auto& a : all) {
-    if (a.rfind("ok ", 0) != 0) throw Error("checkpoint at iteration " + std::to_string(iteration) + " failed: " + a);
+    if (a.rfind("ok ", 0) == 0) continue;
+    // Nothing names this folder (LATEST still names the previous checkpoint): leave no
+    // half of it behind to fill a disk that is likely full already.
+    std::error_code ec;
+    fs::remove(folder + "/" + rankFile(rank_), ec);
+    fs::remove(folder + "/" + rankFile(rank_) + ".tmp", ec);
+    fs::remove(folder, ec);  // once empty: the last rank to clean up removes it
+    throw Error("checkpoint at iteration " + std::to_string(iteration) + " failed: " + a);
   }
   if (rank_ == 0) {
     std::string text = detail::cat(kHeader, "\niteration ", iteration, "\nranks ", ranks_, "\nconfig ", config, "\n");

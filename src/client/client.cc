@@ -253,8 +253,9 @@ void Client::onFactors(Message message) {
 
 std::uint64_t Client::bytesSentForLayer(int layer) const {
   if (schemes_[layer] == Scheme::kAllreduce) {
-    // MPI's collectives do not pass through the transport's counters: this is the ring
-    // allreduce's figure, 2 (P-1)/P of the layer's bytes per iteration.
+    // A fused collective carries several layers: the communicators count each call's bytes
+    // in the transport's totals (allreduceBytesSent); per layer they are its share,
+    // 2 (P-1)/P of the layer's bytes per synced iteration.
     const int P = collective_->workers();
     return static_cast<std::uint64_t>(2.0 * collective_->floatsOfLayer(layer) * sizeof(float) * (P - 1) / P *
                                       static_cast<double>(iteration_));

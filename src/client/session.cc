@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include "client/client.h"
 #include "comm/control_channel.h"
 #include "comm/transport.h"
+#include "common/fault.h"
 #include "common/digest.h"
 #include "common/timeline.h"
 #include "coordinator/information_book.h"
@@ -90,13 +92,19 @@ struct Session::Impl {
   std::unordered_map<std::uint32_t, std::vector<float>> shard_values;
   std::unique_ptr<Client> client;
   bool finished = false;
+  // Exceptions in flight when the session was made: more at destruction means an error is
+  // unwinding through it.
+  const int uncaught = std::uncaught_exceptions();
 
   Impl(Transport& t, const Options& o) : transport(t), options(o), control(t, o.timeout, failure) {}
 
   // Teardown in one order whatever failed before (finish() may not have run or got far):
   // the dispatcher lets go of everything, the server thread stops (it reads shard_values
-  // and calls into the client), the client's threads go, then the server object.
+  // and calls into the client), the client's threads go, then the server object. Every
+  // wait still under way or queued (a layer's sync, a pull) sees the session fail and ends
+  // within its 50 ms poll instead of running out its --timeout.
   ~Impl() {
+    failure.set(std::make_exception_ptr(CommError("the session was closed")));
     detach();
     if (server) server->stop();
     client.reset();  // its threads may still call the co-located server: freed after them
@@ -160,6 +168,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
       [dispatch](std::exception_ptr e) { dispatch->fail(e); }});
 
   // Should anything below throw, ~Impl tears down what was made, in order.
+  faultPoint(me, "startup");
   // Model and options must be the same everywhere before any other collective (the rate
   // probe is one), or ranks would wait on each other in different calls.
   agree(detail::cat(model.describe(), " | ", options.agreement, " | scheme=", options.scheme,
@@ -267,6 +276,7 @@ void Session::checkPlanAndBroadcast(const ModelInfo& model) {
   for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
   agree(detail::cat("schemes=", schemes, " book=", s.book->digest()), "plan agreement check");
   // Initial parameters come from rank 0.
+  faultPoint(s.transport.rank(), "broadcast");
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     for (std::size_t t = 0; t < model.layers[l].tensors.size(); ++t) {
       s.control.broadcastFloats(s.params[l][t], model.layers[l].tensors[t].numel(), 0,
@@ -285,6 +295,10 @@ void Session::checkPlanAndBroadcast(const ModelInfo& model) {
 }
 
 Session::~Session() {
+  // Unwinding from an error, the closing barrier would only wait --timeout for peers that
+  // are themselves failing: the error goes on at once, and the peers learn of it from
+  // the job's end.
+  if (std::uncaught_exceptions() > impl_->uncaught) return;
   try {
     finish();
   } catch (...) {
@@ -309,6 +323,7 @@ void Session::gradientsReady(int layer, std::vector<float*> grads) {
 void Session::endIteration() {
   impl_->failure.rethrowIfFailed();
   impl_->client->endIteration();
+  faultPoint(impl_->transport.rank(), "iteration");
 }
 
 void Session::waitLayer(int layer) { impl_->client->waitLayer(layer); }
@@ -396,6 +411,7 @@ void Session::finish() {
   Impl& s = *impl_;
   if (s.finished) return;
   s.finished = true;
+  faultPoint(s.transport.rank(), "finish");
   waitAll();
   s.control.barrier("end of training");
   {

@@ -5,8 +5,23 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#include "comm/traffic.h"
 
 namespace poseidon {
+
+// What one rank sends in an allreduce of `count` floats over P ranks: a ring (reduce-
+// scatter, then allgather) sends 2 (P-1)/P of the buffer from every rank, and so, on
+// average over the ranks, do the other algorithms MPI picks (binomial reduce + broadcast,
+// Rabenseifner). The lab's NIC counters confirm it (test mpi.lab_nic_bytes).
+inline std::uint64_t allreduceBytesSent(std::size_t count, int P) {
+  return P <= 1 ? 0 : static_cast<std::uint64_t>(2.0 * (P - 1) / P * static_cast<double>(count) * sizeof(float));
+}
+// A broadcast delivers the buffer to P-1 ranks: (P-1)/P of it per rank on average.
+inline std::uint64_t broadcastBytesSent(std::size_t count, int P) {
+  return P <= 1 ? 0 : static_cast<std::uint64_t>(1.0 * (P - 1) / P * static_cast<double>(count) * sizeof(float));
+}
 
 class Communicator {
  public:
@@ -17,6 +32,18 @@ class Communicator {
   virtual void allreduceSum(const float* send, float* recv, std::size_t count) = 0;
   // data = root's data on every rank.
   virtual void broadcast(float* data, std::size_t count, int root) = 0;
+
+  // Each completed call adds what it moved from this rank (above) to `traffic`, the
+  // transport's counters, so bytes per iteration include the collectives.
+  void countInto(TrafficCounters* traffic) { traffic_ = traffic; }
+
+ protected:
+  void counted(std::uint64_t bytes) {
+    if (traffic_) traffic_->countCollective(bytes);
+  }
+
+ private:
+  TrafficCounters* traffic_ = nullptr;
 };
 
 }  // namespace poseidon

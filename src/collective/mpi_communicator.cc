@@ -15,10 +15,13 @@ constexpr auto kPoll = std::chrono::microseconds(20);
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::chrono::milliseconds timeout, const FailureState& failure)
     : timeout_(timeout), failure_(failure) {
-  check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
+  MPI_Comm_rank(parent, &rank_);
+  MPI_Comm_size(parent, &size_);
+  // A collective over every rank: nonblocking, so a rank that never comes is a timeout.
+  MPI_Request request;
+  check(MPI_Comm_idup(parent, &comm_, &request), "MPI_Comm_idup");
+  wait(request, "MPI_Comm_idup (a new communicator for the collectives)");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -54,6 +57,7 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
                        &request),
         "MPI_Iallreduce");
   wait(request, "MPI_Iallreduce");
+  counted(allreduceBytesSent(count, size_));
 }
 
 void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
@@ -61,6 +65,7 @@ void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
   MPI_Request request;
   check(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, comm_, &request), "MPI_Ibcast");
   wait(request, "MPI_Ibcast");
+  counted(broadcastBytesSent(count, size_));
 }
 
 }  // namespace poseidon

@@ -20,10 +20,11 @@ void ControlChannel::onMessage(Message message) {
   cv_.notify_all();
 }
 
-Message ControlChannel::waitMessage(std::uint32_t seq, int source, const std::string& what) {
+Message ControlChannel::waitMessage(std::uint32_t seq, int source, const std::string& what,
+                                    std::chrono::milliseconds extra) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto key = std::make_pair(seq, source);
-  waitFor(lock, cv_, [&] { return box_.count(key) > 0; }, timeout_, &failure_,
+  waitFor(lock, cv_, [&] { return box_.count(key) > 0; }, timeout_ + extra, &failure_,
           detail::cat("rank ", transport_.rank(), " waiting for rank ", source, " (", what, ")"));
   Message m = std::move(box_[key]);
   box_.erase(key);
@@ -42,7 +43,9 @@ std::vector<std::string> ControlChannel::allgather(const std::string& mine, cons
   const int me = transport_.rank();
   if (me != 0) {
     sendTo(0, seq, mine.data(), mine.size());
-    Message all = waitMessage(seq, 0, what);
+    // Rank 0 waits for every rank; when one stalls, rank 0 is the one that knows which,
+    // so the others wait a little longer and let its error (naming the rank) end the job.
+    Message all = waitMessage(seq, 0, what, replyGrace());
     // Packed as n little-endian u64 lengths followed by the strings.
     std::vector<std::string> out(n);
     const std::uint8_t* p = all.payload();
@@ -110,7 +113,8 @@ void ControlChannel::barrier(const std::string& what) { allgather(std::string(),
 
 std::vector<double> ControlChannel::allreduceSum(const std::vector<double>& mine, const std::string& what) {
   std::string bytes(mine.size() * sizeof(double), '\0');
-  std::memcpy(bytes.data(), mine.data(), bytes.size());
+  // An empty vector's data() may be null, which memcpy may not take even for 0 bytes.
+  if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
   std::vector<double> sum(mine.size(), 0.0);
   // Summed in rank order on every rank, so every rank gets the same rounding.
   for (const auto& s : allgather(bytes, what)) {

@@ -5,6 +5,7 @@
 // same on every rank because every rank makes the same calls in the same order.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -41,7 +42,11 @@ class ControlChannel {
   static constexpr std::size_t kMaxChunkBytes = 8u << 20;
 
  private:
-  Message waitMessage(std::uint32_t seq, int source, const std::string& what);
+  Message waitMessage(std::uint32_t seq, int source, const std::string& what,
+                      std::chrono::milliseconds extra = std::chrono::milliseconds(0));
+  // How much longer than rank 0 the others wait for an allgather's reply: half the
+  // timeout, at most 3 s.
+  std::chrono::milliseconds replyGrace() const { return std::min(timeout_ / 2, std::chrono::milliseconds(3000)); }
   void sendTo(int peer, std::uint32_t seq, const void* data, std::size_t bytes);
 
   Transport& transport_;

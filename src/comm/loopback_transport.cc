@@ -76,7 +76,9 @@ std::unique_ptr<Communicator> LoopbackTransport::newCommunicator(std::chrono::mi
   if (communicators_ == hub_.rendezvous_.size()) {
     hub_.rendezvous_.push_back(std::make_shared<LoopbackRendezvous>(size(), timeout));
   }
-  return std::make_unique<LoopbackCommunicator>(hub_.rendezvous_[communicators_++], rank_);
+  auto comm = std::make_unique<LoopbackCommunicator>(hub_.rendezvous_[communicators_++], rank_);
+  comm->countInto(&traffic());
+  return comm;
 }
 
 void LoopbackTransport::stop() {

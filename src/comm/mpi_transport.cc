@@ -56,12 +56,15 @@ std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::millise
         "this MPI library does not provide MPI_THREAD_MULTIPLE, which the allreduce scheme needs; "
         "use --scheme ps, sfb or auto without allreduce");
   }
-  return std::make_unique<MpiCommunicator>(comm_, timeout, failure);
+  auto comm = std::make_unique<MpiCommunicator>(comm_, timeout, failure);
+  comm->countInto(&traffic());
+  return comm;
 }
 
 void MpiTransport::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) stop_deadline_ = std::chrono::steady_clock::now() + kDrainTimeout;
     stopping_ = true;
   }
   cv_.notify_all();
@@ -181,6 +184,10 @@ void MpiTransport::runLoop() {
         // core to the ranks that compute.
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait_for(lock, kInFlightPoll, [&] { return !outbox_.empty() || stopping_; });
+        if (stopping_ && std::chrono::steady_clock::now() >= stop_deadline_) {
+          abandoned_ = true;  // the requests stay with MPI: the owner ends the job
+          return;
+        }
         continue;
       }
       std::unique_lock<std::mutex> lock(mu_);

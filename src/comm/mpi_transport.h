@@ -9,6 +9,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -33,6 +35,10 @@ class MpiTransport final : public Transport {
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
                                                 const FailureState& failure) override;
   void stop() override;
+  // False when stop() gave up on sends still in flight after kDrainTimeout (a peer that
+  // stalled or lost its link never takes them): MPI_Finalize would wait for them too.
+  bool drained() const override { return !abandoned_; }
+  static constexpr std::chrono::seconds kDrainTimeout{10};
 
  private:
   struct Outgoing {
@@ -65,6 +71,8 @@ class MpiTransport final : public Transport {
   std::condition_variable cv_;
   std::deque<Outgoing> outbox_;  // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
+  std::chrono::steady_clock::time_point stop_deadline_;  // guarded by mu_
+  std::atomic<bool> abandoned_{false};
 
   // Owned by the progress thread only.
   std::vector<MPI_Request> requests_;

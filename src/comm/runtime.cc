@@ -1,5 +1,7 @@
 #include "poseidon/runtime.h"
 
+#include <cstdio>
+
 #include "comm/control_channel.h"
 #include "comm/mpi_context.h"
 #include "comm/mpi_transport.h"
@@ -18,6 +20,13 @@ Runtime::Runtime(int* argc, char*** argv)
 
 Runtime::~Runtime() {
   transport_->stop();
+  if (!transport_->drained()) {
+    std::fprintf(stderr,
+                 "poseidon: rank %d: messages to other ranks still undelivered %lld s after the end (a peer stalled "
+                 "or its link went down); ending the job\n",
+                 mpi_->rank(), static_cast<long long>(MpiTransport::kDrainTimeout.count()));
+    mpi_->abortJob(3);  // MPI_Finalize would wait for them forever
+  }
   transport_.reset();
   mpi_.reset();
 }

@@ -43,6 +43,8 @@ class Transport {
                                                         const FailureState& failure) = 0;
   // Completes queued sends and stops delivery. Idempotent; called before destruction.
   virtual void stop() = 0;
+  // False if stop() gave up on sends a peer never took (it waits a bounded time).
+  virtual bool drained() const { return true; }
 
   // Byte counters, per peer and per traffic class.
   TrafficCounters& traffic() { return traffic_; }

@@ -22,6 +22,12 @@ struct Dataset {
 // file and the problem: missing, truncated, not IDX, counts or sizes that disagree.
 Dataset readIdxPair(const std::string& images_path, const std::string& labels_path);
 
+// The same from the two files' bytes, as they are on disk (gzip or raw, by magic; a gzip
+// file decoded as zlib's gzread decodes it), named in errors by `images_name` and
+// `labels_name`. readIdxPair reads the files and calls this.
+Dataset parseIdxPair(const std::vector<std::uint8_t>& images, const std::vector<std::uint8_t>& labels,
+                     const std::string& images_name, const std::string& labels_name);
+
 // The Fashion-MNIST training or test split from `dir` (train-*/t10k-* files, .gz or not).
 Dataset loadFashionMnist(const std::string& dir, bool train);
 

@@ -1,6 +1,8 @@
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <sys/stat.h>
@@ -20,29 +22,63 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// Reads a whole file through zlib, which passes non-gzip files through unchanged.
+// A file's bytes as they are on disk.
 std::vector<std::uint8_t> readAll(const std::string& path) {
   if (!exists(path)) {
     throw InputError("dataset file " + path + " not found; install dataset-fashion-mnist or pass --data DIR");
   }
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw InputError("cannot open dataset file " + path);
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(f, gzclose);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot open dataset file " + path);
+  std::vector<std::uint8_t> out;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) out.insert(out.end(), buf, buf + in.gcount());
+  if (in.bad()) throw InputError("cannot read dataset file " + path);
+  return out;
+}
+
+// A file's content: a gzip file decompressed, anything else as it is. The same as zlib's
+// gzread makes of the file (which the reader used before it took bytes): gzip by the magic
+// 1f 8b; concatenated gzip members decoded one after the other; bytes after a member that
+// do not start another ignored; a stream cut short decoded as far as it goes (the size
+// checks then refuse it); a corrupt stream or a failed CRC or length check an error.
+std::vector<std::uint8_t> decompress(const std::vector<std::uint8_t>& file, const std::string& name) {
+  const auto gzipAt = [&file](std::size_t pos) {
+    return file.size() - pos >= 2 && file[pos] == 0x1f && file[pos + 1] == 0x8b;
+  };
+  if (!gzipAt(0)) return file;
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) throw InputError("cannot decompress dataset file " + name + ": out of memory");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> closer(&z, inflateEnd);
   std::vector<std::uint8_t> out;
   std::uint8_t buf[1 << 16];
-  while (true) {
-    const int n = gzread(f, buf, sizeof(buf));
-    if (n < 0) {
-      int err = 0;
-      throw InputError(detail::cat("dataset file ", path, " is corrupt: ", gzerror(f, &err)));
-    }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
-  }
-  // zlib reports a gzip stream cut short as a clean end of file; ask it explicitly.
-  int err = 0;
-  gzerror(f, &err);
-  if (err != Z_OK && err != Z_BUF_ERROR) throw InputError("dataset file " + path + " is corrupt");
+  std::size_t pos = 0;  // of the next input byte to give inflate
+  do {
+    inflateReset(&z);
+    int ret = Z_OK;
+    do {
+      if (z.avail_in == 0) {
+        // uInt at a time: a file may be larger than 4 GiB.
+        const std::size_t chunk = std::min<std::size_t>(file.size() - pos, 1u << 30);
+        if (chunk == 0) return out;  // cut short: gzread returns what it has decoded
+        z.next_in = const_cast<Bytef*>(file.data() + pos);
+        z.avail_in = static_cast<uInt>(chunk);
+        pos += chunk;
+      }
+      const uInt had = z.avail_in;
+      z.next_out = buf;
+      z.avail_out = sizeof(buf);
+      ret = inflate(&z, Z_NO_FLUSH);
+      if (ret == Z_STREAM_ERROR || ret == Z_NEED_DICT || ret == Z_MEM_ERROR || ret == Z_DATA_ERROR) {
+        throw InputError(detail::cat("dataset file ", name, " is corrupt: ",
+                                     z.msg ? z.msg : ret == Z_MEM_ERROR ? "out of memory" : "compressed data error"));
+      }
+      const std::size_t made = sizeof(buf) - z.avail_out;
+      out.insert(out.end(), buf, buf + made);
+      if (ret == Z_BUF_ERROR && made == 0 && z.avail_in == had) return out;  // no progress possible
+    } while (ret != Z_STREAM_END);
+    pos -= z.avail_in;  // the input inflate left over, after this member
+    z.avail_in = 0;
+  } while (gzipAt(pos));
   return out;
 }
 
@@ -53,8 +89,15 @@ std::uint32_t bigEndian(const std::uint8_t* p) {
 }  // namespace
 
 Dataset readIdxPair(const std::string& images_path, const std::string& labels_path) {
-  const auto img = readAll(images_path);
-  const auto lab = readAll(labels_path);
+  const auto images = readAll(images_path);
+  const auto labels = readAll(labels_path);
+  return parseIdxPair(images, labels, images_path, labels_path);
+}
+
+Dataset parseIdxPair(const std::vector<std::uint8_t>& images_file, const std::vector<std::uint8_t>& labels_file,
+                     const std::string& images_path, const std::string& labels_path) {
+  const auto img = decompress(images_file, images_path);
+  const auto lab = decompress(labels_file, labels_path);
   if (img.size() < 16 || bigEndian(img.data()) != 0x803) {
     throw InputError("dataset file " + images_path + " is not an IDX image file (bad magic or header)");
   }

@@ -13,6 +13,10 @@ struct Engine::Op {
   int waiting = 0;                         // deps not yet granted; guarded by Engine::mu_
   Kind kind = Kind::kCompute;
   std::atomic<bool> done{false};
+  // Two owners: the body running on a pool thread and its completion. An async body may
+  // report its end (from another thread) before it has returned itself, so the op, whose
+  // function holds the body's captures, lives until both have let go.
+  std::atomic<int> owners{2};
 };
 
 Engine::Engine(Threads threads, FailureState& failure) : failure_(failure) {
@@ -58,6 +62,7 @@ void Engine::pushAsync(std::function<void(Done)> task, const std::vector<Tag>& r
   std::vector<Op*> ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(op);
     ++outstanding_;
     op->waiting = static_cast<int>(op->deps.size());
     if (op->waiting == 0) ready.push_back(op);
@@ -90,10 +95,16 @@ void Engine::grant(Var& var, std::vector<Op*>& ready) {
 void Engine::dispatch(const std::vector<Op*>& ready) {
   for (Op* op : ready) {
     pools_[static_cast<int>(op->kind)]->schedule([this, op] {
-      op->fn([this, op] {
-        if (op->done.exchange(true)) throw Error("an engine task reported its end twice");
-        complete(op);
-      });
+      try {
+        op->fn([this, op] {
+          if (op->done.exchange(true)) throw Error("an engine task reported its end twice");
+          complete(op);
+        });
+      } catch (...) {
+        release(op);
+        throw;  // the pool records it as the run's failure
+      }
+      release(op);
     });
   }
 }
@@ -114,8 +125,17 @@ void Engine::complete(Op* op) {
     --outstanding_;
   }
   idle_.notify_all();
-  delete op;
+  release(op);
   dispatch(ready);
+}
+
+void Engine::release(Op* op) {
+  if (op->owners.fetch_sub(1) != 1) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(op);
+  }
+  delete op;
 }
 
 void Engine::waitAll(std::chrono::milliseconds timeout) {
@@ -131,16 +151,12 @@ std::size_t Engine::pending() const {
 
 void Engine::shutdown() {
   for (auto& pool : pools_) pool->shutdown();
-  // Tasks still queued on tags never ran; free them once, whichever tags hold them.
+  // The pools are joined: what is left never ran, failed, or never reported its end (a
+  // failed run); nothing will touch those ops again.
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Op*> left;
-  for (auto& var : vars_) {
-    for (auto& entry : var.queue) left.push_back(entry.first);
-    var.queue.clear();
-  }
-  std::sort(left.begin(), left.end());
-  left.erase(std::unique(left.begin(), left.end()), left.end());
-  for (Op* op : left) delete op;
+  for (auto& var : vars_) var.queue.clear();
+  for (Op* op : live_) delete op;
+  live_.clear();
 }
 
 }  // namespace poseidon

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <condition_variable>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -49,7 +50,8 @@ class Engine {
   // task that reads or mutates a tag in `mutates`, has finished. A tag in both lists is
   // mutated.
   void push(std::function<void()> task, const std::vector<Tag>& reads, const std::vector<Tag>& mutates, Kind kind);
-  // The same, but the task is finished only when it calls its Done (exactly once).
+  // The same, but the task is finished only when it calls its Done (exactly once, and
+  // never after shutdown(), which frees what is still pending).
   void pushAsync(std::function<void(Done)> task, const std::vector<Tag>& reads, const std::vector<Tag>& mutates,
                  Kind kind);
 
@@ -73,12 +75,14 @@ class Engine {
   void grant(Var& var, std::vector<Op*>& ready);
   void dispatch(const std::vector<Op*>& ready);
   void complete(Op* op);
+  void release(Op* op);
 
   FailureState& failure_;
   mutable std::mutex mu_;
   std::condition_variable idle_;
   std::deque<Var> vars_;       // guarded by mu_; a deque so references stay valid
   std::size_t outstanding_ = 0;  // guarded by mu_
+  std::unordered_set<Op*> live_;  // guarded by mu_: every op not yet freed
   std::vector<std::unique_ptr<ThreadPool>> pools_;  // by Kind
 };
 

@@ -1,6 +1,9 @@
 #include "models/model_spec.h"
 
+#include <cmath>
 #include <fstream>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -28,7 +31,17 @@ const std::map<std::string, std::string>& builtins() {
   return models;
 }
 
-std::int64_t parsePositive(const std::string& word, const std::string& where, const std::string& what) {
+// Bounds on what a model description may declare, so that every shape, product and sum the
+// parser, the coordinator (TensorInfo::numel) and the engines compute fits in int64_t with
+// room to spare: any one size (channels, height, width, features, classes, kernel, stride,
+// pad) at most kMaxDim, any activation at most kMaxValues per example, and all the
+// parameters together at most kMaxParams.
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;     // 16,777,216
+constexpr std::int64_t kMaxValues = std::int64_t{1} << 32;  // 4,294,967,296 (16 GiB of floats)
+constexpr std::int64_t kMaxParams = std::int64_t{1} << 40;  // 1,099,511,627,776
+
+std::int64_t parsePositive(const std::string& word, const std::string& where, const std::string& what,
+                           std::int64_t max = kMaxDim) {
   std::size_t used = 0;
   long long v = 0;
   try {
@@ -37,7 +50,44 @@ std::int64_t parsePositive(const std::string& word, const std::string& where, co
     used = 0;
   }
   if (used != word.size() || v <= 0) throw InputError(where + ": " + what + " must be a positive integer, got '" + word + "'");
+  if (v > max) throw InputError(detail::cat(where, ": ", what, " must be at most ", max, ", got '", word, "'"));
   return v;
+}
+
+// The whole word as a finite double, or NaN (which every range check refuses) when it is
+// not one: std::stod alone would take "0.5xyz" as 0.5, and "inf" or "nan" as numbers.
+double parseReal(const std::string& word) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(word, &used);
+  } catch (...) {
+    used = 0;
+  }
+  return used == word.size() && std::isfinite(v) ? v : std::numeric_limits<double>::quiet_NaN();
+}
+
+// The words of a line, split at whitespace as `>>` splits them (without a stream per line:
+// the fuzzer parses many lines a second).
+std::vector<std::string> wordsOf(const std::string& line) {
+  static const char* const kSpace = " \t\n\v\f\r";
+  std::vector<std::string> words;
+  for (std::size_t at = line.find_first_not_of(kSpace); at != std::string::npos;) {
+    const std::size_t end = line.find_first_of(kSpace, at);
+    words.push_back(line.substr(at, end - at));
+    at = end == std::string::npos ? end : line.find_first_not_of(kSpace, end);
+  }
+  return words;
+}
+
+// a * b * c of positive factors, or -1 when it exceeds `max` (checked before multiplying).
+std::int64_t boundedProduct(std::initializer_list<std::int64_t> factors, std::int64_t max) {
+  std::int64_t n = 1;
+  for (std::int64_t f : factors) {
+    if (f > max / n) return -1;
+    n *= f;
+  }
+  return n;
 }
 
 }  // namespace
@@ -100,14 +150,29 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
   int number = 0;
   bool flat = false;
   std::int64_t c = 0, h = 0, w = 0, features = 0;
+  std::int64_t params = 0;  // so far, at most kMaxParams
+  // Adds a layer's parameters to the model's, refusing a model beyond kMaxParams.
+  const auto addParams = [&params](const std::string& where, const std::string& layer,
+                                   std::initializer_list<std::int64_t> weight, std::int64_t bias) {
+    const std::int64_t n = boundedProduct(weight, kMaxParams);
+    if (n < 0 || n > kMaxParams - params - bias) {
+      throw InputError(detail::cat(where, ": ", layer, " takes the model past ", kMaxParams, " parameters"));
+    }
+    params += n + bias;
+  };
+  // An activation of c x h x w per example, at most kMaxValues.
+  const auto checkValues = [](const std::string& where, const std::string& what, std::int64_t channels,
+                              std::int64_t height, std::int64_t width) {
+    if (boundedProduct({channels, height, width}, kMaxValues) < 0) {
+      throw InputError(detail::cat(where, ": ", what, " of ", channels, "x", height, "x", width, " has more than ",
+                                   kMaxValues, " values per example"));
+    }
+  };
   while (std::getline(lines, line)) {
     ++number;
-    line = line.substr(0, line.find('#'));
-    std::istringstream words(line);
-    std::vector<std::string> tok;
-    for (std::string t; words >> t;) tok.push_back(t);
+    const std::vector<std::string> tok = wordsOf(line.substr(0, line.find('#')));
     if (tok.empty()) continue;
-    const std::string where = detail::cat(source, " line ", number);
+    const std::string where = source + " line " + std::to_string(number);
     const std::string& op = tok[0];
     auto need = [&](std::size_t n, const char* usage) {
       if (tok.size() != n) throw InputError(where + ": expected '" + usage + "'");
@@ -118,16 +183,15 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
       c = spec.channels = parsePositive(tok[1], where, "input channels");
       h = spec.height = parsePositive(tok[2], where, "input height");
       w = spec.width = parsePositive(tok[3], where, "input width");
+      checkValues(where, "input", c, h, w);
       continue;
     }
     if (op == "lr") {
       need(2, "lr X");
-      try {
-        spec.lr = std::stod(tok[1]);
-      } catch (...) {
-        spec.lr = -1;
+      spec.lr = parseReal(tok[1]);
+      if (!(spec.lr > 0)) {
+        throw InputError(where + ": the learning rate must be a finite positive number, got '" + tok[1] + "'");
       }
-      if (!(spec.lr > 0)) throw InputError(where + ": the learning rate must be a positive number, got '" + tok[1] + "'");
       continue;
     }
     if (op == "classes") {
@@ -155,6 +219,8 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
       if (h + 2 * l.pad < l.kernel || w + 2 * l.pad < l.kernel || oh <= 0 || ow <= 0) {
         throw InputError(detail::cat(where, ": conv kernel ", l.kernel, " does not fit the ", h, "x", w, " input"));
       }
+      checkValues(where, "conv output", l.out, oh, ow);
+      addParams(where, "conv", {l.out, l.in, l.kernel, l.kernel}, l.out);
       c = l.out, h = oh, w = ow;
     } else if (op == "pool") {
       need(2, "pool K");
@@ -171,15 +237,12 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
       if (flat) throw InputError(where + ": flatten given twice");
       l.op = LayerSpec::Op::kFlatten;
       flat = true;
+      checkValues(where, "flatten", c, h, w);  // passed already, after input and every conv
       features = c * h * w;
     } else if (op == "dropout") {
       need(2, "dropout P");
       l.op = LayerSpec::Op::kDropout;
-      try {
-        l.p = std::stod(tok[1]);
-      } catch (...) {
-        l.p = -1;
-      }
+      l.p = parseReal(tok[1]);
       if (!(l.p >= 0.0 && l.p < 1.0)) throw InputError(where + ": dropout probability must be in [0, 1), got '" + tok[1] + "'");
     } else if (op == "fc") {
       need(2, "fc OUT");
@@ -187,6 +250,7 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
       l.op = LayerSpec::Op::kFC;
       l.in = features;
       l.out = features = parsePositive(tok[1], where, "fc output features");
+      addParams(where, "fc", {l.out, l.in}, l.out);
     } else {
       throw InputError(where + ": unknown layer '" + op + "' (use conv, pool, relu, flatten, fc, dropout)");
     }

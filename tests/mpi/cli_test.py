@@ -671,6 +671,119 @@ def case_lab_caps_bandwidth(args):
     check(lab_namespaces() == before, f"namespaces left: {lab_namespaces() - before}")
 
 
+def case_lab_nic_bytes(args):
+    # The bytes per iteration Poseidon reports (bytes_sent_per_iter: the transport's sends
+    # plus every collective call's bytes) against what each rank's NIC really sent, read
+    # from the kernel's counters: the difference between an 8- and a 3-iteration run, so
+    # set-up traffic cancels. 4 ranks, fcnet, each scheme; the cost model's figure
+    # (bytes_model_per_iter) too.
+    if not lab_possible(args):
+        return
+    for scheme in ["allreduce", "ps", "sfb"]:
+        nic, reported, modelled = {}, {}, {}
+        for iterations in (3, 8):
+            cmd = [args.poseidon, "lab", "--ranks", "4", "--bandwidth", "10gbit", "--", "poseidon", "train",
+                   "--model", "fcnet", "--scheme", scheme, "--iterations", str(iterations), "--synthetic",
+                   "--no-eval", "--json"]
+            rc, out, err, secs = run(cmd, 300)
+            check(rc == 0, f"exit {rc}\n{out[-1500:]}\n{err[-1500:]}")
+            m = re.search(r"bytes sent at each rank's NIC: ([0-9 -]+)", err)
+            check(m, err[-1500:])
+            sent = [int(x) for x in m.group(1).split()]
+            check(min(sent) > 0, f"unreadable NIC counters: {sent}")
+            nic[iterations] = sum(sent) / len(sent)
+            report = json.loads(out.strip().splitlines()[-1])
+            reported[iterations] = report["bytes_sent_per_iter"]
+            modelled[iterations] = report["bytes_model_per_iter"]
+        per_iter = (nic[8] - nic[3]) / 5
+        ratio = reported[8] / per_iter
+        print(f"{scheme}: NIC {per_iter / 1e6:.2f} MB/iter per rank, reported {reported[8] / 1e6:.2f} "
+              f"(x{ratio:.3f}), cost model {modelled[8] / 1e6:.2f}")
+        # The NIC also carries TCP/IP headers and ACKs: the report may be a little lower.
+        check(0.93 <= ratio <= 1.01, f"{scheme}: reported bytes are x{ratio:.3f} of the NIC's")
+        check(abs(modelled[8] / reported[8] - 1) < 0.05,
+              f"{scheme}: the cost model says {modelled[8]:.0f} B/iter, measured {reported[8]:.0f}")
+
+
+def case_lab_link_cut(args):
+    # Rank 1's link goes down mid-run (ip link set ... down): no RST, no error from TCP, the
+    # peers just stop hearing from it. The job must end within --timeout + 10 s of the cut,
+    # naming rank 1, with no process and no namespace left.
+    if not lab_possible(args):
+        return
+    timeout = 5
+    before = lab_namespaces()
+    p = subprocess.Popen([args.poseidon, "lab", "--ranks", "3", "--bandwidth", "1gbit", "--", "poseidon", "train",
+                          "--model", "mlp", "--iterations", "100000", "--synthetic", "--no-eval", "--scheme", "ps",
+                          "--timeout", str(timeout), "--log-every", "20"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and "iter 40/" not in (line := p.stdout.readline()):
+            check(line or p.poll() is None, "the job ended before the cut")
+        namespace = [n for n in lab_namespaces() - before if n.endswith("-r1")]
+        check(len(namespace) == 1, f"rank 1's namespace not found: {lab_namespaces() - before}")
+        cut = time.time()
+        subprocess.run(["ip", "-n", namespace[0], "link", "set", "lab0", "down"], check=True)
+        out, err = p.communicate(timeout=timeout + 60)
+        secs = time.time() - cut
+    finally:
+        if p.poll() is None:
+            p.kill()
+    errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
+    print(f"link of rank 1 cut: the job ended with exit {p.returncode} after {secs:.1f} s: "
+          f"{errors[0][:200] if errors else err[-300:]}")
+    check(p.returncode != 0, "the job must fail when a link is cut")
+    check(secs < timeout + 10, f"the job took {secs:.1f} s to end after the cut")
+    # Either side may time out first: the others name rank 1 as silent, or rank 1, which
+    # hears from nobody, reports its own wait; both name the rank whose link went.
+    check(any("rank 1" in l for l in errors), "no error names rank 1:\n" + ("\n".join(errors) or err[-2000:]))
+    check(not leftovers(args, "--iterations 100000"), "processes left behind")
+    check(lab_namespaces() == before, f"namespaces left: {lab_namespaces() - before}")
+
+
+def case_disk_full_checkpoint(args):
+    # The disk fills up while a checkpoint is written (a 16 MB tmpfs, filled after the first
+    # checkpoint): a one-line error, and the previous checkpoint stays intact and resumable.
+    if os.geteuid() != 0:
+        print("SKIPPED: mounting a small tmpfs needs root")
+        sys.exit(SKIP)
+    tmp = tempfile.mkdtemp()
+    disk = f"{tmp}/disk"
+    os.makedirs(disk)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", disk], check=True)
+    try:
+        common = ["--model", "mlp", "--no-eval", "--synthetic", "--seed", "3", "--checkpoint-dir", f"{disk}/ck",
+                  "--checkpoint-every", "5", "--iterations", "10"]
+        rc, out, err, secs = run(mpirun(2) + [args.poseidon, "train"] + common, 120,
+                                 dict(ENV, POSEIDON_FAULT_EXIT="1:7"))
+        check(rc != 0 and "dying at iteration 7" in err, f"the run was meant to die: rc {rc}\n{err[-1500:]}")
+        before = tree_digest(f"{disk}/ck")
+        fd = os.open(f"{disk}/filler", os.O_WRONLY | os.O_CREAT)  # every byte that is left
+        try:
+            while os.write(fd, b"\0" * 4096) > 0:
+                pass
+        except OSError:
+            pass
+        os.close(fd)
+        rc, out, err, secs = run(mpirun(2) + [args.poseidon, "train"] + common + ["--resume", f"{disk}/ck"], 120)
+        errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
+        print(f"disk full at the checkpoint of iteration 10: exit {rc}: {errors[0][:200] if errors else err[-300:]}")
+        check(rc != 0, "a checkpoint that cannot be written must fail the run")
+        check(errors and "checkpoint" in errors[0] and "No space left" in errors[0], err[-2000:])
+        with open(f"{disk}/ck/LATEST") as f:
+            check(f.read().strip() == "iter-00000005", "LATEST no longer names the checkpoint of iteration 5")
+        check(tree_digest(f"{disk}/ck") == before, "the previous checkpoint changed")
+        check(not os.path.exists(f"{disk}/ck/iter-00000010"), "the failed save left its folder behind")
+        os.remove(f"{disk}/filler")
+        c, out = train(args, 2, common + ["--resume", f"{disk}/ck"])
+        check("resumed from" in out and "at iteration 5" in out, out[-1500:])
+        print("with room again, the run resumed from iteration 5 and finished")
+    finally:
+        subprocess.run(["umount", disk])
+        shutil.rmtree(tmp)
+
+
 def case_lab_cleans_up(args):
     if not lab_possible(args):
         return
@@ -742,9 +855,9 @@ def case_np2_timeline_and_emulated_compute(args):
         shutil.rmtree(tmp)
 
 
-def leftovers(args):
+def leftovers(args, iterations="--iterations 400"):
     time.sleep(1)
-    return subprocess.run(["pgrep", "-f", args.poseidon + " train --model mlp --iterations 400"],
+    return subprocess.run(["pgrep", "-f", args.poseidon + " train --model mlp " + iterations],
                           capture_output=True, text=True).stdout.split()
 
 
@@ -762,6 +875,56 @@ def case_rank_stalls(args):
     check(any("rank 1 sent no update" in l for l in errors), "\n".join(errors) or err[-2000:])
     check(not leftovers(args), f"processes left behind: {leftovers(args)}")
     print(f"ok: rank 1 stalled; the job ended with exit {rc} after {secs:.1f} s: {errors[0][:200]}")
+
+
+PHASES = ["startup", "broadcast", "iteration", "checkpoint", "finish"]
+
+
+def phase_fault(args, action, phase, timeout=5):
+    """Runs 3 ranks with POSEIDON_FAULT making rank 1 `action` at `phase`; returns the exit
+    code, stderr, the seconds from the fault to the job's end, and the error lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        # Iterations: the checkpoint of iteration 4 comes before the end; the fault on
+        # "iteration" fires at the 3rd iteration's end, mid-run.
+        env = dict(ENV, POSEIDON_FAULT=f"1:{phase}:{action}:3" if phase == "iteration" else f"1:{phase}:{action}")
+        cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "8", "--scheme", "ps",
+                           "--timeout", str(timeout), "--synthetic", "--no-eval",
+                           "--checkpoint-dir", f"{tmp}/ck", "--checkpoint-every", "4"]
+        rc, out, err, secs = run(cmd, 120, env)
+        end = time.time()
+    m = re.search(r"POSEIDON_FAULT: \w+ at phase \w+ \(time ([0-9.]+)\)", err)
+    check(m, f"the fault at phase {phase} never fired:\n{err[-2000:]}")
+    errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
+    return rc, err, end - float(m.group(1)), errors
+
+
+def case_rank_stalls_each_phase(args):
+    # A rank that hangs (SIGSTOP: alive, so the launcher cannot tell) at each phase: the
+    # others end the job within --timeout + 10 s, naming it, and no process is left.
+    timeout = 5
+    for phase in PHASES:
+        rc, err, secs, errors = phase_fault(args, "stop", phase, timeout)
+        check(rc != 0, f"{phase}: the job must fail when rank 1 stalls")
+        check(secs < timeout + 10, f"{phase}: the job took {secs:.1f} s to end after rank 1 stalled")
+        check(any("rank 1" in l for l in errors), f"{phase}: no error names rank 1:\n" + ("\n".join(errors) or err[-2000:]))
+        check(not leftovers(args, "--iterations 8"), f"{phase}: processes left behind")
+        print(f"ok: stall at {phase}: ended after {secs:.1f} s (bound {timeout + 10}): {errors[0][:160]}")
+
+
+def case_rank_fails_each_phase(args):
+    # A rank whose code throws at each phase: it unwinds (its threads stop in order) and
+    # the others end with a one-line error within --timeout + 10 s.
+    timeout = 5
+    for phase in PHASES:
+        rc, err, secs, errors = phase_fault(args, "throw", phase, timeout)
+        check(rc != 0, f"{phase}: the job must fail when rank 1 fails")
+        check(secs < timeout + 10, f"{phase}: the job took {secs:.1f} s to end after rank 1 failed")
+        check(any("injected failure at phase " + phase in l for l in errors),
+              f"{phase}: rank 1's error is not reported:\n" + ("\n".join(errors) or err[-2000:]))
+        check("Sanitizer" not in err and "terminate called" not in err and "Segmentation" not in err,
+              f"{phase}: a crash while tearing down:\n{err[-3000:]}")
+        check(not leftovers(args, "--iterations 8"), f"{phase}: processes left behind")
+        print(f"ok: failure at {phase}: ended after {secs:.1f} s: {errors[0][:160]}")
 
 
 def case_rank_dies(args):

@@ -98,6 +98,73 @@ TEST_F(IdxTest, CorruptGzipIsAnError) {
   EXPECT_THROW(loadFashionMnist(dir.string(), true), InputError);
 }
 
+// gzip bytes as gzwrite makes them, in memory.
+std::vector<std::uint8_t> gzipped(const std::vector<std::uint8_t>& bytes) {
+  uLongf size = compressBound(static_cast<uLong>(bytes.size())) + 64;
+  std::vector<std::uint8_t> out(size);
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  z.next_in = const_cast<Bytef*>(bytes.data());
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// The files' bytes in memory, as readIdxPair reads them from disk: raw or gzip.
+TEST_F(IdxTest, ParsesRawAndGzipBytesInMemory) {
+  for (bool gz : {false, true}) {
+    const Dataset d = parseIdxPair(gz ? gzipped(images) : images, gz ? gzipped(labels) : labels, "i", "l");
+    EXPECT_EQ(d.count, 3);
+    EXPECT_EQ(d.width, 2);
+    EXPECT_EQ(d.labels, (std::vector<std::int64_t>{7, 0, 9}));
+    EXPECT_NEAR(d.images[1], (20 / 255.0f - 0.2860f) / 0.3530f, 1e-6);
+  }
+  // As zlib's gzread decodes files: gzip members one after the other, then bytes after a
+  // member that do not start another ignored.
+  std::vector<std::uint8_t> head(images.begin(), images.begin() + 10), tail(images.begin() + 10, images.end());
+  std::vector<std::uint8_t> members = gzipped(head);
+  const std::vector<std::uint8_t> second = gzipped(tail);
+  members.insert(members.end(), second.begin(), second.end());
+  std::vector<std::uint8_t> trailing = gzipped(labels);
+  for (char ch : std::string("junk")) trailing.push_back(static_cast<std::uint8_t>(ch));
+  EXPECT_EQ(parseIdxPair(members, trailing, "i", "l").labels, (std::vector<std::int64_t>{7, 0, 9}));
+  // The same as reading the files.
+  write();
+  const Dataset d =
+      readIdxPair((dir / "train-images-idx3-ubyte.gz").string(), (dir / "train-labels-idx1-ubyte.gz").string());
+  EXPECT_EQ(d.images, parseIdxPair(gzipped(images), gzipped(labels), "i", "l").images);
+}
+
+TEST_F(IdxTest, BadBytesInMemoryAreErrorsNamingTheFile) {
+  const auto errorOf = [](const std::vector<std::uint8_t>& i, const std::vector<std::uint8_t>& l) -> std::string {
+    try {
+      parseIdxPair(i, l, "img.gz", "lab.gz");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::vector<std::uint8_t> bad_crc = gzipped(images);
+  bad_crc[bad_crc.size() - 6] ^= 1;  // the CRC-32, before the length
+  EXPECT_NE(errorOf(bad_crc, labels).find("dataset file img.gz is corrupt: incorrect data check"), std::string::npos)
+      << errorOf(bad_crc, labels);
+  // Cut short, the stream decodes as far as it goes, which the size checks refuse.
+  std::vector<std::uint8_t> cut = gzipped(images);
+  cut.resize(cut.size() / 2);
+  EXPECT_EQ(errorOf(cut, labels).find("dataset file img.gz is "), 0u) << errorOf(cut, labels);
+  EXPECT_NE(errorOf(images, {}).find("lab.gz is not an IDX label file"), std::string::npos);
+  EXPECT_NE(errorOf({0x1f, 0x8b}, labels).find("img.gz is not an IDX image file"), std::string::npos);
+  EXPECT_NE(errorOf({0x1f, 0x8b, 7, 0, 0, 0, 0, 0, 0, 0, 0}, labels).find("img.gz is corrupt: unknown compression"),
+            std::string::npos);
+  std::vector<std::uint8_t> bad_label = labels;
+  bad_label.back() = 10;
+  EXPECT_NE(errorOf(images, bad_label).find("lab.gz has label 10 at index 2"), std::string::npos);
+}
+
 TEST(FashionMnist, DebianPackageFilesLoadWhenInstalled) {
   const std::string dir = POSEIDON_DEFAULT_DATA_DIR;
   ASSERT_TRUE(fs::exists(dir + "/t10k-images-idx3-ubyte.gz"))

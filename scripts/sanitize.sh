@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The sanitizer step of the test suite (./run.sh test runs it after ctest; ./run.sh sanitize
+# alone). Builds Poseidon's core without LibTorch (LibTorch and OpenMPI are not built with
+# sanitizers; the core is where our threads live) once with ThreadSanitizer and once with
+# AddressSanitizer + UndefinedBehaviorSanitizer, and runs under each:
+#   - the threads-as-ranks suites and the checkpoint and decoding tests (ctest label unit),
+#   - 2-rank mpirun runs: a whole session per scheme against its reference (label sanitize),
+#     the three KVStore ordering designs under stress, and a session in which rank 1 fails
+#     at each phase (POSEIDON_FAULT), so that its teardown runs under the sanitizer.
+# Any report fails the step. Suppressions (scripts/sanitizers/*.supp) name third-party
+# libraries only, each with its reason.
+# Usage: scripts/sanitize.sh [thread|address]...   (default: both)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+supp="$root/scripts/sanitizers"
+kinds=("$@")
+[ ${#kinds[@]} -eq 0 ] && kinds=(thread address)
+
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# Reports go to stderr and also set the exit status: 66 for TSan, an abort for ASan/UBSan.
+export TSAN_OPTIONS="suppressions=$supp/tsan.supp second_deadlock_stack=1 exitcode=66"
+# OpenMPI is built without frame pointers: the slow unwinder gives its leaks whole stacks,
+# so the suppressions can see which library they come from.
+export ASAN_OPTIONS="detect_leaks=1 fast_unwind_on_malloc=0 abort_on_error=0 exitcode=67"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp print_suppressions=0"
+export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
+
+run_kind() {
+  local kind=$1 flags
+  case "$kind" in
+    thread) flags="thread" ;;
+    address) flags="address;undefined" ;;
+    *) echo "sanitize.sh: unknown sanitizer '$kind' (thread or address)" >&2; exit 2 ;;
+  esac
+  local dir="${SANITIZE_BUILD_ROOT:-$root}/build-sanitize-$kind"
+  echo "== sanitizer $flags: build in $dir"
+  mkdir -p "$dir"
+  cmake -S "$root" -B "$dir" -G Ninja -DPOSEIDON_BUILD_TORCH=OFF "-DPOSEIDON_SANITIZE=$flags" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
+  cmake --build "$dir" -j "$(nproc)" 2>&1 | tail -n 3
+  echo "== sanitizer $flags: threads-as-ranks suites, checkpoint and decoding tests, session smoke runs"
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -L 'unit|sanitize')
+  echo "== sanitizer $flags: the KVStore designs under stress, 2 ranks"
+  for design in funnel concurrent chained; do
+    mpirun -np 2 --oversubscribe "$dir/tests/kvstore_stress" --kvstore "$design" --iterations 50
+  done
+  echo "== sanitizer $flags: a failure injected on rank 1 at each phase, its teardown under the sanitizer"
+  local phase out
+  for phase in startup broadcast iteration finish; do
+    if out=$(POSEIDON_FAULT="1:$phase:throw" mpirun -np 2 --oversubscribe "$dir/tests/session_smoke" 2>&1); then
+      echo "$out"; echo "sanitize.sh: the run with a failure at $phase did not fail"; exit 1
+    fi
+    if grep -qE "Sanitizer|runtime error" <<<"$out" || ! grep -q "injected failure at phase $phase" <<<"$out"; then
+      echo "$out"; echo "sanitize.sh: the failure at $phase did not end cleanly"; exit 1
+    fi
+    echo "  $phase: rank 1 failed as injected and tore down cleanly"
+  done
+  echo "== sanitizer $flags: zero reports"
+}
+
+for kind in "${kinds[@]}"; do run_kind "$kind"; done

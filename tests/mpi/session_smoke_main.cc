@@ -1,0 +1,67 @@
+// mpirun -np P session_smoke [--scheme ps|allreduce] [--iterations N]
+// The whole session over real MPI processes without LibTorch (so it builds under every
+// sanitizer): the toy model of tests/support trained by every rank, ending equal to the
+// single-process reference. The sanitizer step of CI runs it with two ranks.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "poseidon/errors.h"
+#include "poseidon/runtime.h"
+#include "poseidon/session.h"
+#include "toy_training.h"
+
+namespace {
+
+// The largest |got - want| / (1 + |want|) over every parameter.
+double worstError(const poseidon::toy::Replica& r, const std::vector<std::vector<std::vector<float>>>& want) {
+  double worst = 0;
+  for (std::size_t l = 0; l < want.size(); ++l) {
+    for (std::size_t t = 0; t < want[l].size(); ++t) {
+      for (std::size_t i = 0; i < want[l][t].size(); ++i) {
+        const double w = want[l][t][i];
+        worst = std::max(worst, std::fabs(r.params[l][t][i] - w) / (1 + std::fabs(w)));
+      }
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace poseidon;
+  Runtime runtime(&argc, &argv);
+  try {
+    Options o;
+    int iterations = 8;
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string flag = argv[i];
+      if (flag == "--scheme") o.scheme = argv[i + 1];
+      else if (flag == "--iterations") iterations = std::atoi(argv[i + 1]);
+      else throw InputError("unknown flag " + flag);
+    }
+    o.lr = 0.05f;
+    o.momentum = 0.9f;
+    o.weight_decay = 0.01f;
+    o.kv_pair_bytes = 512;  // every layer cut into several pairs, spread over the shards
+    o.timeout = std::chrono::seconds(60);
+    const ModelInfo model = toy::model();
+    toy::Replica r = toy::makeReplica(model, runtime.rank());
+    double error = 0;
+    {
+      Session session(runtime.transport(), model, r.pointers(), o);
+      toy::train(session, r, runtime.rank(), iterations);
+      session.finish();
+      error = worstError(r, toy::reference(model, runtime.size(), o, iterations));
+    }
+    const bool ok = error < 1e-5;
+    std::printf("rank %d: scheme %s, %d iterations: worst relative error vs the reference %.3g: %s\n",
+                runtime.rank(), o.scheme.c_str(), iterations, error, ok ? "ok" : "WRONG");
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "session_smoke: error: %s\n", e.what());
+    runtime.abortJob(2);
+  }
+}
