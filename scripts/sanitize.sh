@@ -38,23 +38,27 @@ run_kind() {
   mkdir -p "$dir"
   cmake -S "$root" -B "$dir" -G Ninja -DPOSEIDON_BUILD_TORCH=OFF "-DPOSEIDON_SANITIZE=$flags" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
-  cmake --build "$dir" -j "$(nproc)" 2>&1 | tail -n 3
+  cmake --build "$dir" -j "$(nproc)" > "$dir/build.log" 2>&1 || { tail -n 60 "$dir/build.log"; exit 1; }
+  tail -n 1 "$dir/build.log"
   echo "== sanitizer $flags: threads-as-ranks suites, checkpoint and decoding tests, session smoke runs"
-  (cd "$dir" && ctest --output-on-failure --timeout 600 -L 'unit|sanitize')
+  (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 600 -L 'unit|sanitize')
   echo "== sanitizer $flags: the KVStore designs under stress, 2 ranks"
   for design in funnel concurrent chained; do
     mpirun -np 2 --oversubscribe "$dir/tests/kvstore_stress" --kvstore "$design" --iterations 50
   done
   echo "== sanitizer $flags: a failure injected on rank 1 at each phase, its teardown under the sanitizer"
-  local phase out
-  for phase in startup broadcast iteration finish; do
-    if out=$(POSEIDON_FAULT="1:$phase:throw" mpirun -np 2 --oversubscribe "$dir/tests/session_smoke" 2>&1); then
-      echo "$out"; echo "sanitize.sh: the run with a failure at $phase did not fail"; exit 1
-    fi
-    if grep -qE "Sanitizer|runtime error" <<<"$out" || ! grep -q "injected failure at phase $phase" <<<"$out"; then
-      echo "$out"; echo "sanitize.sh: the failure at $phase did not end cleanly"; exit 1
-    fi
-    echo "  $phase: rank 1 failed as injected and tore down cleanly"
+  local phase scheme out
+  for scheme in ps allreduce; do
+    for phase in startup broadcast iteration finish; do
+      if out=$(POSEIDON_FAULT="1:$phase:throw" mpirun -np 2 --oversubscribe "$dir/tests/session_smoke" \
+                 --scheme "$scheme" 2>&1); then
+        echo "$out"; echo "sanitize.sh: the run with a failure at $phase did not fail"; exit 1
+      fi
+      if grep -qE "Sanitizer|runtime error" <<<"$out" || ! grep -q "injected failure at phase $phase" <<<"$out"; then
+        echo "$out"; echo "sanitize.sh: the failure at $phase did not end cleanly"; exit 1
+      fi
+      echo "  $scheme, $phase: rank 1 failed as injected and tore down cleanly"
+    done
   done
   echo "== sanitizer $flags: zero reports"
 }

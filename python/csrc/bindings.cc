@@ -106,6 +106,10 @@ class PyModel {
     sync_->finish();
     sync_.reset();
     transport_->stop();
+    if (!transport_->drained()) {
+      throw CommError("messages to other ranks were still undelivered 10 s after close() (a peer stalled or its "
+                      "link went down); end the job");
+    }
   }
   // Collective: this job's state (session records, buffers) and this rank's `extra` bytes.
   void saveCheckpoint(const std::string& dir, std::uint64_t iteration, const std::string& config,

@@ -91,10 +91,14 @@ Checkpointer::Checkpointer(std::string dir, ControlChannel& control, int rank, i
 void Checkpointer::save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records,
                         const std::string& extra) {
   const std::string folder = dir_ + "/" + folderName(iteration);
+  const std::string file = folder + "/" + rankFile(rank_);
+  // A failure takes back only what this call made: a folder that already held this
+  // iteration's checkpoint (saved again into the same folder) keeps what it had.
+  const bool new_folder = !fs::exists(folder), new_file = !fs::exists(file);
   std::string mine;
   try {
     fs::create_directories(folder);
-    const FileDigest d = writeStateFile(folder + "/" + rankFile(rank_), metaOf(iteration, extra), records);
+    const FileDigest d = writeStateFile(file, metaOf(iteration, extra), records);
     mine = detail::cat("ok ", d.bytes, " ", d.crc);
   } catch (const std::exception& e) {
     mine = detail::cat("rank ", rank_, ": ", e.what());
@@ -103,12 +107,12 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
   const auto all = control_.allgather(mine, "checkpoint files");
   for (const auto& a : all) {
     if (a.rfind("ok ", 0) == 0) continue;
-    // Nothing names this folder (LATEST still names the previous checkpoint): leave no
-    // half of it behind to fill a disk that is likely full already.
+    // Leave no half checkpoint behind to fill a disk that is likely full already; LATEST
+    // still names the previous one.
     std::error_code ec;
-    fs::remove(folder + "/" + rankFile(rank_), ec);
-    fs::remove(folder + "/" + rankFile(rank_) + ".tmp", ec);
-    fs::remove(folder, ec);  // once empty: the last rank to clean up removes it
+    if (new_file) fs::remove(file, ec);
+    fs::remove(file + ".tmp", ec);
+    if (new_folder) fs::remove(folder, ec);  // once empty: the last rank to clean up removes it
     throw Error("checkpoint at iteration " + std::to_string(iteration) + " failed: " + a);
   }
   if (rank_ == 0) {
@@ -117,11 +121,16 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
     text += detail::cat("crc ", crcOf(text), "\n");
     writeFileAtomically(folder + "/MANIFEST", text);
     writeFileAtomically(dir_ + "/LATEST", folderName(iteration) + "\n");
-    // Keep the two newest; what LATEST does not name is only ever removed after it moved on.
+    // Keep the two newest complete ones; what LATEST does not name is only ever removed
+    // after it moved on. A folder without a MANIFEST (a failed save on another file
+    // system) never counts as one of the two.
     std::vector<std::string> old;
     for (const auto& entry : fs::directory_iterator(dir_)) {
       const std::string name = entry.path().filename().string();
-      if (entry.is_directory() && name.rfind("iter-", 0) == 0 && name < folderName(iteration)) old.push_back(name);
+      if (entry.is_directory() && name.rfind("iter-", 0) == 0 && name < folderName(iteration) &&
+          fs::exists(entry.path() / "MANIFEST")) {
+        old.push_back(name);
+      }
     }
     std::sort(old.begin(), old.end());
     for (std::size_t i = 0; i + 1 < old.size(); ++i) {

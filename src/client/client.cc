@@ -3,6 +3,7 @@
 #include <map>
 
 #include "client/ps_syncer.h"
+#include "collective/communicator.h"
 #include "common/timeline.h"
 #include "poseidon/errors.h"
 #include "sfb/sfb_syncer.h"
@@ -256,9 +257,7 @@ std::uint64_t Client::bytesSentForLayer(int layer) const {
     // A fused collective carries several layers: the communicators count each call's bytes
     // in the transport's totals (allreduceBytesSent); per layer they are its share,
     // 2 (P-1)/P of the layer's bytes per synced iteration.
-    const int P = collective_->workers();
-    return static_cast<std::uint64_t>(2.0 * collective_->floatsOfLayer(layer) * sizeof(float) * (P - 1) / P *
-                                      static_cast<double>(iteration_));
+    return allreduceBytesSent(collective_->floatsOfLayer(layer), collective_->workers()) * iteration_;
   }
   return syncers_[layer] ? syncers_[layer]->bytesSent() : 0;
 }

@@ -87,6 +87,12 @@ CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int
 
 CollectiveSyncer::~CollectiveSyncer() {
   stop();
+  if (store_->abandoned()) {
+    // MPI may still write a collective's result into the store's values and read the
+    // buckets: both stay, leaked on purpose, until the failing job ends.
+    static_cast<void>(store_.release());
+    for (auto& b : buckets_) static_cast<void>(b.release());
+  }
 }
 
 void CollectiveSyncer::stop() {

@@ -13,8 +13,10 @@ namespace poseidon {
 
 // What one rank sends in an allreduce of `count` floats over P ranks: a ring (reduce-
 // scatter, then allgather) sends 2 (P-1)/P of the buffer from every rank, and so, on
-// average over the ranks, do the other algorithms MPI picks (binomial reduce + broadcast,
-// Rabenseifner). The lab's NIC counters confirm it (test mpi.lab_nic_bytes).
+// average over the ranks, do the other algorithms Open MPI's libnbc picks (binomial
+// reduce + broadcast, Rabenseifner); one rank of a binomial tree may send more or less.
+// Recursive doubling (log2 P buffers per rank) would not match; libnbc does not pick it
+// by default. The lab's NIC counters confirm the mean (test mpi.lab_nic_bytes).
 inline std::uint64_t allreduceBytesSent(std::size_t count, int P) {
   return P <= 1 ? 0 : static_cast<std::uint64_t>(2.0 * (P - 1) / P * static_cast<double>(count) * sizeof(float));
 }
@@ -32,6 +34,9 @@ class Communicator {
   virtual void allreduceSum(const float* send, float* recv, std::size_t count) = 0;
   // data = root's data on every rank.
   virtual void broadcast(float* data, std::size_t count, int root) = 0;
+  // True once a call gave up (an error elsewhere, a timeout) on a collective MPI still
+  // holds: its buffers must then outlive their owners until the job ends.
+  virtual bool abandoned() const { return false; }
 
   // Each completed call adds what it moved from this rank (above) to `traffic`, the
   // transport's counters, so bytes per iteration include the collectives.

@@ -18,6 +18,7 @@ class FunnelKVStore final : public KVStore {
   FunnelKVStore(const KVStoreOptions& options, Engine& engine, Transport& transport, FailureState& failure);
   ~FunnelKVStore() override;
   void stop() override;
+  bool abandoned() const override { return comm_->abandoned(); }
 
  private:
   struct Request {

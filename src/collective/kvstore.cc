@@ -1,5 +1,6 @@
 #include "collective/kvstore.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "collective/funnel_kvstore.h"
@@ -95,6 +96,7 @@ class ChainedKVStore final : public KVStore {
     queueAllreduce(*comm_, "engine comm", key, e, grad, grad_tag, chain_);
   }
   Communicator& initCommunicator() override { return *comm_; }
+  bool abandoned() const override { return comm_->abandoned(); }
 
   std::unique_ptr<Communicator> comm_;
   const Engine::Tag chain_;
@@ -118,6 +120,9 @@ class ConcurrentKVStore final : public KVStore {
     queueAllreduce(*comms_[c], detail::cat("engine comm ", c), key, e, grad, grad_tag, tags_[c]);
   }
   Communicator& initCommunicator() override { return *comms_[0]; }
+  bool abandoned() const override {
+    return std::any_of(comms_.begin(), comms_.end(), [](const auto& c) { return c->abandoned(); });
+  }
 
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<Engine::Tag> tags_;

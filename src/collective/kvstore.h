@@ -65,6 +65,8 @@ class KVStore {
   KVStoreType type() const { return options_.type; }
   // Stops the design's own threads (funnel); the engine must be idle.
   virtual void stop() {}
+  // A communicator gave up on a collective in flight (see Communicator::abandoned).
+  virtual bool abandoned() const = 0;
 
  protected:
   struct Entry {

@@ -25,7 +25,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::chrono::milliseconds time
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (comm_ != MPI_COMM_NULL && !abandoned_) MPI_Comm_free(&comm_);
 }
 
 void MpiCommunicator::check(int rc, const char* call) const {
@@ -43,7 +43,9 @@ void MpiCommunicator::wait(MPI_Request& request, const char* what) {
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
     // The request stays pending: MPI offers no way to take back a collective. The error
-    // ends the run, and MPI_Abort or the launcher takes the other ranks down with it.
+    // ends the run, and MPI_Abort or the launcher takes the other ranks down with it;
+    // until then MPI may still write the buffers, which their owners keep (abandoned()).
+    if (failure_.failed() || Clock::now() >= deadline) abandoned_ = true;
     failure_.rethrowIfFailed();
     if (Clock::now() >= deadline) throwTimeout(detail::cat("rank ", rank_, ": ", what), timeout_);
     std::this_thread::sleep_for(kPoll);

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 
 #include "collective/communicator.h"
@@ -22,6 +23,7 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool abandoned() const override { return abandoned_; }
   void allreduceSum(const float* send, float* recv, std::size_t count) override;
   void broadcast(float* data, std::size_t count, int root) override;
 
@@ -30,6 +32,7 @@ class MpiCommunicator final : public Communicator {
   void check(int rc, const char* call) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::atomic<bool> abandoned_{false};  // a call gave up on a request MPI still holds
   int rank_ = 0;
   int size_ = 1;
   const std::chrono::milliseconds timeout_;

@@ -63,8 +63,11 @@ std::vector<std::string> ControlChannel::allgather(const std::string& mine, cons
   }
   std::vector<std::string> out(n);
   out[0] = mine;
+  // One deadline for all: the others' grace counts from their own send.
+  const auto deadline = Clock::now() + timeout_;
   for (int r = 1; r < n; ++r) {
-    Message m = waitMessage(seq, r, what);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    Message m = waitMessage(seq, r, what, std::min(left, timeout_) - timeout_);
     out[r].assign(reinterpret_cast<const char*>(m.payload()), m.payloadBytes());
   }
   std::string packed(n * sizeof(std::uint64_t), '\0');

@@ -25,7 +25,19 @@ MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes)
                    "MPI counts are int: messages must stay under 2 GiB");
 }
 
-MpiTransport::~MpiTransport() { stop(); }
+MpiTransport::~MpiTransport() {
+  stop();
+  if (abandoned_) {
+    // MPI still owns the buffers of the sends it never completed: they must outlive this
+    // object, until the job ends (which the owner does next).
+    static_cast<void>(new std::vector<InFlight>(std::move(in_flight_)));
+  }
+}
+
+bool MpiTransport::pastStopDeadline() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_ && std::chrono::steady_clock::now() >= stop_deadline_;
+}
 
 void MpiTransport::start(TransportCallbacks callbacks) {
   POSEIDON_ENFORCE(!thread_.joinable(), "transport started twice");
@@ -171,6 +183,10 @@ void MpiTransport::runLoop() {
   auto backoff = kMinBackoff;
   try {
     while (true) {
+      if (pastStopDeadline()) {
+        abandoned_ = true;  // the requests stay with MPI: the owner ends the job
+        return;
+      }
       bool progressed = postSends();
       progressed |= probeReceives();
       progressed |= testInFlight();
@@ -184,10 +200,6 @@ void MpiTransport::runLoop() {
         // core to the ranks that compute.
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait_for(lock, kInFlightPoll, [&] { return !outbox_.empty() || stopping_; });
-        if (stopping_ && std::chrono::steady_clock::now() >= stop_deadline_) {
-          abandoned_ = true;  // the requests stay with MPI: the owner ends the job
-          return;
-        }
         continue;
       }
       std::unique_lock<std::mutex> lock(mu_);

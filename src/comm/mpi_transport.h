@@ -58,6 +58,7 @@ class MpiTransport final : public Transport {
   bool postSends();
   bool probeReceives();
   bool testInFlight();
+  bool pastStopDeadline();
   void check(int rc, const char* call);
 
   const MPI_Comm comm_;

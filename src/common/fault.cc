@@ -1,13 +1,11 @@
 #include "common/fault.h"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "poseidon/errors.h"
@@ -28,10 +26,16 @@ FaultSpec parse(const char* text) {
   if (!text || !*text) return f;
   char phase[32] = {0}, action[16] = {0};
   int nth = 1;
-  const int n = std::sscanf(text, "%d:%31[a-z]:%15[a-z]:%d", &f.rank, phase, action, &nth);
-  if (n < 3) {
-    std::fprintf(stderr, "poseidon: POSEIDON_FAULT='%s' is not RANK:PHASE:ACTION[:N]; ignored\n", text);
-    return f;
+  int used = 0;
+  const int n = std::sscanf(text, "%d:%31[a-z]:%15[a-z]%n:%d%n", &f.rank, phase, action, &used, &nth, &used);
+  const std::string p = phase, a = action;
+  const bool known_phase = p == "startup" || p == "broadcast" || p == "iteration" || p == "checkpoint" || p == "finish";
+  const bool known_action = a == "stop" || a == "exit" || a == "throw";
+  if (n < 3 || text[used] != '\0' || nth < 1 || !known_phase || !known_action) {
+    // A test hook that silently never fires would make its test pass for the wrong reason.
+    std::fprintf(stderr, "poseidon: POSEIDON_FAULT='%s' is not RANK:PHASE:ACTION[:N] (phases startup, broadcast, "
+                 "iteration, checkpoint, finish; actions stop, exit, throw; N >= 1)\n", text);
+    std::_Exit(2);
   }
   f.set = true;
   f.phase = phase;

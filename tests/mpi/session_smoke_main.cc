@@ -21,7 +21,8 @@ double worstError(const poseidon::toy::Replica& r, const std::vector<std::vector
     for (std::size_t t = 0; t < want[l].size(); ++t) {
       for (std::size_t i = 0; i < want[l][t].size(); ++i) {
         const double w = want[l][t][i];
-        worst = std::max(worst, std::fabs(r.params[l][t][i] - w) / (1 + std::fabs(w)));
+        const double e = std::fabs(r.params[l][t][i] - w) / (1 + std::fabs(w));
+        if (!(e <= worst)) worst = e;  // a NaN is the worst of all
       }
     }
   }
