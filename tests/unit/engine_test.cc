@@ -149,7 +149,11 @@ TEST(Engine, DoneFromAnotherThreadBeforeTheBodyReturns) {
         {}, {tag}, Engine::Kind::kComm);
   }
   engine.waitAll(kTimeout);  // every Done called: all 200 reporters exist
-  for (auto& t : reporters) t.join();  // a Done caller must be over before shutdown
+  {
+    // A body may still be inside emplace_back (its reporter already ran Done): take the lock.
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& t : reporters) t.join();  // a Done caller must be over before shutdown
+  }
   engine.shutdown();  // joins the pools: every body has returned
   EXPECT_EQ(finished, 200);
 }
