@@ -23,12 +23,21 @@ void startControl(Transport& t, ControlChannel& c, FailureState& f) {
                              [&f](std::exception_ptr e) { f.set(e); }});
 }
 
+// One rank's channel over a started transport; members go in reverse: the transport stops
+// before the channel it delivers to.
+struct ControlRank {
+  ControlRank(Transport& t, milliseconds timeout) : channel(t, timeout, failure), guard{t} {
+    startControl(t, channel, failure);
+  }
+  FailureState failure;
+  ControlChannel channel;
+  StopOnExit guard;
+};
+
 TEST(ControlChannel, AllgatherBroadcastAndAllreduceAgreeOnEveryRank) {
   testing::runRanks(4, [](Transport& t, int rank) {
-    FailureState failure;
-    ControlChannel c(t, milliseconds(10000), failure);
-    startControl(t, c, failure);
-    StopOnExit guard{t};
+    ControlRank me(t, milliseconds(10000));
+    ControlChannel& c = me.channel;
     auto all = c.allgather(std::string(rank + 1, 'a' + rank), "test");
     ASSERT_EQ(all.size(), 4u);
     for (int r = 0; r < 4; ++r) EXPECT_EQ(all[r], std::string(r + 1, 'a' + r));
@@ -48,10 +57,8 @@ TEST(ControlChannel, AllgatherBroadcastAndAllreduceAgreeOnEveryRank) {
 // its sum is empty on every rank, and the channel goes on in step.
 TEST(ControlChannel, AllreduceOfNothingIsEmpty) {
   testing::runRanks(3, [](Transport& t, int rank) {
-    FailureState failure;
-    ControlChannel c(t, milliseconds(10000), failure);
-    startControl(t, c, failure);
-    StopOnExit guard{t};
+    ControlRank me(t, milliseconds(10000));
+    ControlChannel& c = me.channel;
     EXPECT_TRUE(c.allreduceSum({}, "nothing").empty());
     EXPECT_EQ(c.allreduceSum({static_cast<double>(rank)}, "after")[0], 3.0);
   });
@@ -61,12 +68,9 @@ TEST(ControlChannel, AMissingRankIsATimeoutNamingIt) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(testing::runRanks(3,
                                  [](Transport& t, int rank) {
-                                   FailureState failure;
-                                   ControlChannel c(t, milliseconds(300), failure);
-                                   startControl(t, c, failure);
-                                   StopOnExit guard{t};
+                                   ControlRank me(t, milliseconds(300));
                                    if (rank == 1) return;  // this rank never takes part
-                                   c.barrier("test barrier");
+                                   me.channel.barrier("test barrier");
                                  }),
                TimeoutError);
   // Within about twice the timeout, never a hang.

@@ -31,6 +31,12 @@ std::string errorOf(const std::string& text) {
   return "";
 }
 
+// The spec is refused with an error that contains `fragment`.
+void expectRefused(const std::string& text, const std::string& fragment) {
+  const std::string error = errorOf(text);
+  EXPECT_NE(error.find(fragment), std::string::npos) << error;
+}
+
 TEST(ModelSpec, MalformedFilesNameTheLine) {
   EXPECT_NE(errorOf("input 1 28 28\nclasses 10\nflatten\nfc ten\n").find("f line 4"), std::string::npos);
   EXPECT_NE(errorOf("input 1 28 28\nclasses 10\nconv 8\n").find("line 3"), std::string::npos);
@@ -48,31 +54,24 @@ TEST(ModelSpec, MalformedFilesNameTheLine) {
 // Sizes whose products would overflow int64_t (the fuzzer's finds) are refused on their
 // line, before any arithmetic on them; a spec that parses has a numel that fits.
 TEST(ModelSpec, SizesThatWouldOverflowAreRefusedNamingTheLine) {
-  const std::string pad = errorOf("input 1 1 1\nclasses 1\nconv 1 1 pad=4611686018427387904\nflatten\nfc 1\n");
-  EXPECT_NE(pad.find("f line 3: pad must be at most 16777216"), std::string::npos) << pad;
-  EXPECT_NE(errorOf("input 1 28 28\nclasses 10\nconv 8 3 stride=99999999999\nflatten\nfc 10\n").find("line 3: stride"),
-            std::string::npos);
-  const std::string input = errorOf("input 3037000500 3037000500 2\nclasses 1\nflatten\nfc 1\n");
-  EXPECT_NE(input.find("f line 1: input channels must be at most"), std::string::npos) << input;
+  expectRefused("input 1 1 1\nclasses 1\nconv 1 1 pad=4611686018427387904\nflatten\nfc 1\n",
+                "f line 3: pad must be at most 16777216");
+  expectRefused("input 1 28 28\nclasses 10\nconv 8 3 stride=99999999999\nflatten\nfc 10\n", "line 3: stride");
+  expectRefused("input 3037000500 3037000500 2\nclasses 1\nflatten\nfc 1\n",
+                "f line 1: input channels must be at most");
   // Each size within bounds, their product not.
-  const std::string values = errorOf("input 65536 65536 65536\nclasses 1\nflatten\nfc 1\n");
-  EXPECT_NE(values.find("f line 1: input of 65536x65536x65536 has more than 4294967296 values per example"),
-            std::string::npos)
-      << values;
-  EXPECT_NE(errorOf("input 1 4096 4096\nclasses 1\nconv 16777216 1\nflatten\nfc 1\n").find("line 3: conv output"),
-            std::string::npos);
-  const std::string fc = errorOf("input 1 28 28\nclasses 10\nflatten\nfc 100000000000000000\nrelu\nfc 10\n");
-  EXPECT_NE(fc.find("f line 4: fc output features must be at most 16777216"), std::string::npos) << fc;
+  expectRefused("input 65536 65536 65536\nclasses 1\nflatten\nfc 1\n",
+                "f line 1: input of 65536x65536x65536 has more than 4294967296 values per example");
+  expectRefused("input 1 4096 4096\nclasses 1\nconv 16777216 1\nflatten\nfc 1\n", "line 3: conv output");
+  expectRefused("input 1 28 28\nclasses 10\nflatten\nfc 100000000000000000\nrelu\nfc 10\n",
+                "f line 4: fc output features must be at most 16777216");
   // 2^32 inputs into 2^24 outputs: 2^56 weights, past the model's bound on parameters.
-  const std::string params = errorOf("input 1 65536 65536\nclasses 16777216\nflatten\nfc 16777216\n");
-  EXPECT_NE(params.find("f line 4: fc takes the model past 1099511627776 parameters"), std::string::npos) << params;
-  EXPECT_NE(errorOf("input 16777216 1 1\nclasses 1\nconv 16777216 1\nflatten\nfc 1\n").find("line 3: conv takes"),
-            std::string::npos);
-  const std::string classes = errorOf("input 1 28 28\nclasses 4294967306\nflatten\nfc 10\n");
-  EXPECT_NE(classes.find("f line 2: class count must be at most 16777216, got '4294967306'"), std::string::npos)
-      << classes;
-  EXPECT_NE(errorOf("input 1 28 28\nclasses 99999999999999999999999\nflatten\nfc 10\n").find("line 2: class count"),
-            std::string::npos);
+  expectRefused("input 1 65536 65536\nclasses 16777216\nflatten\nfc 16777216\n",
+                "f line 4: fc takes the model past 1099511627776 parameters");
+  expectRefused("input 16777216 1 1\nclasses 1\nconv 16777216 1\nflatten\nfc 1\n", "line 3: conv takes");
+  expectRefused("input 1 28 28\nclasses 4294967306\nflatten\nfc 10\n",
+                "f line 2: class count must be at most 16777216, got '4294967306'");
+  expectRefused("input 1 28 28\nclasses 99999999999999999999999\nflatten\nfc 10\n", "line 2: class count");
   // The largest sizes allowed still parse, and their numel fits.
   const ModelSpec big =
       parseModelText("input 1 65536 65536\nclasses 16777216\nflatten\nfc 128\nfc 16777216\n", "f", "x");
@@ -81,24 +80,16 @@ TEST(ModelSpec, SizesThatWouldOverflowAreRefusedNamingTheLine) {
 }
 
 TEST(ModelSpec, NumbersMustBeWholeAndFinite) {
-  const std::string inf = errorOf("input 1 28 28\nclasses 10\nflatten\nfc 10\nlr inf\n");
-  EXPECT_NE(inf.find("f line 5: the learning rate must be a finite positive number, got 'inf'"), std::string::npos)
-      << inf;
-  EXPECT_NE(errorOf("input 1 2 2\nclasses 2\nlr nan\nflatten\nfc 2\n").find("line 3: the learning rate"),
-            std::string::npos);
-  EXPECT_NE(errorOf("input 1 2 2\nclasses 2\nlr 1e999\nflatten\nfc 2\n").find("line 3: the learning rate"),
-            std::string::npos);
-  EXPECT_NE(errorOf("input 1 2 2\nclasses 2\nlr 0\nflatten\nfc 2\n").find("line 3: the learning rate"),
-            std::string::npos);
-  EXPECT_NE(errorOf("input 1 2 2\nclasses 2\nlr 0.05abc\nflatten\nfc 2\n").find("line 3: the learning rate"),
-            std::string::npos);
-  const std::string dropout = errorOf("input 1 28 28\nclasses 10\nflatten\ndropout 0.5xyz\nfc 10\n");
-  EXPECT_NE(dropout.find("f line 4: dropout probability must be in [0, 1), got '0.5xyz'"), std::string::npos)
-      << dropout;
-  EXPECT_NE(errorOf("input 1 2 2\nclasses 2\nflatten\ndropout nan\nfc 2\n").find("line 4: dropout"),
-            std::string::npos);
-  EXPECT_NE(errorOf("input 1 2 2\nclasses 2\nflatten\nfc 2x\n").find("line 4: fc output features"),
-            std::string::npos);
+  expectRefused("input 1 28 28\nclasses 10\nflatten\nfc 10\nlr inf\n",
+                "f line 5: the learning rate must be a finite positive number, got 'inf'");
+  expectRefused("input 1 2 2\nclasses 2\nlr nan\nflatten\nfc 2\n", "line 3: the learning rate");
+  expectRefused("input 1 2 2\nclasses 2\nlr 1e999\nflatten\nfc 2\n", "line 3: the learning rate");
+  expectRefused("input 1 2 2\nclasses 2\nlr 0\nflatten\nfc 2\n", "line 3: the learning rate");
+  expectRefused("input 1 2 2\nclasses 2\nlr 0.05abc\nflatten\nfc 2\n", "line 3: the learning rate");
+  expectRefused("input 1 28 28\nclasses 10\nflatten\ndropout 0.5xyz\nfc 10\n",
+                "f line 4: dropout probability must be in [0, 1), got '0.5xyz'");
+  expectRefused("input 1 2 2\nclasses 2\nflatten\ndropout nan\nfc 2\n", "line 4: dropout");
+  expectRefused("input 1 2 2\nclasses 2\nflatten\nfc 2x\n", "line 4: fc output features");
   EXPECT_DOUBLE_EQ(parseModelText("input 1 2 2\nclasses 2\nlr 1e-3\nflatten\ndropout 0\nfc 2\n", "f", "x").lr,
                    1e-3);
 }
