@@ -75,6 +75,10 @@ std::string firstDifference(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+// How long a closing session waits for its last sends to leave (a live peer takes them in
+// milliseconds; a stalled one never does).
+constexpr std::chrono::milliseconds kSettleLimit{2000};
+
 struct Session::Impl {
   Transport& transport;
   Options options;
@@ -108,6 +112,14 @@ struct Session::Impl {
     detach();
     if (server) server->stop();
     client.reset();  // its threads may still call the co-located server: freed after them
+    // Sends still queued read the engine's gradients or the shard's values in place: they
+    // leave, or are dropped, before the caller or this object frees that memory.
+    if (!transport.settle(std::min<std::chrono::milliseconds>(options.timeout, kSettleLimit))) {
+      // Some are still with the network: the shard memory they read outlives the session
+      // (the transport then gives up at stop and the job ends).
+      static_cast<void>(server.release());
+      static_cast<void>(new std::unordered_map<std::uint32_t, std::vector<float>>(std::move(shard_values)));
+    }
     server.reset();
   }
 

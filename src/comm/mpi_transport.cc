@@ -56,6 +56,7 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_ENFORCE(!stopping_, "send after the transport stopped");
     outbox_.push_back(Outgoing{peer, std::move(message), work});
+    ++unsent_;
   }
   cv_.notify_one();
   return work;
@@ -71,6 +72,22 @@ std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::millise
   auto comm = std::make_unique<MpiCommunicator>(comm_, timeout, failure);
   comm->countInto(&traffic());
   return comm;
+}
+
+bool MpiTransport::settle(std::chrono::milliseconds limit) {
+  std::deque<Outgoing> dropped;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    sent_cv_.wait_for(lock, limit, [&] { return unsent_ == 0 || loop_ended_; });
+    if (unsent_ == 0) return true;
+    dropped.swap(outbox_);
+    unsent_ -= dropped.size();
+    if (unsent_ == 0) return true;  // nothing had reached the network yet
+  }
+  const auto error = std::make_exception_ptr(CommError("not sent: the session closed first"));
+  for (auto& out : dropped) out.work->markDone(error);
+  std::lock_guard<std::mutex> lock(mu_);
+  return unsent_ == 0;
 }
 
 void MpiTransport::stop() {
@@ -156,11 +173,13 @@ bool MpiTransport::testInFlight() {
                      MPI_STATUSES_IGNORE),
         "MPI_Testsome");
   if (outcount <= 0) return false;
+  std::size_t sent = 0;
   for (int i = 0; i < outcount; ++i) {
     InFlight& f = in_flight_[done[i]];
     if (f.is_send) {
       f.work->markDone();
       f.message = Message();
+      ++sent;
     } else {
       callbacks_.on_message(Message::decode(std::move(f.buffer), f.size, max_payload_bytes_));
     }
@@ -175,11 +194,27 @@ bool MpiTransport::testInFlight() {
   }
   requests_.resize(keep);
   in_flight_.resize(keep);
+  if (sent > 0) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      unsent_ -= sent;
+    }
+    sent_cv_.notify_all();
+  }
   return true;
 }
 
 void MpiTransport::runLoop() {
   pthread_setname_np(pthread_self(), "poseidon-mpi");
+  progressLoop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    loop_ended_ = true;
+  }
+  sent_cv_.notify_all();
+}
+
+void MpiTransport::progressLoop() {
   auto backoff = kMinBackoff;
   try {
     while (true) {

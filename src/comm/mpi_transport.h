@@ -38,6 +38,7 @@ class MpiTransport final : public Transport {
   // False when stop() gave up on sends still in flight after kDrainTimeout (a peer that
   // stalled or lost its link never takes them): MPI_Finalize would wait for them too.
   bool drained() const override { return !abandoned_; }
+  bool settle(std::chrono::milliseconds limit) override;
   static constexpr std::chrono::seconds kDrainTimeout{10};
 
  private:
@@ -55,6 +56,7 @@ class MpiTransport final : public Transport {
   };
 
   void runLoop();
+  void progressLoop();
   bool postSends();
   bool probeReceives();
   bool testInFlight();
@@ -73,6 +75,9 @@ class MpiTransport final : public Transport {
   std::deque<Outgoing> outbox_;  // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
   std::chrono::steady_clock::time_point stop_deadline_;  // guarded by mu_
+  std::size_t unsent_ = 0;       // sends queued or in flight; guarded by mu_
+  bool loop_ended_ = false;      // the progress thread returned; guarded by mu_
+  std::condition_variable sent_cv_;  // unsent_ fell or the loop ended
   std::atomic<bool> abandoned_{false};
 
   // Owned by the progress thread only.

@@ -45,6 +45,12 @@ class Transport {
   virtual void stop() = 0;
   // False if stop() gave up on sends a peer never took (it waits a bounded time).
   virtual bool drained() const { return true; }
+  // Waits up to `limit` until every send queued so far has left this process; then drops
+  // those not yet handed to the network (their handles fail). True when none is left.
+  // A session calls it as it closes: a send made with Message::makeExternal reads engine
+  // or shard memory, which must not be freed under it. False: some sends are still with
+  // the network, and the memory they read must stay valid until the job ends.
+  virtual bool settle(std::chrono::milliseconds /*limit*/) { return true; }
 
   // Byte counters, per peer and per traffic class.
   TrafficCounters& traffic() { return traffic_; }

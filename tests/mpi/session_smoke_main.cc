@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "session_smoke: error: %s\n", e.what());
+    // The session and the replica are gone: linger a moment before ending the job, so
+    // that a thread still touching their memory shows under the sanitizers.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     runtime.abortJob(2);
   }
 }
