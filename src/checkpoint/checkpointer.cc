@@ -90,14 +90,15 @@ Checkpointer::Checkpointer(std::string dir, ControlChannel& control, int rank, i
 
 void Checkpointer::save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records,
                         const std::string& extra) {
-  const std::string folder = dir_ + "/" + folderName(iteration);
-  const std::string file = folder + "/" + rankFile(rank_);
-  // A failure takes back only what this call made: a folder that already held this
-  // iteration's checkpoint (saved again into the same folder) keeps what it had.
-  const bool new_folder = !fs::exists(folder), new_file = !fs::exists(file);
+  const std::string name = folderName(iteration);
+  // Every rank writes into a staging folder that rank 0 renames once all files and the
+  // manifest are there: a save that fails half way never touches a complete checkpoint,
+  // not even one of the same iteration saved before.
+  const std::string staging = dir_ + "/." + name + ".staging";
+  const std::string file = staging + "/" + rankFile(rank_);
   std::string mine;
   try {
-    fs::create_directories(folder);
+    fs::create_directories(staging);
     const FileDigest d = writeStateFile(file, metaOf(iteration, extra), records);
     mine = detail::cat("ok ", d.bytes, " ", d.crc);
   } catch (const std::exception& e) {
@@ -110,35 +111,59 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
     // Leave no half checkpoint behind to fill a disk that is likely full already; LATEST
     // still names the previous one.
     std::error_code ec;
-    if (new_file) fs::remove(file, ec);
+    fs::remove(file, ec);
     fs::remove(file + ".tmp", ec);
-    if (new_folder) fs::remove(folder, ec);  // once empty: the last rank to clean up removes it
+    fs::remove(staging, ec);  // once empty: the last rank to clean up removes it
     throw Error("checkpoint at iteration " + std::to_string(iteration) + " failed: " + a);
   }
   if (rank_ == 0) {
     std::string text = detail::cat(kHeader, "\niteration ", iteration, "\nranks ", ranks_, "\nconfig ", config, "\n");
     for (int r = 0; r < ranks_; ++r) text += detail::cat("file ", r, " ", all[r].substr(3), "\n");
     text += detail::cat("crc ", crcOf(text), "\n");
-    writeFileAtomically(folder + "/MANIFEST", text);
-    writeFileAtomically(dir_ + "/LATEST", folderName(iteration) + "\n");
-    // Keep the two newest complete ones; what LATEST does not name is only ever removed
-    // after it moved on. A folder without a MANIFEST (a failed save on another file
-    // system) never counts as one of the two.
-    std::vector<std::string> old;
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      const std::string name = entry.path().filename().string();
-      if (entry.is_directory() && name.rfind("iter-", 0) == 0 && name < folderName(iteration) &&
-          fs::exists(entry.path() / "MANIFEST")) {
-        old.push_back(name);
-      }
-    }
-    std::sort(old.begin(), old.end());
-    for (std::size_t i = 0; i + 1 < old.size(); ++i) {
-      std::error_code ec;
-      fs::remove_all(dir_ + "/" + old[i], ec);  // best effort: a leftover folder harms nothing
-    }
+    writeFileAtomically(staging + "/MANIFEST", text);
+    publish(staging, name);
+    removeOlder(name);
   }
   control_.barrier("checkpoint written");
+}
+
+void Checkpointer::publish(const std::string& staging, const std::string& name) const {
+  const std::string folder = dir_ + "/" + name;
+  const std::string replaced = dir_ + "/." + name + ".old";
+  std::error_code ec;
+  // What an earlier save that died here left (another job's rank files) is not published.
+  for (const auto& entry : fs::directory_iterator(staging)) {
+    const std::string file = entry.path().filename().string();
+    bool ours = file == "MANIFEST";
+    for (int r = 0; r < ranks_ && !ours; ++r) ours = file == rankFile(r);
+    if (!ours) fs::remove_all(entry.path(), ec);
+  }
+  // The same iteration saved again (a new run in an old folder): the old one steps aside
+  // first; latest() finds it there if the job dies before the new one is in place.
+  if (fs::exists(folder)) {
+    fs::remove_all(replaced, ec);
+    fs::rename(folder, replaced);
+  }
+  fs::rename(staging, folder);
+  writeFileAtomically(dir_ + "/LATEST", name + "\n");
+  fs::remove_all(replaced, ec);
+}
+
+void Checkpointer::removeOlder(const std::string& name) const {
+  // Keep the two newest complete ones; what LATEST does not name is only ever removed
+  // after it moved on. A folder without a MANIFEST never counts as one of the two.
+  std::vector<std::string> old;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string other = entry.path().filename().string();
+    if (entry.is_directory() && other.rfind("iter-", 0) == 0 && other < name && fs::exists(entry.path() / "MANIFEST")) {
+      old.push_back(other);
+    }
+  }
+  std::sort(old.begin(), old.end());
+  for (std::size_t i = 0; i + 1 < old.size(); ++i) {
+    std::error_code ec;
+    fs::remove_all(dir_ + "/" + old[i], ec);  // best effort: a leftover folder harms nothing
+  }
 }
 
 CheckpointInfo Checkpointer::latest(const std::string& dir) {
@@ -152,8 +177,13 @@ CheckpointInfo Checkpointer::latest(const std::string& dir) {
   if (name.rfind("iter-", 0) != 0 || name.find('/') != std::string::npos) {
     throw InputError(detail::cat(latest, " is corrupt"));
   }
-  CheckpointInfo info = parseManifest(readText(dir + "/" + name + "/MANIFEST", 1 << 20), dir + "/" + name);
-  if (folderName(info.iteration) != name) throw InputError(detail::cat(dir, "/", name, "/MANIFEST names another iteration"));
+  std::string folder = dir + "/" + name;
+  // Missing only if the job died while publish() put a new save of this iteration in place.
+  if (!fs::exists(folder + "/MANIFEST") && fs::exists(dir + "/." + name + ".old/MANIFEST")) {
+    folder = dir + "/." + name + ".old";
+  }
+  CheckpointInfo info = parseManifest(readText(folder + "/MANIFEST", 1 << 20), folder);
+  if (folderName(info.iteration) != name) throw InputError(detail::cat(folder, "/MANIFEST names another iteration"));
   return info;
 }
 

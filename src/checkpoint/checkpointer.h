@@ -3,8 +3,9 @@
 //   DIR/iter-<T>/MANIFEST         iteration, ranks, configuration, every file's size and
 //                                 CRC-32, and a CRC of the manifest itself; written last
 //   DIR/LATEST                    the folder of the newest complete checkpoint
-// A checkpoint exists once LATEST names it; a crash at any moment leaves the previous one
-// readable. The two newest are kept.
+//   DIR/.iter-<T>.staging         where a save is written before rank 0 renames it
+// A checkpoint exists once LATEST names it; a crash or a failed save at any moment leaves
+// the previous one readable. The two newest are kept.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,11 @@ class Checkpointer {
   std::string load(const CheckpointInfo& info, const std::vector<StateRecord>& records);
 
  private:
+  // Rank 0: renames the finished staging folder to DIR/<name> and points LATEST at it.
+  void publish(const std::string& staging, const std::string& name) const;
+  // Rank 0: removes complete checkpoints older than the two newest.
+  void removeOlder(const std::string& name) const;
+
   const std::string dir_;
   ControlChannel& control_;
   const int rank_;

@@ -2,6 +2,7 @@
 // what is wrong, never a crash or a silent partial restore.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -128,6 +129,37 @@ TEST(Checkpointer, CarriesEachRanksExtraBytesBesideItsRecords) {
   // Without extra bytes the meta stays "iteration T" (the CLI's checkpoints) and none come back.
   Checkpointer(dir.path, control, 0, 1).save(8, "cfg", {{"a", a.data(), 12}});
   EXPECT_EQ(Checkpointer(dir.path, control, 0, 1).load(Checkpointer::latest(dir.path), {{"a", a2.data(), 12}}), "");
+}
+
+// A save is staged and renamed into place: one that fails half way (here its staging
+// folder cannot be made) leaves the complete checkpoint of the same iteration as it was,
+// and one that succeeds replaces it and leaves nothing else behind.
+TEST(Checkpointer, SavingAnIterationAgainReplacesItOnlyWhenTheSaveIsComplete) {
+  TempDir dir;
+  LoopbackHub hub(1);
+  FailureState failure;
+  ControlChannel control(hub.transport(0), std::chrono::seconds(5), failure);
+  std::vector<float> first = {1, 2, 3}, second = {4, 5, 6}, out(3);
+  Checkpointer(dir.path, control, 0, 1).save(7, "cfg", {{"a", first.data(), 12}});
+  spit(dir.path + "/.iter-00000007.staging", "a file where the staging folder goes");
+  EXPECT_THROW(Checkpointer(dir.path, control, 0, 1).save(7, "cfg", {{"a", second.data(), 12}}), Error);
+  Checkpointer(dir.path, control, 0, 1).load(Checkpointer::latest(dir.path), {{"a", out.data(), 12}});
+  EXPECT_EQ(out, first);
+
+  Checkpointer(dir.path, control, 0, 1).save(7, "cfg", {{"a", second.data(), 12}});
+  Checkpointer(dir.path, control, 0, 1).load(Checkpointer::latest(dir.path), {{"a", out.data(), 12}});
+  EXPECT_EQ(out, second);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"LATEST", "iter-00000007"}));
+
+  // A job that died between the two renames of a re-save: the old one is still found.
+  fs::rename(dir.path + "/iter-00000007", dir.path + "/.iter-00000007.old");
+  const CheckpointInfo info = Checkpointer::latest(dir.path);
+  EXPECT_EQ(info.iteration, 7u);
+  Checkpointer(dir.path, control, 0, 1).load(info, {{"a", out.data(), 12}});
+  EXPECT_EQ(out, second);
 }
 
 }  // namespace
