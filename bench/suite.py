@@ -7,6 +7,8 @@ suite"): for a model, rank counts and link rates it runs side by side, in one go
   poseidon   full Poseidon (--scheme auto --cost-model time: PS or SFB per layer, rates
              measured in the lab at start-up),
   ddp        PyTorch DDP with gloo (bench/ddp_train.py, Debian's python3-torch),
+  compute    the compute ceiling: N plain processes (`--baseline`) at once, no communication;
+             its s/iter is the slowest process's (a synchronous job goes at that pace),
 every multi-rank run inside `poseidon lab` at the given rate per rank, same model file,
 batch, one compute thread per rank, synthetic data. Systems alternate within a repeat so
 drift hits them alike; medians of --repeats. Writes suite-<model>.md, .csv and .png into
@@ -19,6 +21,9 @@ import os
 import random
 import statistics
 import sys
+
+import json
+import subprocess
 
 from common import ENV, POSEIDON, ROOT, machine, pyplot, run_json, write_csv
 
@@ -35,6 +40,19 @@ def check_like_for_like(ddp):
                  f"{ENV['OPENBLAS_CORETYPE']}: not a like-for-like comparison")
 
 
+def compute_ceiling(cmd, ranks, timeout=1800):
+    """Runs `ranks` copies of cmd at once (no network, no MPI); returns their JSON reports."""
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+             for _ in range(ranks)]
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=timeout)
+        if p.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{out[-1500:]}\n{err[-2500:]}")
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--poseidon", default=POSEIDON)
@@ -45,7 +63,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--single-repeats", type=int, default=6, help="pairs of one-process runs (plain, poseidon)")
-    ap.add_argument("--systems", default="naive-ps,ps+wfbp,poseidon,ddp")
+    ap.add_argument("--systems", default="naive-ps,ps+wfbp,poseidon,ddp,compute")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -105,7 +123,10 @@ def main():
             for rep in range(a.repeats):
                 for system in systems:
                     lab = [a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", bandwidth, "--"]
-                    if system == "ddp":
+                    if system == "compute":
+                        reports = compute_ceiling([a.poseidon, "train", "--baseline"] + common, ranks)
+                        j = {"s_per_iter_median": max(r["s_per_iter_median"] for r in reports)}
+                    elif system == "ddp":
                         port = str(random.randint(20000, 60000))
                         j = run_json(lab + [PY, os.path.join(HERE, "ddp_train.py"), "--model-file", model_file,
                                             "--batch", str(a.batch), "--iterations", str(a.iterations), "--port", port])
@@ -118,8 +139,15 @@ def main():
                           flush=True)
             for system in systems:
                 record(system, ranks, bandwidth, times[system], plans.get(system, ""))
+            if "compute" in systems:
+                for system in (s for s in systems if s != "compute"):
+                    shares = [c / t for c, t in zip(times["compute"], times[system])]
+                    pairs.append(f"{system}, {ranks} ranks, {bandwidth}: share of the compute ceiling in the same "
+                                 f"repeat: " + ", ".join(f"{r:.2f}" for r in shares)
+                                 + f" (median {statistics.median(shares):.2f})")
+                    print("  " + pairs[-1], flush=True)
             if "ddp" in systems:
-                for system in (s for s in systems if s != "ddp"):
+                for system in (s for s in systems if s not in ("ddp", "compute")):
                     ratios = [d / t for d, t in zip(times["ddp"], times[system])]
                     pairs.append(f"{system}, {ranks} ranks, {bandwidth}: images/s over DDP's in the same repeat: "
                                  + ", ".join(f"{r:.2f}" for r in ratios)
@@ -138,7 +166,9 @@ def main():
                 f"batch {a.batch} per rank, {a.iterations} iterations per run, one compute thread per rank, synthetic "
                 f"data, medians of {a.repeats} runs; links capped per rank by `poseidon lab` (tc); OpenBLAS "
                 f"kernels: {ENV.get('OPENBLAS_CORETYPE', 'as detected')} and glibc malloc thresholds "
-                f"{ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} (mmap/trim) for every system.\n\n")
+                f"{ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} (mmap/trim) for every system. "
+                f"`compute`: as many plain processes as ranks at once, no communication (the ceiling), "
+                f"measured in the same rounds.\n\nMade by: `sudo bench/suite.py {' '.join(sys.argv[1:])}`\n\n")
         f.write("| system | ranks | link per rank | s/iter | images/s | speedup vs plain | vs ddp | schemes |\n")
         f.write("|---|---|---|---|---|---|---|---|\n")
         for r in rows:
