@@ -207,11 +207,15 @@ void Client::waitLayer(int layer) {
 }
 
 void Client::waitSynced(int layer, std::uint64_t version) {
-  {
+  try {
     std::unique_lock<std::mutex> lock(mu_);
     waitFor(lock, cv_, [&] { return complete_[layer]; }, options_.timeout, &failure_,
             detail::cat("rank ", transport_.rank(), ": sync of layer '", book_.model().layers[layer].name,
                         "' for iteration ", iteration_ - 1));
+  } catch (const TimeoutError& e) {
+    // This wait and the layer's own may run out together: either names the silent workers.
+    if (ps_[layer]) ps_[layer]->rethrowNamingCulprits(e, iteration_ - 1);
+    throw;
   }
   if (options_.staleness > 0 && ps_[layer]) ps_[layer]->readFresh(version, iteration_);
 }

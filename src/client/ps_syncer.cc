@@ -126,14 +126,33 @@ void PsSyncer::Receive(std::uint64_t iteration) {
   }
 }
 
+void PsSyncer::rethrowNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  throwNamingCulprits(e, iteration);
+}
+
 void PsSyncer::throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const {
-  // The likely culprits: the workers this rank's own shard has heard nothing from.
+  // The likely culprits: the workers this rank's own shard has heard nothing from, and the
+  // shards (other ranks) whose fresh values for the iteration never came.
   const std::vector<int> behind = local_shard_ ? local_shard_->workersBehind(iteration) : std::vector<int>();
-  if (behind.empty()) throw e;
-  std::string who;
-  for (int w : behind) who += detail::cat(who.empty() ? "" : ", ", w);
-  throw TimeoutError(detail::cat(e.what(), "; rank", behind.size() > 1 ? "s " : " ", who,
-                                 " sent no update for iteration ", iteration, " (lost or stalled)"));
+  std::vector<bool> silent(book_.cluster().ranks(), false);
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    const int owner = book_.cluster().shardRank(book_.pair(keys_[i]).shard);
+    if (slots_[i].version <= iteration && owner != transport_.rank()) silent[owner] = true;
+  }
+  std::string why;
+  if (!behind.empty()) {
+    std::string who;
+    for (int w : behind) who += detail::cat(who.empty() ? "" : ", ", w);
+    why += detail::cat("; rank", behind.size() > 1 ? "s " : " ", who, " sent no update for iteration ", iteration);
+  }
+  std::string shards;
+  for (std::size_t r = 0; r < silent.size(); ++r) {
+    if (silent[r]) shards += detail::cat(shards.empty() ? "" : ", ", r);
+  }
+  if (!shards.empty()) why += detail::cat("; no fresh values from the shard on rank ", shards);
+  if (why.empty()) throw e;
+  throw TimeoutError(detail::cat(e.what(), why, " (lost or stalled)"));
 }
 
 void PsSyncer::readFresh(std::uint64_t version, std::uint64_t t) {

@@ -48,8 +48,12 @@ class PsSyncer final : public LayerSyncer {
   // Called on the transport thread (remote shard) or the local server thread.
   void deliver(std::uint32_t key, std::uint64_t version, Message message);
 
+  // Rethrows a wait's timeout (the client's, on this layer) naming the likely culprits.
+  [[noreturn]] void rethrowNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
+
  private:
-  // Rethrows a wait's timeout naming the workers that sent no update for `iteration`.
+  // Rethrows a wait's timeout naming the workers that sent no update for `iteration` to
+  // this rank's shard and the shards whose fresh values for it did not come. Holds mu_.
   [[noreturn]] void throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
   // From now on Receive waits for version iteration + 1 of every pair.
   void expect(std::uint64_t iteration);
@@ -74,7 +78,7 @@ class PsSyncer final : public LayerSyncer {
   ParameterServer* const local_shard_;  // this rank's shard, to name who a wait waits for
   std::atomic<std::uint64_t> max_staleness_{0};
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Slot> slots_;  // guarded by mu_; by position in keys_
   int fresh_ = 0;            // guarded by mu_; slots at the awaited version

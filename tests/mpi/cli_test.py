@@ -736,11 +736,11 @@ def case_lab_link_cut(args):
     check(p.returncode != 0, "the job must fail when a link is cut")
     check(secs < timeout + 10, f"the job took {secs:.1f} s to end after the cut")
     # Either side may time out first: the others name rank 1 as silent ("rank 1 sent no
-    # update", "waiting for rank 1"), or rank 1, which hears from nobody, reports its own
+    # update", "waiting for rank 1", "no fresh values from the shard on rank 1"), or rank 1, which hears from nobody, reports its own
     # wait running out ("rank 1: ... did not happen within"). Any other error (a crash, a
     # refused message) does not pass.
     named = re.compile(r"rank 1 sent no update|ranks [0-9, ]*\b1\b[0-9, ]* sent no update|waiting for rank 1\b"
-                       r"|error: rank 1: .* did not happen within")
+                       r"|no fresh values from the shard on rank [0-9, ]*\b1\b|error: rank 1: .* did not happen within")
     check(any(named.search(l) for l in errors), "no error names rank 1's silence:\n" + ("\n".join(errors) or err[-2000:]))
     check(not leftovers(args, "--iterations 100000"), "processes left behind")
     check(lab_namespaces() == before, f"namespaces left: {lab_namespaces() - before}")
