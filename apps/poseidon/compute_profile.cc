@@ -1,10 +1,10 @@
 #include "compute_profile.h"
 
-#include <cmath>
 #include <fstream>
-#include <sstream>
+#include <optional>
 #include <vector>
 
+#include "common/words.h"
 #include "poseidon/errors.h"
 
 namespace poseidon::app {
@@ -13,22 +13,17 @@ namespace {
 
 // The words of a line up to a comment (a word that starts with '#').
 std::vector<std::string> wordsOf(const std::string& line) {
-  std::istringstream in(line);
-  std::vector<std::string> words;
-  for (std::string w; in >> w && w[0] != '#';) words.push_back(w);
+  std::vector<std::string> words = splitWords(line);
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (words[i][0] == '#') words.resize(i);
+  }
   return words;
 }
 
 // A time in milliseconds: the whole word a finite number in [0, kMaxProfileMs].
 double parseMs(const std::string& word, const std::string& where, const std::string& what) {
-  std::size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(word, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used != word.size() || !std::isfinite(v) || v < 0 || v > kMaxProfileMs) {
+  const double v = parseWholeReal(word);
+  if (!(v >= 0 && v <= kMaxProfileMs)) {
     throw InputError(detail::cat(where, ": ", what, " must be a number of milliseconds from 0 to ", kMaxProfileMs,
                                  ", got '", word, "'"));
   }
@@ -63,17 +58,11 @@ ComputeProfile parseProfile(std::istream& in, const std::string& source) {
     bool ok = false;
     if (kind == "batch") {
       if (w.size() == 2) {
-        std::size_t used = 0;
-        long long batch = 0;
-        try {
-          batch = std::stoll(w[1], &used);
-        } catch (...) {
-          used = 0;
-        }
-        if (used != w[1].size() || batch <= 0) {
+        const std::optional<long long> batch = parseWholeInteger(w[1]);
+        if (!batch || *batch <= 0) {
           throw InputError(where + ": the batch size must be a positive integer, got '" + w[1] + "'");
         }
-        p.batch = batch;
+        p.batch = *batch;
         ok = true;
       }
     } else if (kind == "layer") {

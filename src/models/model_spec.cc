@@ -1,12 +1,12 @@
 #include "models/model_spec.h"
 
-#include <cmath>
 #include <fstream>
 #include <initializer_list>
-#include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
+#include "common/words.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -42,42 +42,10 @@ constexpr std::int64_t kMaxParams = std::int64_t{1} << 40;  // 1,099,511,627,776
 
 std::int64_t parsePositive(const std::string& word, const std::string& where, const std::string& what,
                            std::int64_t max = kMaxDim) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(word, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used != word.size() || v <= 0) throw InputError(where + ": " + what + " must be a positive integer, got '" + word + "'");
-  if (v > max) throw InputError(detail::cat(where, ": ", what, " must be at most ", max, ", got '", word, "'"));
-  return v;
-}
-
-// The whole word as a finite double, or NaN (which every range check refuses) when it is
-// not one: std::stod alone would take "0.5xyz" as 0.5, and "inf" or "nan" as numbers.
-double parseReal(const std::string& word) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(word, &used);
-  } catch (...) {
-    used = 0;
-  }
-  return used == word.size() && std::isfinite(v) ? v : std::numeric_limits<double>::quiet_NaN();
-}
-
-// The words of a line, split at whitespace as `>>` splits them (without a stream per line:
-// the fuzzer parses many lines a second).
-std::vector<std::string> wordsOf(const std::string& line) {
-  static const char* const kSpace = " \t\n\v\f\r";
-  std::vector<std::string> words;
-  for (std::size_t at = line.find_first_not_of(kSpace); at != std::string::npos;) {
-    const std::size_t end = line.find_first_of(kSpace, at);
-    words.push_back(line.substr(at, end - at));
-    at = end == std::string::npos ? end : line.find_first_not_of(kSpace, end);
-  }
-  return words;
+  const std::optional<long long> v = parseWholeInteger(word);
+  if (!v || *v <= 0) throw InputError(where + ": " + what + " must be a positive integer, got '" + word + "'");
+  if (*v > max) throw InputError(detail::cat(where, ": ", what, " must be at most ", max, ", got '", word, "'"));
+  return *v;
 }
 
 // a * b * c of positive factors, or -1 when it exceeds `max` (checked before multiplying).
@@ -170,7 +138,7 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
   };
   while (std::getline(lines, line)) {
     ++number;
-    const std::vector<std::string> tok = wordsOf(line.substr(0, line.find('#')));
+    const std::vector<std::string> tok = splitWords(line.substr(0, line.find('#')));
     if (tok.empty()) continue;
     const std::string where = source + " line " + std::to_string(number);
     const std::string& op = tok[0];
@@ -188,7 +156,7 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
     }
     if (op == "lr") {
       need(2, "lr X");
-      spec.lr = parseReal(tok[1]);
+      spec.lr = parseWholeReal(tok[1]);
       if (!(spec.lr > 0)) {
         throw InputError(where + ": the learning rate must be a finite positive number, got '" + tok[1] + "'");
       }
@@ -242,7 +210,7 @@ ModelSpec parseModelText(const std::string& text, const std::string& source, con
     } else if (op == "dropout") {
       need(2, "dropout P");
       l.op = LayerSpec::Op::kDropout;
-      l.p = parseReal(tok[1]);
+      l.p = parseWholeReal(tok[1]);
       if (!(l.p >= 0.0 && l.p < 1.0)) throw InputError(where + ": dropout probability must be in [0, 1), got '" + tok[1] + "'");
     } else if (op == "fc") {
       need(2, "fc OUT");
