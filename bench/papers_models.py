@@ -16,6 +16,7 @@ iteration (per rank, measured) over the link rate. Writes papers-models.{md,csv,
 """
 import argparse
 import os
+import sys
 
 from common import ENV, POSEIDON, ROOT, machine, median, process_setup, pyplot, run_json, write_csv
 
@@ -145,6 +146,7 @@ def write(out, rows, systems, a):
                 f"{ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system"
                 + (f"; rebuilt from {', '.join(os.path.basename(p) for p in a.from_log)}" if a.from_log else "")
                 + ".\n\n")
+        f.write(f"Made by: `sudo bench/papers_models.py {' '.join(sys.argv[1:])}`\n\n")
         f.write("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
         f.write("|---" * (len(systems) + 6) + "|\n")
         for row in rows:
