@@ -141,6 +141,8 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   report.scheme = session_options.scheme;
   report.cost_model = session_options.cost_model;
   report.wfbp = session_options.wfbp;
+  report.send_order = session_options.send_order;
+  report.max_bandwidth = session_options.max_bandwidth;
   report.synthetic = true;
   report.compute = "emulated";
   report.batch = o.batch;

@@ -44,6 +44,13 @@ std::string toJson(const TrainReport& r) {
   j["straggler_late_updates"] = r.late_updates;
   j["staleness"] = r.staleness;
   j["max_staleness_seen"] = r.max_staleness_seen;
+  nlohmann::ordered_json queue;
+  queue["order"] = r.send_order;
+  queue["max_bandwidth_bytes_per_s"] = r.max_bandwidth;
+  queue["messages"] = r.queued_messages;
+  queue["wait_ms_mean"] = r.queue_wait_ms_mean;
+  queue["wait_ms_max"] = r.queue_wait_ms_max;
+  j["send_queue"] = queue;
   auto layers = nlohmann::ordered_json::array();
   for (const auto& l : r.layers) {
     nlohmann::ordered_json o;

@@ -45,6 +45,14 @@ struct TrainReport {
   std::uint64_t late_updates = 0;
   int staleness = 0;                  // the SSP bound
   std::uint64_t max_staleness_seen = 0;  // the most any worker's read lacked
+  // The bandwidth manager: its order and budget (bytes/s per rank, 0: none), and the
+  // messages its queues sent over the network during the whole run, summed over ranks,
+  // with their mean and longest wait in a queue.
+  std::string send_order;
+  double max_bandwidth = 0;
+  std::uint64_t queued_messages = 0;
+  double queue_wait_ms_mean = 0;
+  double queue_wait_ms_max = 0;
   std::vector<LayerReport> layers;
 };
 

@@ -1,5 +1,7 @@
 #include "session_report.h"
 
+#include "bandwidth/send_policy.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -62,6 +64,20 @@ double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int ran
 
 }  // namespace
 
+static void gatherSendQueueFigures(TrainReport& report, Session& session) {
+  const SendQueueStats q = session.sendQueueStats();
+  const auto sum = session.control().allreduceSum({static_cast<double>(q.messages), q.wait_seconds}, "send queues");
+  report.queued_messages = static_cast<std::uint64_t>(sum[0]);
+  report.queue_wait_ms_mean = sum[0] > 0 ? 1e3 * sum[1] / sum[0] : 0;
+  // Each rank's longest wait, in whole microseconds, as the largest of their counts.
+  const auto longest = session.control().allgather(std::to_string(static_cast<long long>(q.max_wait_seconds * 1e6)),
+                                                   "longest queue wait");
+  for (std::size_t r = 0; r < longest.size(); ++r) {
+    report.queue_wait_ms_max =
+        std::max(report.queue_wait_ms_max, peerCount(longest[r], static_cast<int>(r), "queue wait") / 1e3);
+  }
+}
+
 BytesSent bytesSentSoFar(Session& session) {
   BytesSent b;
   b.total = session.bytesSent();
@@ -102,6 +118,7 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
       {static_cast<double>(session.droppedUpdates()), static_cast<double>(session.lateUpdates())}, "stragglers");
   report.dropped_updates = static_cast<std::uint64_t>(stragglers[0]);
   report.late_updates = static_cast<std::uint64_t>(stragglers[1]);
+  gatherSendQueueFigures(report, session);
   const auto seen = session.control().allgather(std::to_string(session.maxStalenessSeen()), "staleness");
   for (std::size_t r = 0; r < seen.size(); ++r) {
     report.max_staleness_seen =

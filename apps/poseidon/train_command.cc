@@ -81,6 +81,17 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--fusion-bytes", o.session.fusion_bytes,
                   "Allreduce layers smaller than this share one buffer and one collective (0: no fusion)")
       ->capture_default_str();
+  cmd->add_option("--send-order", o.session.send_order,
+                  "Bandwidth manager: the order of each rank's outgoing messages: priority (lower layers first, "
+                  "as the next forward pass needs them) or fifo (in the order they were made)")
+      ->capture_default_str();
+  cmd->add_option("--max-bandwidth", o.max_bandwidth,
+                  "Bandwidth manager: cap each rank's sending rate at its network interface, e.g. 200mbit "
+                  "(default: no cap)");
+  cmd->add_option("--send-window", o.session.send_window_bytes,
+                  "Bandwidth manager: bytes handed to the network at once; the rest waits in priority order "
+                  "(0: no window)")
+      ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.session.kv_pair_bytes, "Largest KV pair the parameters are cut into")
       ->capture_default_str();
   cmd->add_option("--timeout", o.timeout_s, "Seconds any wait for a peer may last before the job fails")

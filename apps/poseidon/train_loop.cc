@@ -327,6 +327,8 @@ TrainReport TrainRun::finish() {
   r.param_digest = model_ ? model_->digest() : net_->digest();
   r.train_loss = last_loss_;
   r.staleness = options_.staleness;
+  r.send_order = o_.baseline ? "" : options_.send_order;
+  r.max_bandwidth = options_.max_bandwidth;
   if (!model_) {
     for (const auto& li : info_.layers) {
       r.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), "local", 0, 0, ""});

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "bandwidth/send_policy.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "poseidon/errors.h"
@@ -58,6 +59,12 @@ void TrainOptions::validate() const {
     throw InputError("--straggler-timeout must be shorter than --timeout, or no step would ever go ahead");
   }
   if (!bandwidth.empty()) parseBandwidth(bandwidth, "--bandwidth");
+  parseSendOrder(session.send_order, "--send-order");
+  if (session.send_window_bytes < 0) throw InputError("--send-window must not be negative (0: no window)");
+  // Below 1 mbit a single KV pair takes over 16 s: surely a unit slip ("200" for "200mbit").
+  if (!max_bandwidth.empty() && parseBandwidth(max_bandwidth, "--max-bandwidth") < 125e3) {
+    throw InputError(detail::cat("--max-bandwidth ", max_bandwidth, " is under 1mbit; write the unit, e.g. 200mbit"));
+  }
   if (gflops < 0) throw InputError("--gflops must be positive");
   parseSchemeMode(session.scheme);  // a bad name fails here, before any data is read
   parseCostRule(session.cost_model);
@@ -92,6 +99,7 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   o.straggler_timeout = std::chrono::milliseconds(static_cast<long long>(straggler_timeout_s * 1000));
   if (!bandwidth.empty()) o.bandwidth = parseBandwidth(bandwidth, "--bandwidth");
+  if (!max_bandwidth.empty()) o.max_bandwidth = parseBandwidth(max_bandwidth, "--max-bandwidth");
   o.gemm_flops = gflops * 1e9;
   o.lr_decay_iterations = lr_schedule == "linear" ? total : 0;
   o.timeline = !timeline.empty() || !profile_out.empty();

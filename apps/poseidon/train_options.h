@@ -22,6 +22,7 @@ struct TrainOptions {
   // a local torch::optim optimizer on the mean gradient (gradient mode).
   std::string optimizer = "sgd";
   std::string bandwidth;  // for --cost-model time; empty: measure
+  std::string max_bandwidth;  // the bandwidth manager's budget per rank; empty: none
   double gflops = 0;      // for --cost-model time; 0: measure
   int verify_every = 0;   // compare SFB replicas across workers every N iterations
   bool no_wfbp = false;
@@ -43,7 +44,7 @@ struct TrainOptions {
   std::string profile_out;          // write this run's per-layer compute times here
   // Also set by flags: lr, momentum, weight_decay, gradient_mode, buffers,
   // backward_passes_per_step, scheme, cost_model, server_ranks, shards, kvstore*,
-  // fusion_bytes, kv_pair_bytes, staleness.
+  // fusion_bytes, kv_pair_bytes, staleness, send_order, send_window_bytes.
   Options session;
 
   // Every check of the flags and their combinations that needs no data and no MPI, so a

@@ -51,6 +51,13 @@ struct Options {
   std::int64_t fusion_bytes = 2 << 20;
   // Largest KV pair; tensors are cut into pairs of at most this size.
   std::int64_t kv_pair_bytes = 2 << 20;
+  // The bandwidth manager: the order of this rank's outgoing messages ("priority": lower
+  // layers first, as the next forward pass needs them; "fifo"), its sending budget in
+  // bytes/s at the network interface (0: none), and the bytes handed to the network at once
+  // (0: no window, every send goes at once and the order hardly matters).
+  std::string send_order = "priority";
+  double max_bandwidth = 0;
+  std::int64_t send_window_bytes = 4 << 20;
   // Every blocking wait ends with a TimeoutError after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   // Bounded staleness (SSP) on the parameter server: a worker may run up to this many

@@ -21,6 +21,7 @@ class Timeline;
 class InformationBook;
 struct LayerPlan;
 struct PlatformRates;
+struct SendQueueStats;
 
 class Session {
  public:
@@ -66,6 +67,8 @@ class Session {
   std::vector<StateRecord> stateRecords();
   // The timeline this session records into, or null (Options::timeline).
   Timeline* timeline() const;
+  // What this rank's bandwidth manager did: messages sent over the network, their waits.
+  SendQueueStats sendQueueStats() const;
   // The allreduce layers' set-up in one line ("" if none, or on a rank that does not train).
   std::string collectiveSummary() const;
   // Digest of the state every worker replicates (SFB and allreduce layers, their momentum).

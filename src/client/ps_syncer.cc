@@ -47,7 +47,7 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
       std::memcpy(m.floats(), grads[kv.tensor] + kv.offset, static_cast<std::size_t>(kv.length) * sizeof(float));
       const int owner = book_.cluster().shardRank(kv.shard);
       if (owner != me) bytes_sent_ += m.wireBytes();
-      transport_.send(owner, std::move(m));
+      transport_.send(owner, std::move(m.setPriority(layer())));
     }
     const auto& tensors = book_.model().layers[layer()].tensors;
     for (std::size_t t = 0; t < grads.size(); ++t) std::memset(grads[t], 0, tensors[t].numel() * sizeof(float));
@@ -66,7 +66,7 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
     Message m = Message::makeExternal(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration, src,
                                       static_cast<std::size_t>(kv.length) * sizeof(float));
     bytes_sent_ += m.wireBytes();
-    sends_.push_back(transport_.send(owner, std::move(m)));
+    sends_.push_back(transport_.send(owner, std::move(m.setPriority(layer()))));
   }
 }
 
@@ -78,6 +78,7 @@ Message PsSyncer::packFactors(std::uint64_t iteration, const float* U, const flo
 void PsSyncer::SendFactors(std::uint64_t iteration, Message factors) {
   expect(iteration);
   grads_.clear();  // nothing of the engine's to clear: autograd computed no weight gradient
+  factors.setPriority(layer());
   std::vector<bool> sent(book_.cluster().ranks(), false);
   for (std::uint32_t key : keys_) {
     const int owner = book_.cluster().shardRank(book_.pair(key).shard);

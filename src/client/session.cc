@@ -10,6 +10,7 @@
 #include "checkpoint/state_file.h"
 #include "client/client.h"
 #include "comm/control_channel.h"
+#include "bandwidth/send_policy.h"
 #include "comm/transport.h"
 #include "common/fault.h"
 #include "common/digest.h"
@@ -90,7 +91,9 @@ struct Session::Impl {
   std::vector<std::vector<float*>> params;
   std::shared_ptr<Dispatch> dispatch = std::make_shared<Dispatch>();
   ControlChannel control;
-  std::unique_ptr<Timeline> timeline;  // before the components that record into it
+  // Before the components that record into it; shared with the transport, whose thread
+  // records each send's wait in the queue and may outlive the session.
+  std::shared_ptr<Timeline> timeline;
   std::unique_ptr<ParameterServer> server;
   // The shard's own values when it does not share the engine's memory (SSP, dropping).
   std::unordered_map<std::uint32_t, std::vector<float>> shard_values;
@@ -162,7 +165,9 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
   s.params = std::move(params);
   const int me = transport.rank();
-  if (options.timeline) s.timeline = std::make_unique<Timeline>(me);
+  if (options.timeline) s.timeline = std::make_shared<Timeline>(me);
+  transport.configure(SendPolicy{parseSendOrder(options.send_order, "send order"), options.max_bandwidth,
+                                 static_cast<std::size_t>(options.send_window_bytes), s.timeline});
 
   // Control messages flow from here on; the components that receive the other kinds are
   // created below, before the agreement check that every rank must pass before it sends any.
@@ -399,6 +404,7 @@ std::vector<StateRecord> Session::stateRecords() {
 }
 
 Timeline* Session::timeline() const { return impl_->timeline.get(); }
+SendQueueStats Session::sendQueueStats() const { return impl_->transport.sendStats(); }
 
 std::string Session::collectiveSummary() const {
   return impl_->client ? impl_->client->collectiveSummary() : "";

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "bandwidth/token_bucket.h"
 #include "comm/traffic.h"
 
 namespace poseidon {
@@ -41,14 +42,22 @@ class Communicator {
   // Each completed call adds what it moved from this rank (above) to `traffic`, the
   // transport's counters, so bytes per iteration include the collectives.
   void countInto(TrafficCounters* traffic) { traffic_ = traffic; }
+  // Each call first waits until the node's sending budget (the transport's) allows what it
+  // will send: a collective is not cut into the send queue's messages, but it keeps to the
+  // same budget on average.
+  void paceWith(TokenBucket* budget) { budget_ = budget; }
 
  protected:
   void counted(std::uint64_t bytes) {
     if (traffic_) traffic_->countCollective(bytes);
   }
+  void paced(std::uint64_t bytes, const FailureState* failure) {
+    if (budget_ != nullptr && bytes > 0) budget_->acquire(nicBytes(bytes), failure);
+  }
 
  private:
   TrafficCounters* traffic_ = nullptr;
+  TokenBucket* budget_ = nullptr;
 };
 
 }  // namespace poseidon

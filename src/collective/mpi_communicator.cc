@@ -55,6 +55,7 @@ void MpiCommunicator::wait(MPI_Request& request, const char* what) {
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
   MPI_Request request;
+  paced(allreduceBytesSent(count, size_), &failure_);
   check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_,
                        &request),
         "MPI_Iallreduce");
@@ -65,6 +66,7 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
 void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
   MPI_Request request;
+  paced(broadcastBytesSent(count, size_), &failure_);
   check(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, comm_, &request), "MPI_Ibcast");
   wait(request, "MPI_Ibcast");
   counted(broadcastBytesSent(count, size_));

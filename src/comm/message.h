@@ -68,10 +68,21 @@ class Message {
   // The same message in one buffer (a copy when external).
   Message toContiguous() const;
 
+  // How soon the receiver needs it, for the bandwidth manager's order (lower goes first;
+  // never on the wire): the layer's index for a layer's traffic, since the next forward
+  // pass needs the lower layers first; kUrgent for everything else (control messages).
+  static constexpr int kUrgent = -1;
+  int priority() const { return priority_; }
+  Message& setPriority(int priority) {
+    priority_ = priority;
+    return *this;
+  }
+
  private:
   std::shared_ptr<std::uint8_t[]> data_;  // header, and the payload when contiguous
   std::uint8_t* external_ = nullptr;
   std::size_t size_ = 0;  // header + payload
+  int priority_ = kUrgent;
 };
 
 }  // namespace poseidon

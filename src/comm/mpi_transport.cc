@@ -3,9 +3,11 @@
 #include <pthread.h>
 
 #include <chrono>
+#include <algorithm>
 #include <climits>
 
 #include "collective/mpi_communicator.h"
+#include "common/timeline.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -17,10 +19,13 @@ constexpr auto kMinBackoff = std::chrono::microseconds(20);
 constexpr auto kMaxBackoff = std::chrono::microseconds(500);
 // Poll interval while sends or receives are in flight.
 constexpr auto kInFlightPoll = std::chrono::microseconds(30);
+// What the budget lets go at once after a quiet period: one KV pair.
+constexpr double kBudgetBurstBytes = 2 << 20;
 }  // namespace
 
 MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes)
-    : comm_(mpi.comm()), thread_multiple_(mpi.threadMultiple()), rank_(mpi.rank()), size_(mpi.size()), max_payload_bytes_(max_payload_bytes) {
+    : comm_(mpi.comm()), thread_multiple_(mpi.threadMultiple()), rank_(mpi.rank()), size_(mpi.size()), max_payload_bytes_(max_payload_bytes),
+      budget_(std::make_unique<TokenBucket>(0, 0)) {
   POSEIDON_ENFORCE(max_payload_bytes_ + sizeof(MessageHeader) < static_cast<std::size_t>(INT_MAX),
                    "MPI counts are int: messages must stay under 2 GiB");
 }
@@ -39,6 +44,18 @@ bool MpiTransport::pastStopDeadline() {
   return stopping_ && std::chrono::steady_clock::now() >= stop_deadline_;
 }
 
+void MpiTransport::configure(const SendPolicy& policy) {
+  POSEIDON_ENFORCE(!thread_.joinable(), "the send policy is set before the transport starts");
+  policy_ = policy;
+  budget_ = std::make_unique<TokenBucket>(policy.max_bytes_per_s, kBudgetBurstBytes);
+  outbox_ = SendQueue<Outgoing>(policy.order);
+}
+
+SendQueueStats MpiTransport::sendStats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
 void MpiTransport::start(TransportCallbacks callbacks) {
   POSEIDON_ENFORCE(!thread_.joinable(), "transport started twice");
   traffic().resize(size_);
@@ -51,12 +68,15 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
     throw CommError(detail::cat("send to rank ", peer, " but the job has ", size_, " ranks"));
   }
   auto work = std::make_shared<Work>(detail::cat("MPI send to rank ", peer));
-  traffic().countSend(peer, message.wireBytes());
+  const std::size_t bytes = message.wireBytes();
+  const int priority = message.priority();
+  traffic().countSend(peer, bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_ENFORCE(!stopping_, "send after the transport stopped");
-    outbox_.push_back(Outgoing{peer, std::move(message), work});
+    outbox_.push(Outgoing{peer, std::move(message), work}, priority, bytes, peer != rank_, Clock::now());
     ++unsent_;
+    ++pushes_;
   }
   cv_.notify_one();
   return work;
@@ -71,21 +91,21 @@ std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::millise
   }
   auto comm = std::make_unique<MpiCommunicator>(comm_, timeout, failure);
   comm->countInto(&traffic());
+  comm->paceWith(budget_.get());
   return comm;
 }
 
 bool MpiTransport::settle(std::chrono::milliseconds limit) {
-  std::deque<Outgoing> dropped;
+  std::vector<SendQueue<Outgoing>::Entry> dropped;
   {
     std::unique_lock<std::mutex> lock(mu_);
     sent_cv_.wait_for(lock, limit, [&] { return unsent_ == 0 || loop_ended_; });
     if (unsent_ == 0) return true;
-    dropped.swap(outbox_);
+    dropped = outbox_.takeAll();
     unsent_ -= dropped.size();
-    if (unsent_ == 0) return true;  // nothing had reached the network yet
   }
   const auto error = std::make_exception_ptr(CommError("not sent: the session closed first"));
-  for (auto& out : dropped) out.work->markDone(error);
+  for (auto& e : dropped) e.item.work->markDone(error);
   std::lock_guard<std::mutex> lock(mu_);
   return unsent_ == 0;
 }
@@ -108,35 +128,60 @@ void MpiTransport::check(int rc, const char* call) {
   throw CommError(detail::cat(call, " failed on rank ", rank_, ": ", std::string(text, len)));
 }
 
+void MpiTransport::recordWait(const SendQueue<Outgoing>::Entry& e, Clock::time_point now) {
+  if (!e.network) return;
+  const double wait = std::chrono::duration<double>(now - e.queued).count();
+  ++stats_.messages;
+  stats_.wait_seconds += wait;
+  stats_.max_wait_seconds = std::max(stats_.max_wait_seconds, wait);
+  if (policy_.timeline != nullptr) {
+    policy_.timeline->span("send queue",
+                           e.priority == Message::kUrgent ? detail::cat("control to rank ", e.item.peer)
+                                                          : detail::cat("layer ", e.priority, " to rank ", e.item.peer),
+                           "bandwidth", e.queued, now);
+  }
+}
+
 bool MpiTransport::postSends() {
-  std::deque<Outgoing> batch;
+  std::vector<Outgoing> ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    batch.swap(outbox_);
-  }
-  for (auto& out : batch) {
-    MPI_Request req;
-    // The tag is the message type; the header inside the bytes carries the rest.
-    const int tag = static_cast<int>(out.message.type());
-    if (out.message.contiguous()) {
-      check(MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE, out.peer, tag, comm_, &req),
-            "MPI_Isend");
-    } else {
-      // Header and payload from where they are: one message on the wire, no copy here.
-      MPI_Aint where[2];
-      check(MPI_Get_address(out.message.headerBytes(), &where[0]), "MPI_Get_address");
-      check(MPI_Get_address(out.message.payload(), &where[1]), "MPI_Get_address");
-      const int lengths[2] = {static_cast<int>(sizeof(MessageHeader)), static_cast<int>(out.message.payloadBytes())};
-      MPI_Datatype type;
-      check(MPI_Type_create_hindexed(2, lengths, where, MPI_BYTE, &type), "MPI_Type_create_hindexed");
-      check(MPI_Type_commit(&type), "MPI_Type_commit");
-      check(MPI_Isend(MPI_BOTTOM, 1, type, out.peer, tag, comm_, &req), "MPI_Isend");
-      MPI_Type_free(&type);  // released by MPI once the send completes
+    pushes_seen_ = pushes_;
+    const auto now = Clock::now();
+    std::size_t in_flight = window_bytes_in_flight_;
+    while (auto e = outbox_.pop(in_flight, policy_.window_bytes, *budget_, now)) {
+      recordWait(*e, now);
+      e->item.window_bytes = e->network ? e->bytes : 0;
+      in_flight += e->item.window_bytes;
+      ready.push_back(std::move(e->item));
     }
-    requests_.push_back(req);
-    in_flight_.push_back(InFlight{true, std::move(out.message), std::move(out.work), nullptr, 0});
   }
-  return !batch.empty();
+  for (auto& out : ready) post(out);
+  return !ready.empty();
+}
+
+void MpiTransport::post(Outgoing& out) {
+  MPI_Request req;
+  // The tag is the message type; the header inside the bytes carries the rest.
+  const int tag = static_cast<int>(out.message.type());
+  if (out.message.contiguous()) {
+    check(MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE, out.peer, tag, comm_, &req),
+          "MPI_Isend");
+  } else {
+    // Header and payload from where they are: one message on the wire, no copy here.
+    MPI_Aint where[2];
+    check(MPI_Get_address(out.message.headerBytes(), &where[0]), "MPI_Get_address");
+    check(MPI_Get_address(out.message.payload(), &where[1]), "MPI_Get_address");
+    const int lengths[2] = {static_cast<int>(sizeof(MessageHeader)), static_cast<int>(out.message.payloadBytes())};
+    MPI_Datatype type;
+    check(MPI_Type_create_hindexed(2, lengths, where, MPI_BYTE, &type), "MPI_Type_create_hindexed");
+    check(MPI_Type_commit(&type), "MPI_Type_commit");
+    check(MPI_Isend(MPI_BOTTOM, 1, type, out.peer, tag, comm_, &req), "MPI_Isend");
+    MPI_Type_free(&type);  // released by MPI once the send completes
+  }
+  requests_.push_back(req);
+  window_bytes_in_flight_ += out.window_bytes;
+  in_flight_.push_back(InFlight{true, std::move(out.message), std::move(out.work), nullptr, out.window_bytes});
 }
 
 bool MpiTransport::probeReceives() {
@@ -179,6 +224,7 @@ bool MpiTransport::testInFlight() {
     if (f.is_send) {
       f.work->markDone();
       f.message = Message();
+      window_bytes_in_flight_ -= f.size;
       ++sent;
     } else {
       callbacks_.on_message(Message::decode(std::move(f.buffer), f.size, max_payload_bytes_));
@@ -234,7 +280,7 @@ void MpiTransport::progressLoop() {
         // sched_yield spin measured as fast (fcnet, 4 ranks on 2 cores) and leaves the
         // core to the ranks that compute.
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, kInFlightPoll, [&] { return !outbox_.empty() || stopping_; });
+        cv_.wait_for(lock, kInFlightPoll, [&] { return pushes_ != pushes_seen_ || stopping_; });
         continue;
       }
       std::unique_lock<std::mutex> lock(mu_);
@@ -242,10 +288,11 @@ void MpiTransport::progressLoop() {
       if (size_ == 1) {
         // Alone in the job: nothing can arrive that this rank did not send, so sleep until
         // it sends (polling here only takes cycles from the compute thread).
-        cv_.wait(lock, [&] { return !outbox_.empty() || stopping_; });
+        cv_.wait(lock, [&] { return pushes_ != pushes_seen_ || stopping_; });
         continue;
       }
-      cv_.wait_for(lock, backoff, [&] { return !outbox_.empty() || stopping_; });
+      // A queue held back by the budget is looked at again after the back-off too.
+      cv_.wait_for(lock, backoff, [&] { return pushes_ != pushes_seen_ || stopping_; });
       backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::microseconds>(kMaxBackoff));
     }
   } catch (...) {

@@ -5,6 +5,9 @@
 // races another. Other threads only enqueue. The thread spins (yielding) while transfers
 // are in flight and backs off to short sleeps when idle, because on an oversubscribed
 // machine a busy-polling rank steals the core its neighbours compute on.
+//
+// Sends wait in the bandwidth manager's queue (bandwidth/send_queue.h): the thread hands
+// MPI at most the policy's window of bytes at once, most urgent first, within the budget.
 #pragma once
 
 #include <mpi.h>
@@ -12,11 +15,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "bandwidth/send_queue.h"
+#include "bandwidth/token_bucket.h"
 #include "comm/mpi_context.h"
 #include "comm/transport.h"
 
@@ -30,6 +34,7 @@ class MpiTransport final : public Transport {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  void configure(const SendPolicy& policy) override;
   void start(TransportCallbacks callbacks) override;
   std::shared_ptr<Work> send(int peer, Message message) override;
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
@@ -39,6 +44,7 @@ class MpiTransport final : public Transport {
   // stalled or lost its link never takes them): MPI_Finalize would wait for them too.
   bool drained() const override { return !abandoned_; }
   bool settle(std::chrono::milliseconds limit) override;
+  SendQueueStats sendStats() const override;
   static constexpr std::chrono::seconds kDrainTimeout{10};
 
  private:
@@ -46,18 +52,22 @@ class MpiTransport final : public Transport {
     int peer;
     Message message;
     std::shared_ptr<Work> work;
+    std::size_t window_bytes = 0;  // what it takes of the window once handed to MPI
   };
+  using Clock = std::chrono::steady_clock;
   struct InFlight {
     bool is_send;
     Message message;                    // a send keeps its bytes alive until done
     std::shared_ptr<Work> work;         // sends only
     std::unique_ptr<std::uint8_t[]> buffer;  // receives only
-    std::size_t size = 0;
+    std::size_t size = 0;               // receives: bytes; sends: bytes counted in the window
   };
 
   void runLoop();
   void progressLoop();
   bool postSends();
+  void post(Outgoing& out);
+  void recordWait(const SendQueue<Outgoing>::Entry& e, std::chrono::steady_clock::time_point now);  // mu_ held
   bool probeReceives();
   bool testInFlight();
   bool pastStopDeadline();
@@ -70,9 +80,13 @@ class MpiTransport final : public Transport {
   const std::size_t max_payload_bytes_;
   TransportCallbacks callbacks_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Outgoing> outbox_;  // guarded by mu_
+  SendPolicy policy_;            // set before start()
+  std::unique_ptr<TokenBucket> budget_;  // shared with the collectives (thread-safe)
+  SendQueue<Outgoing> outbox_{SendOrder::kPriority};  // guarded by mu_
+  std::uint64_t pushes_ = 0;     // sends queued so far; guarded by mu_
+  SendQueueStats stats_;         // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
   std::chrono::steady_clock::time_point stop_deadline_;  // guarded by mu_
   std::size_t unsent_ = 0;       // sends queued or in flight; guarded by mu_
@@ -83,6 +97,8 @@ class MpiTransport final : public Transport {
   // Owned by the progress thread only.
   std::vector<MPI_Request> requests_;
   std::vector<InFlight> in_flight_;
+  std::size_t window_bytes_in_flight_ = 0;  // network sends handed to MPI, not yet done
+  std::uint64_t pushes_seen_ = 0;
   std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "bandwidth/send_policy.h"
 #include "comm/message.h"
 #include "comm/traffic.h"
 #include "comm/work.h"
@@ -31,6 +32,9 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
+  // How sends are scheduled (order, budget, window); before start(). A transport that does
+  // not schedule (the loopback one delivers at once) ignores it.
+  virtual void configure(const SendPolicy& /*policy*/) {}
   // Begins delivering incoming messages. Called once, before any send.
   virtual void start(TransportCallbacks callbacks) = 0;
   // Queues `message` for `peer` and returns at once; the handle completes when the bytes
@@ -51,6 +55,9 @@ class Transport {
   // or shard memory, which must not be freed under it. False: some sends are still with
   // the network, and the memory they read must stay valid until the job ends.
   virtual bool settle(std::chrono::milliseconds /*limit*/) { return true; }
+
+  // What the send queue did so far (messages, their waits).
+  virtual SendQueueStats sendStats() const { return {}; }
 
   // Byte counters, per peer and per traffic class.
   TrafficCounters& traffic() { return traffic_; }

@@ -168,8 +168,9 @@ void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
   const int me = transport_.rank();
   // Sent from the shard's values themselves to every remote worker; apply() waits for these
   // sends before the pair's next step changes the values.
-  const Message fresh = Message::makeExternal(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration,
-                                              shard_.values(key), static_cast<std::size_t>(kv.length) * sizeof(float));
+  Message fresh = Message::makeExternal(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration,
+                                        shard_.values(key), static_cast<std::size_t>(kv.length) * sizeof(float));
+  fresh.setPriority(kv.layer);  // the next forward needs the lower layers first
   auto& sends = sends_[key];
   for (int w = 0; w < cluster.workers(); ++w) {
     if (w == me && !local_by_message_) continue;

@@ -46,6 +46,7 @@ Message SfbSyncer::pack(std::uint64_t iteration, const float* U, const float* V,
 
 void SfbSyncer::Send(std::uint64_t iteration, Message factors) {
   const int me = transport_.rank();
+  factors.setPriority(layer());
   for (int w : workers_) {
     if (w == me) continue;
     transport_.send(w, factors);
