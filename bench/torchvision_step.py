@@ -7,6 +7,7 @@ bench/papers_models.py that runs inside each job. Systems:
   ddp-fp16      DDP with the fp16 compression hook
   ddp-powersgd  DDP with PowerSGD (rank 4; one bucket, which gloo needs for it)
   poseidon      poseidon.DistributedModel, scheme --scheme (server-side SGD)
+  poseidon-fifo the same with the bandwidth manager's FIFO order instead of priority
   compute       no communication at all: the compute ceiling
 """
 import argparse
@@ -20,7 +21,7 @@ import torchvision
 
 from common import timed_steps
 
-SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
+SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-fifo", "compute")
 
 
 def build(name):
@@ -39,10 +40,11 @@ def wrap(system, net, optimizer, a):
     rank, size = rank_and_size()
     if system == "compute":
         return net
-    if system == "poseidon":
+    if system in ("poseidon", "poseidon-fifo"):
         import poseidon
         poseidon.init()
-        return poseidon.DistributedModel(net, optimizer, scheme=a.scheme)
+        return poseidon.DistributedModel(net, optimizer, scheme=a.scheme,
+                                         send_order="fifo" if system == "poseidon-fifo" else "priority")
     addr = os.environ.get("LAB_MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{a.port}", rank=rank, world_size=size)
     if system == "ddp-powersgd":
@@ -79,7 +81,7 @@ def main():
     y = torch.randint(0, 1000, (a.batch,), generator=g)
     times = timed_steps(model, optimizer, x, y, a.iterations)
     sent = 0.0
-    if a.system == "poseidon":
+    if a.system.startswith("poseidon"):
         model.synchronize()
         sent = model.bytes_sent() / a.iterations
         model.close()

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <numeric>
 
 namespace poseidon::app {
 
@@ -14,6 +15,7 @@ double median(std::vector<double> v) {
 
 void setThroughput(TrainReport& r, const std::vector<double>& iter_seconds, int workers, std::int64_t batch) {
   r.s_per_iter_median = median(iter_seconds);
+  r.s_per_iter_mean = iter_seconds.empty() ? 0 : std::accumulate(iter_seconds.begin(), iter_seconds.end(), 0.0) / iter_seconds.size();
   r.images_per_s = r.s_per_iter_median > 0 ? workers * batch / r.s_per_iter_median : 0;
 }
 
@@ -34,6 +36,7 @@ std::string toJson(const TrainReport& r) {
   j["lr"] = r.lr;
   j["iterations"] = r.iterations;
   j["s_per_iter_median"] = r.s_per_iter_median;
+  j["s_per_iter_mean"] = r.s_per_iter_mean;
   j["images_per_s"] = r.images_per_s;
   j["train_loss"] = r.train_loss;
   j["test_accuracy"] = r.test_accuracy ? nlohmann::ordered_json(*r.test_accuracy) : nlohmann::ordered_json(nullptr);

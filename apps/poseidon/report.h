@@ -34,6 +34,7 @@ struct TrainReport {
   double lr = 0;
   std::int64_t iterations = 0;
   double s_per_iter_median = 0;
+  double s_per_iter_mean = 0;  // rates over the whole run (bytes / time) need the mean
   double images_per_s = 0;
   double train_loss = 0;
   std::optional<double> test_accuracy;

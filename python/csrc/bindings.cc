@@ -17,6 +17,7 @@
 #include "checkpoint/checkpointer.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
+#include "coordinator/units.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
 #include "comm/transport.h"
@@ -163,6 +164,8 @@ void checkRoot(const Runtime& runtime, int root) {
 }
 
 void bindCollectives(py::module_& m) {
+  // "200mbit", "1gbit", "125MB" or bytes/s: the CLI's reader, so both take the same words.
+  m.def("parse_bandwidth", [](const std::string& text, const std::string& what) { return parseBandwidth(text, what); });
   m.def("broadcast_tensor_", [](const Runtime& runtime, torch::Tensor t, int root) {
     checkRoot(runtime, root);
     if (!t.is_contiguous() || !t.device().is_cpu()) throw InputError("broadcast: a contiguous CPU tensor only");
@@ -234,6 +237,9 @@ void bindOptions(py::module_& m) {
       .def_readwrite("kvstore", &Options::kvstore)
       .def_readwrite("fusion_bytes", &Options::fusion_bytes)
       .def_readwrite("kv_pair_bytes", &Options::kv_pair_bytes)
+      .def_readwrite("send_order", &Options::send_order)
+      .def_readwrite("max_bandwidth", &Options::max_bandwidth)
+      .def_readwrite("send_window_bytes", &Options::send_window_bytes)
       .def_readwrite("timeout", &Options::timeout)
       .def_readwrite("staleness", &Options::staleness)
       .def_readwrite("straggler_timeout", &Options::straggler_timeout)

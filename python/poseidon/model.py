@@ -77,6 +77,9 @@ class DistributedModel(torch.nn.Module):
         option); the step equals one on the concatenated batch.
     fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
     staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
+    send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
+        "priority" order (lower layers first, as the next forward needs them) or "fifo";
+        a sending budget such as "200mbit" (or bytes/s; 0 or None: none).
     timeout: seconds any wait may take before it fails naming what it waited for.
     checkpoint_dir, checkpoint_every: save the whole job in this folder every N steps.
     resume: True (from checkpoint_dir) or a folder: continue from its newest checkpoint;
@@ -87,7 +90,7 @@ class DistributedModel(torch.nn.Module):
 
     def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
                  buffers="broadcast", backward_passes_per_step=1, fusion_bytes=2 << 20, kvstore="concurrent",
-                 kv_pair_bytes=2 << 20, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
+                 kv_pair_bytes=2 << 20, send_order="priority", max_bandwidth=None, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
                  wfbp=True, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None,
                  checkpoint_every=0, resume=False, checkpoint_objects=()):
         super().__init__()
@@ -101,6 +104,7 @@ class DistributedModel(torch.nn.Module):
         _check_choice("mode", mode, MODES)
         _check_choice("cost_model", cost_model, ("bytes", "time"))
         _check_choice("buffers", buffers, BUFFERS)
+        _check_choice("send_order", send_order, ("priority", "fifo"))
         if int(backward_passes_per_step) < 1:
             raise ValueError(f"backward_passes_per_step must be at least 1, not {backward_passes_per_step}")
         self._runtime = runtime.runtime()
@@ -162,6 +166,11 @@ class DistributedModel(torch.nn.Module):
         o.backward_passes_per_step = int(a["backward_passes_per_step"])
         o.fusion_bytes, o.kvstore, o.kv_pair_bytes = int(a["fusion_bytes"]), a["kvstore"], int(a["kv_pair_bytes"])
         o.staleness = int(a["staleness"])
+        o.send_order = a["send_order"]
+        budget = a["max_bandwidth"]
+        o.max_bandwidth = _C.parse_bandwidth(budget, "max_bandwidth") if isinstance(budget, str) else float(budget or 0)
+        if 0 < o.max_bandwidth < 125e3 or o.max_bandwidth < 0:
+            raise ValueError(f"max_bandwidth={budget!r} is under 1mbit: give a rate such as '200mbit' (or bytes/s)")
         o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
         o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
         o.timeline, o.wfbp = bool(a["timeline"]), bool(a["wfbp"])

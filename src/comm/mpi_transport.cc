@@ -134,11 +134,11 @@ void MpiTransport::recordWait(const SendQueue<Outgoing>::Entry& e, Clock::time_p
   ++stats_.messages;
   stats_.wait_seconds += wait;
   stats_.max_wait_seconds = std::max(stats_.max_wait_seconds, wait);
-  if (policy_.timeline != nullptr) {
-    policy_.timeline->span("send queue",
-                           e.priority == Message::kUrgent ? detail::cat("control to rank ", e.item.peer)
-                                                          : detail::cat("layer ", e.priority, " to rank ", e.item.peer),
-                           "bandwidth", e.queued, now);
+  // Layer traffic only: control messages are start-up and between-epoch chatter, much of
+  // it before the timeline's origin.
+  if (policy_.timeline != nullptr && e.priority != Message::kUrgent) {
+    policy_.timeline->span("send queue", detail::cat("layer ", e.priority, " to rank ", e.item.peer), "bandwidth",
+                           e.queued, now);
   }
 }
 

@@ -635,6 +635,58 @@ def case_np3_ssp_bound(args):
                                       "--scheme", "ps", "--staleness", "-1"], "--staleness")
 
 
+def case_np3_bandwidth_manager(args):
+    # The bandwidth manager changes when bytes leave, never what arrives: priority order,
+    # FIFO, no window and a sending budget all end with the same parameters. Its queue is
+    # reported; bad settings are one-line errors.
+    common = ["--model", "mlp", "--iterations", "6", "--synthetic", "--no-eval", "--json", "--seed", "9"]
+    for scheme in ["ps", "auto"]:
+        base, _ = train(args, 3, common + ["--scheme", scheme])
+        q = base["send_queue"]
+        check(q["order"] == "priority" and q["messages"] > 0 and q["max_bandwidth_bytes_per_s"] == 0, q)
+        check(0 <= q["wait_ms_mean"] <= q["wait_ms_max"], q)
+        for extra in (["--send-order", "fifo"], ["--send-window", "0"], ["--send-window", "1"],
+                      ["--max-bandwidth", "400mbit"]):
+            r, _ = train(args, 3, common + ["--scheme", scheme] + extra)
+            check(r["param_digest"] == base["param_digest"],
+                  f"{scheme} {' '.join(extra)}: digest {r['param_digest']}, without it {base['param_digest']}")
+            print(f"{scheme} {' '.join(extra)}: digest equal, queue {r['send_queue']}")
+        check(r["send_queue"]["max_bandwidth_bytes_per_s"] == 50e6, r["send_queue"])
+    bad = mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic"]
+    expect_failure(args, bad + ["--send-order", "lifo"], "'priority' or 'fifo'")
+    expect_failure(args, bad + ["--max-bandwidth", "200"], "under 1mbit")
+    expect_failure(args, bad + ["--max-bandwidth", "fast"], "--max-bandwidth")
+    expect_failure(args, bad + ["--send-window", "-1"], "--send-window")
+
+
+def case_lab_max_bandwidth(args):
+    # A budget of 20mbit on a 1gbit lab link: each rank's NIC sends at most 5% over it
+    # during training (the bytes of a 12-iteration run minus those of a 2-iteration one,
+    # over the extra training time), and the parameters equal a run without the budget.
+    if not lab_possible(args):
+        return
+    budget = 20e6 / 8
+    common = ["--model", "mlp", "--synthetic", "--no-eval", "--json", "--scheme", "ps", "--seed", "5"]
+    runs = {}
+    for iterations, extra in ((2, ["--max-bandwidth", "20mbit"]), (12, ["--max-bandwidth", "20mbit"]), (12, [])):
+        cmd = [args.poseidon, "lab", "--ranks", "3", "--bandwidth", "1gbit", "--", "poseidon", "train",
+               "--iterations", str(iterations)] + common + extra
+        rc, out, err, secs = run(cmd, 300)
+        check(rc == 0, f"exit {rc}\n{out[-1500:]}\n{err[-1500:]}")
+        m = re.search(r"bytes sent at each rank's NIC: ([0-9 -]+)", err)
+        check(m, err[-1500:])
+        runs[(iterations, bool(extra))] = (json.loads(out.strip().splitlines()[-1]), [int(x) for x in m.group(1).split()])
+    (short, nic_short), (long_, nic_long) = runs[(2, True)], runs[(12, True)]
+    seconds = long_["s_per_iter_mean"] * 12 - short["s_per_iter_mean"] * 2
+    rates = [(b - a) / seconds for a, b in zip(nic_short, nic_long)]
+    print(f"budget 20mbit: ranks sent {', '.join(f'{r * 8 / 1e6:.1f}' for r in rates)} mbit/s at their NICs "
+          f"over {seconds:.1f} s of training")
+    check(max(rates) <= 1.05 * budget, f"a rank sent {max(rates) * 8 / 1e6:.1f} mbit/s under a 20mbit budget")
+    check(min(rates) >= 0.5 * budget, f"the budget held a rank to {min(rates) * 8 / 1e6:.1f} mbit/s: is it binding?")
+    free = runs[(12, False)][0]
+    check(long_["param_digest"] == free["param_digest"], (long_["param_digest"], free["param_digest"]))
+
+
 def lab_namespaces():
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return {l.split()[0] for l in out.splitlines() if l.startswith("psd")}

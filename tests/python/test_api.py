@@ -97,6 +97,15 @@ def test_bad_input_is_one_clear_error():
         poseidon.DistributedModel(net, torch.optim.Adam(net.parameters()), mode="server")
     with pytest.raises(TypeError, match="optimizer"):
         poseidon.DistributedModel(net, None)
+    with pytest.raises(ValueError, match="send_order='lifo'"):
+        poseidon.DistributedModel(net, optimizer, send_order="lifo")
+    with pytest.raises(ValueError, match="max_bandwidth"):
+        poseidon.DistributedModel(net, optimizer, max_bandwidth="fast")
+    with pytest.raises(ValueError, match="under 1mbit"):
+        poseidon.DistributedModel(net, optimizer, max_bandwidth=200)
+    budgeted = poseidon.DistributedModel(net, optimizer, send_order="fifo", max_bandwidth="200mbit")
+    assert budgeted.options.max_bandwidth == 25e6 and budgeted.options.send_order == "fifo"
+    budgeted.close()
     model = poseidon.DistributedModel(net, optimizer)
     with pytest.raises(ValueError, match="already wrapped"):
         poseidon.DistributedModel(net, optimizer)

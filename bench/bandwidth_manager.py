@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Issue 13's benchmark of the bandwidth manager, in the lab (needs root). Two parts:
+
+budget  `--max-bandwidth` on a faster link: each rank's sending rate during training,
+        measured at its NIC (the kernel's counters, the lab prints them): the bytes of a
+        long run minus those of a short one (set-up cancels) over the long run's extra
+        training time (JSON s_per_iter_mean). The parameter digest must equal a run
+        without the budget. fcnet, `poseidon train`, every rank its own node.
+order   priority vs FIFO (`--send-order`), alternated in each round with the compute
+        ceiling (as many plain processes as ranks, no communication): images/s, medians
+        of --repeats rounds, and each order against the bound max(compute-only time,
+        bytes sent per rank per iteration / link rate). fcnet and convnet through the
+        CLI; torchvision models (alexnet, vgg19, resnet50, googlenet) through
+        bench/torchvision_step.py and the Python package.
+
+  sudo bench/bandwidth_manager.py budget --budget 200mbit --link 1gbit
+  sudo bench/bandwidth_manager.py order --models fcnet,alexnet --link 1gbit --repeats 3
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+from common import ENV, POSEIDON, ROOT, machine, median
+from suite import compute_ceiling
+
+PY = "/usr/bin/python3"
+STEP = os.path.join(ROOT, "bench/torchvision_step.py")
+SIZES = {"alexnet": 63, "vgg19": 32, "resnet50": 32, "googlenet": 32}
+CLI_MODELS = ("fcnet", "convnet")
+
+
+def rate_of(text):
+    m = re.fullmatch(r"([0-9.]+)(gbit|mbit)", text)
+    if not m:
+        raise SystemExit(f"write a rate as 1gbit or 200mbit, not {text}")
+    return float(m.group(1)) * (1e9 if m.group(2) == "gbit" else 1e6) / 8
+
+
+def lab_run(a, ranks, link, job, timeout=3600):
+    """Runs `job` in a lab; returns (its JSON line, bytes sent at each rank's NIC)."""
+    cmd = [a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", link, "--"] + job
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
+    m = re.search(r"bytes sent at each rank's NIC: ([0-9 -]+)", p.stderr)
+    nic = [int(x) for x in m.group(1).split()] if m else []
+    return json.loads(p.stdout.strip().splitlines()[-1]), nic
+
+
+def train_job(model, iterations, extra):
+    return ["poseidon", "train", "--model", model, "--synthetic", "--no-eval", "--json",
+            "--iterations", str(iterations)] + extra
+
+
+def budget(a):
+    extra = ["--scheme", a.scheme, "--max-bandwidth", a.budget]
+    short, nic_short = lab_run(a, a.ranks, a.link, train_job("fcnet", a.short, extra))
+    long_, nic_long = lab_run(a, a.ranks, a.link, train_job("fcnet", a.long, extra))
+    free, _ = lab_run(a, a.ranks, a.link, train_job("fcnet", a.long, ["--scheme", a.scheme]))
+    seconds = long_["s_per_iter_mean"] * a.long - short["s_per_iter_mean"] * a.short
+    limit = rate_of(a.budget)
+    print(f"# budget {a.budget} on a {a.link} link, {a.ranks} ranks, fcnet --scheme {a.scheme}; {machine()}")
+    print(f"Made by: sudo bench/bandwidth_manager.py {' '.join(sys.argv[1:])}")
+    worst = 0.0
+    for r, (b0, b1) in enumerate(zip(nic_short, nic_long)):
+        rate = (b1 - b0) / seconds
+        worst = max(worst, rate)
+        print(f"rank {r}: {(b1 - b0) / 1e6:.1f} MB at the NIC in {seconds:.2f} s of training: "
+              f"{rate * 8 / 1e6:.1f} mbit/s ({rate / limit:.3f} of the budget)")
+    print(f"without the budget: {free['s_per_iter_mean']:.3f} s/iter; with it: {long_['s_per_iter_mean']:.3f} s/iter")
+    same = long_["param_digest"] == free["param_digest"]
+    print(f"digest with the budget {long_['param_digest']}, without {free['param_digest']}: "
+          f"{'equal' if same else 'DIFFERENT'}")
+    print(f"queue: {long_['send_queue']}")
+    print(f"highest rank rate {worst * 8 / 1e6:.1f} mbit/s against the budget's {limit * 8 / 1e6:.0f} "
+          f"(target <= {1.05 * limit * 8 / 1e6:.0f}): {'met' if worst <= 1.05 * limit and same else 'MISSED'}")
+
+
+def order_run(a, model, system):
+    """images/s and bytes sent per rank per iteration of one system ('priority', 'fifo', 'compute')."""
+    if model in CLI_MODELS:
+        if system == "compute":
+            # The ceiling: every rank a plain process at once, no communication.
+            runs = compute_ceiling([a.poseidon, "train", "--baseline", "--model", model, "--synthetic", "--no-eval",
+                                    "--json", "--iterations", str(a.iterations)], a.ranks)
+            return a.ranks * 32 / max(j["s_per_iter_median"] for j in runs), 0.0
+        j, _ = lab_run(a, a.ranks, a.link, train_job(model, a.iterations, ["--scheme", a.scheme, "--send-order", system]))
+        return j["images_per_s"], j["bytes_sent_per_iter"]
+    step_system = {"priority": "poseidon", "fifo": "poseidon-fifo", "compute": "compute"}[system]
+    job = [PY, STEP, "--system", step_system,
+           "--model", model, "--image-size", str(SIZES[model]), "--iterations", str(a.iterations), "--scheme", a.scheme]
+    j, _ = lab_run(a, a.ranks, a.link, job)
+    return j["images_per_s"], j.get("bytes_sent_per_iter", 0.0)
+
+
+def order(a):
+    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
+    link = rate_of(a.link)
+    print(f"# priority vs FIFO, {a.ranks} ranks, {a.link} per rank, scheme {a.scheme}, {a.repeats} rounds; {machine()}")
+    print(f"Made by: sudo bench/bandwidth_manager.py {' '.join(sys.argv[1:])}")
+    print("| model | priority images/s | fifo images/s | priority / fifo (paired) | compute images/s | bound | "
+          "priority of bound | fifo of bound |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model in a.models.split(","):
+        seen = {"priority": [], "fifo": [], "compute": []}
+        sent = []
+        for r in range(a.repeats):
+            for system in ("priority", "fifo", "compute"):
+                ips, b = order_run(a, model, system)
+                seen[system].append(ips)
+                if system != "compute":
+                    sent.append(b)
+                print(f"{model} round {r + 1} {system:8s} {ips:.2f} images/s", file=sys.stderr, flush=True)
+        pri, fifo, comp = (median(seen[s]) for s in ("priority", "fifo", "compute"))
+        paired = median([p / f for p, f in zip(seen["priority"], seen["fifo"])])
+        bound = a.ranks * 32 / max(a.ranks * 32 / comp, median(sent) / link)
+        print(f"| {model} | {pri:.2f} | {fifo:.2f} | {paired:.3f} | {comp:.2f} | {bound:.2f} | {pri / bound:.2f} | "
+              f"{fifo / bound:.2f} |", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=("budget", "order"))
+    ap.add_argument("--link", default="1gbit")
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--scheme", default="auto")
+    ap.add_argument("--budget", default="200mbit")
+    ap.add_argument("--short", type=int, default=3, help="budget: iterations of the short run")
+    ap.add_argument("--long", type=int, default=13, help="budget: iterations of the long run")
+    ap.add_argument("--models", default="fcnet,alexnet")
+    ap.add_argument("--iterations", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--poseidon", default=POSEIDON)
+    a = ap.parse_args()
+    budget(a) if a.part == "budget" else order(a)
+
+
+if __name__ == "__main__":
+    main()
