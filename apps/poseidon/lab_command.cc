@@ -51,7 +51,14 @@ std::string self() {
 CLI::App* addLabCommand(CLI::App& app, LabOptions& o) {
   auto* cmd = app.add_subcommand(
       "lab", "Run an mpirun job with each rank behind its own capped network link (needs root)");
-  cmd->add_option("--ranks", o.ranks, "Ranks, each in its own network namespace")->capture_default_str();
+  cmd->add_option("--ranks", o.ranks, "Ranks, each in its own network namespace")
+      ->capture_default_str()
+      ->each([&o](const std::string&) { o.ranks_given = true; });
+  cmd->add_option("--nodes", o.nodes,
+                  "Nodes instead: each a namespace behind one link, with --ranks-per-node ranks inside (they find "
+                  "their node in POSEIDON_NODE; train with --devices-per-node host to aggregate inside nodes)");
+  cmd->add_option("--ranks-per-node", o.ranks_per_node, "With --nodes: ranks sharing each node's link")
+      ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Each rank's link rate, both directions, e.g. 1gbit, 10gbit, 100mbit")
       ->capture_default_str();
   cmd->add_option("--latency", o.latency, "Delay added to each rank's link, e.g. 1ms (default: none)");
@@ -71,17 +78,33 @@ int runLab(const LabOptions& o) {
   std::vector<std::string> command = o.command;
   if (command[0] == "poseidon") command[0] = self();
 
-  Lab lab(o.ranks, rate, delay_ms);
-  std::printf("poseidon lab: %d ranks, each behind its own %s link%s (namespaces %s*, subnet %s)\n", o.ranks,
+  if (o.nodes < 0 || o.ranks_per_node < 1 || (o.nodes == 0 && o.ranks_per_node != 1)) {
+    throw InputError("--ranks-per-node goes with --nodes N (N >= 1) and must be at least 1");
+  }
+  const int per_node = o.nodes > 0 ? o.ranks_per_node : 1;
+  const int links = o.nodes > 0 ? o.nodes : o.ranks;
+  const int ranks = links * per_node;
+  if (o.nodes > 0 && o.ranks_given && o.ranks != ranks) {
+    throw InputError(detail::cat("--ranks ", o.ranks, " but --nodes ", o.nodes, " x --ranks-per-node ", per_node, " is ",
+                                 ranks, "; give one or the other"));
+  }
+  if (ranks > 250) throw InputError("use at most 250 ranks in the lab");
+  Lab lab(links, rate, delay_ms);
+  const std::string who = per_node > 1 ? detail::cat(links, " nodes of ", per_node, " ranks") : detail::cat(links, " ranks");
+  std::printf("poseidon lab: %s, each behind its own %s link%s (namespaces %s*, subnet %s)\n", who.c_str(),
               o.bandwidth.c_str(), delay_ms > 0 ? detail::cat(" with ", o.latency, " delay").c_str() : "",
               lab.rankPrefix().c_str(), lab.subnet().c_str());
   std::fflush(stdout);
 
-  // mpirun runs in the hub; each rank enters its own namespace through `ip netns exec`.
-  std::vector<std::string> argv = {"ip", "netns", "exec", lab.hub(), "mpirun", "-np", std::to_string(o.ranks),
-                                   "--oversubscribe", "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include",
-                                   lab.subnet(), "--mca", "oob_tcp_if_include", lab.subnet(), "/bin/sh", "-c",
-                                   "exec ip netns exec \"$0$OMPI_COMM_WORLD_RANK\" \"$@\"", lab.rankPrefix()};
+  // mpirun runs in the hub; each rank enters its node's namespace through `ip netns exec`
+  // (a node: the ranks rank / D; flat, D = 1). Ranks of one node talk over its loopback.
+  std::vector<std::string> argv = {
+      "ip", "netns", "exec", lab.hub(), "mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--mca", "btl",
+      "tcp,self", "--mca", "btl_tcp_if_include", lab.subnet(), "--mca",
+      "oob_tcp_if_include", lab.subnet(), "/bin/sh", "-c",
+      detail::cat("POSEIDON_NODE=$((OMPI_COMM_WORLD_RANK / ", per_node,
+                  ")); export POSEIDON_NODE; exec ip netns exec \"$0$POSEIDON_NODE\" \"$@\""),
+      lab.rankPrefix()};
   argv.insert(argv.end(), command.begin(), command.end());
 
   // Ranks in other namespaces must reach the PMIx server in the hub over the subnet.
@@ -124,8 +147,8 @@ int runLab(const LabOptions& o) {
   sigaction(SIGHUP, &old_hup, nullptr);
   // What crossed each link: the measured side of every bytes-per-iteration figure.
   std::string sent;
-  for (int r = 0; r < o.ranks; ++r) sent += detail::cat(" ", lab.bytesSent(r));
-  std::fprintf(stderr, "poseidon lab: bytes sent at each rank's NIC:%s\n", sent.c_str());
+  for (int r = 0; r < links; ++r) sent += detail::cat(" ", lab.bytesSent(r));
+  std::fprintf(stderr, "poseidon lab: bytes sent at each %s's NIC:%s\n", per_node > 1 ? "node" : "rank", sent.c_str());
   lab.tearDown();
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code != 0) std::fprintf(stderr, "poseidon lab: the job exited with status %d; the lab is removed\n", code);

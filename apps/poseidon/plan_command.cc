@@ -79,6 +79,11 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--workers", o.workers, "P1, the number of workers")->capture_default_str();
   cmd->add_option("--servers", o.servers, "P2, parameter-server shards (0: one per worker, co-located)");
   cmd->add_option("--batch", o.batch, "K, examples per worker per iteration")->capture_default_str();
+  cmd->add_option("--nodes", o.nodes,
+                  "The devices level: P1 = this many nodes (replaces --workers), each summing or stacking its "
+                  "--devices-per-node devices' share before the exchange");
+  cmd->add_option("--devices-per-node", o.devices_per_node, "With --nodes: devices (ranks) per node; K per node is "
+                  "this times --batch")->capture_default_str();
   cmd->add_option("--cost-model", o.cost_model, "bytes (the paper's rule) or time (needs --bandwidth and --gflops)")
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
@@ -87,7 +92,17 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
   return cmd;
 }
 
-int runPlan(const PlanOptions& o) {
+int runPlan(const PlanOptions& given) {
+  if (given.nodes < 0 || given.devices_per_node < 1 || (given.nodes == 0 && given.devices_per_node != 1)) {
+    throw InputError("--devices-per-node goes with --nodes N (N >= 1) and must be at least 1");
+  }
+  if (given.nodes > 0 && given.servers != 0) throw InputError("--nodes puts a shard on every node: drop --servers");
+  // A node is one worker of the exchange with its devices' whole batch (planForNodes).
+  PlanOptions o = given;
+  if (o.nodes > 0) {
+    o.workers = o.nodes;
+    o.batch *= o.devices_per_node;
+  }
   if (o.workers < 1) throw InputError("--workers must be at least 1");
   if (o.batch < 1) throw InputError("--batch must be at least 1");
   if (o.servers < 0) throw InputError("--servers must not be negative");
@@ -112,9 +127,11 @@ int runPlan(const PlanOptions& o) {
   double ps_total = 0, sfb_total = 0, adam_total = 0, chosen_total = 0, chosen_s = 0;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   if (!o.json) {
-    std::printf("plan: %s, P1 = %d workers, P2 = %d server shards (%s), K = %lld per worker, cost model %s%s%s\n",
-                model.name.c_str(), o.workers, servers, o.servers == 0 ? "co-located" : "separate", o.batch,
-                costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
+    const std::string who = o.nodes > 0 ? detail::cat("P1 = ", o.nodes, " nodes x ", o.devices_per_node, " devices")
+                                        : detail::cat("P1 = ", o.workers, " workers");
+    std::printf("plan: %s, %s, P2 = %d server shards (%s), K = %lld per %s, cost model %s%s%s\n", model.name.c_str(),
+                who.c_str(), servers, o.servers == 0 ? "co-located" : "separate", o.batch,
+                o.nodes > 0 ? "node" : "worker", costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
     std::printf("%-8s %-5s %13s %12s %14s %14s %14s %14s %-9s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
                 "sfb_floats", "adam_floats", "ar_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
   }
@@ -175,6 +192,10 @@ int runPlan(const PlanOptions& o) {
     nlohmann::ordered_json j;
     j["model"] = model.name;
     j["workers"] = o.workers;
+    if (o.nodes > 0) {
+      j["nodes"] = o.nodes;
+      j["devices_per_node"] = o.devices_per_node;
+    }
     j["servers"] = servers;
     j["colocated"] = o.servers == 0;
     j["batch"] = o.batch;

@@ -14,6 +14,8 @@ struct PlanOptions {
   std::vector<std::string> layers;  // "MxN", repeatable
   int workers = 8;
   int servers = 0;  // 0: as many as workers (co-located)
+  int nodes = 0;    // the devices level: P1 = nodes, K = devices_per_node * batch (0: flat)
+  int devices_per_node = 1;
   long long batch = 32;
   std::string cost_model = "bytes";
   std::string bandwidth;

@@ -92,6 +92,11 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "Bandwidth manager: bytes handed to the network at once; the rest waits in priority order "
                   "(0: no window)")
       ->capture_default_str();
+  cmd->add_option("--devices-per-node", o.devices_per_node,
+                  "The devices level: this many consecutive ranks form a node, whose gradients (or factors) are "
+                  "summed (or stacked) inside it before its first rank alone crosses the network; host: the ranks "
+                  "of one host ($POSEIDON_NODE, else the host name); 1: flat, every rank on the network")
+      ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.session.kv_pair_bytes, "Largest KV pair the parameters are cut into")
       ->capture_default_str();
   cmd->add_option("--timeout", o.timeout_s, "Seconds any wait for a peer may last before the job fails")

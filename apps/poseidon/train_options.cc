@@ -37,6 +37,22 @@ void requireOneProcess() {
   }
 }
 
+// "host" (0: group ranks by host) or a whole number of ranks per node, at least 1.
+int parseDevicesPerNode(const std::string& text) {
+  if (text == "host") return 0;
+  std::size_t used = 0;
+  int d = 0;
+  try {
+    d = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || d < 1) {
+    throw InputError(detail::cat("--devices-per-node ", text, ": give a number of ranks per node (1: flat) or host"));
+  }
+  return d;
+}
+
 }  // namespace
 
 void TrainOptions::validate() const {
@@ -66,6 +82,7 @@ void TrainOptions::validate() const {
     throw InputError(detail::cat("--max-bandwidth ", max_bandwidth, " is under 1mbit; write the unit, e.g. 200mbit"));
   }
   if (gflops < 0) throw InputError("--gflops must be positive");
+  parseDevicesPerNode(devices_per_node);
   parseSchemeMode(session.scheme);  // a bad name fails here, before any data is read
   parseCostRule(session.cost_model);
   requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
@@ -101,6 +118,7 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   if (!bandwidth.empty()) o.bandwidth = parseBandwidth(bandwidth, "--bandwidth");
   if (!max_bandwidth.empty()) o.max_bandwidth = parseBandwidth(max_bandwidth, "--max-bandwidth");
   o.gemm_flops = gflops * 1e9;
+  o.devices_per_node = parseDevicesPerNode(devices_per_node);
   o.lr_decay_iterations = lr_schedule == "linear" ? total : 0;
   o.timeline = !timeline.empty() || !profile_out.empty();
   return o;

@@ -58,6 +58,11 @@ struct Options {
   std::string send_order = "priority";
   double max_bandwidth = 0;
   std::int64_t send_window_bytes = 4 << 20;
+  // The 2015 paper's devices level: ranks of one node (a machine, one rank per device)
+  // aggregate first and only the node's first rank crosses the network. 1: flat, every
+  // rank on its own; D > 1: ranks 0..D-1 are node 0, D..2D-1 node 1, ...; 0: ranks on the
+  // same host ($POSEIDON_NODE, else the host name) form a node.
+  int devices_per_node = 1;
   // Every blocking wait ends with a TimeoutError after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   // Bounded staleness (SSP) on the parameter server: a worker may run up to this many

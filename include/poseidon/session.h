@@ -36,7 +36,10 @@ class Session {
   int size() const;
   bool isWorker() const;
   bool hasShard() const;
+  // Ranks that train (every device of every node).
   int workers() const;
+  // Nodes of the devices level (Options::devices_per_node); the rank count when flat.
+  int nodes() const;
   const InformationBook& book() const;
   ControlChannel& control();
 

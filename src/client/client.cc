@@ -5,6 +5,7 @@
 #include "client/ps_syncer.h"
 #include "collective/communicator.h"
 #include "common/timeline.h"
+#include "node/node_stage.h"
 #include "poseidon/errors.h"
 #include "sfb/sfb_syncer.h"
 
@@ -95,7 +96,9 @@ void Client::gradientsReady(int layer, std::vector<float*> grads) {
   }
   PsSyncer* s = ps_.at(layer);
   const std::uint64_t t = iteration_;
-  report(layer, [s, t, grads = std::move(grads)] {
+  NodeStage* node = options_.node;
+  report(layer, [s, t, node, layer, grads = std::move(grads)] {
+    if (node) node->addDeviceGradients(layer, t, grads);
     if (s) s->Send(t, grads);
   });
 }
@@ -112,12 +115,16 @@ void Client::factorsReady(int layer, const float* U, const float* V, std::int64_
   POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by factors");
   // Packed now: the engine's factor tensors may be gone by the time the sync runs.
   auto message = std::make_shared<Message>(s->pack(t, U, V, K));
-  report(layer, [s, t, message] { s->Send(t, std::move(*message)); });
+  NodeStage* node = options_.node;
+  report(layer, [s, t, node, layer, message] {
+    s->Send(t, node ? node->stackDeviceFactors(layer, t, std::move(*message)) : std::move(*message));
+  });
 }
 
 void Client::setFactorGradients(int layer, std::vector<float*> grads) {
   SfbSyncer* s = sfb_.at(layer);
   POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by SFB");
+  if (options_.node) options_.node->setGradientTarget(layer, grads);
   s->setGradientTarget(std::move(grads));
 }
 
@@ -163,6 +170,7 @@ void Client::startSync(int layer) {
       }
       TimelineSpan span(tl, track, "apply", scheme);
       syncer->Move(t);
+      if (options_.node) options_.node->share(syncer->layer(), t);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

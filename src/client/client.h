@@ -29,6 +29,7 @@ class PsSyncer;
 class SfbSyncer;
 class Digest;
 class Timeline;
+class NodeStage;
 struct StateRecord;
 
 struct ClientOptions {
@@ -41,6 +42,9 @@ struct ClientOptions {
   int staleness = 0;                  // SSP window for PS layers; 0 is BSP
   bool local_by_message = false;      // the co-located shard keeps its own values
   Timeline* timeline = nullptr;       // records each layer's send, receive and apply
+  // On a node's leader (devices per node > 1): the devices' share comes in before each
+  // layer's Send, and the layer's result goes back to them after its Move.
+  NodeStage* node = nullptr;
 };
 
 class Client {

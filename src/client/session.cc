@@ -19,6 +19,10 @@
 #include "coordinator/rate_probe.h"
 #include "coordinator/scheme_planner.h"
 #include "kvstore/parameter_server.h"
+#include "node/device_client.h"
+#include "node/node_map.h"
+#include "node/node_stage.h"
+#include "node/node_transport.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -32,6 +36,8 @@ struct Dispatch {
   ControlChannel* control = nullptr;  // guarded by mu
   ParameterServer* server = nullptr;  // guarded by mu
   Client* client = nullptr;           // guarded by mu
+  NodeStage* stage = nullptr;         // guarded by mu: on a node's leader
+  DeviceClient* device = nullptr;     // guarded by mu: on a node's other ranks
   FailureState* failure = nullptr;   // guarded by mu
 
   // A failure from the transport's thread; after detach() there is no session to tell.
@@ -62,6 +68,15 @@ struct Dispatch {
         if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent factors to a rank that does not train"));
         client->onFactors(std::move(m));
         return;
+      case MsgType::kNodeGrad:
+      case MsgType::kNodeFactors:
+        if (!stage) throw CommError(detail::cat("rank ", m.header().source, " sent its share to a rank that leads no node"));
+        stage->deliver(std::move(m));
+        return;
+      case MsgType::kNodeParams:
+        if (!device) throw CommError(detail::cat("rank ", m.header().source, " sent a layer to a rank that is no device"));
+        device->deliver(std::move(m));
+        return;
     }
   }
 };
@@ -72,6 +87,19 @@ std::string firstDifference(const std::string& a, const std::string& b) {
   while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
   const std::size_t from = i > 30 ? i - 30 : 0;
   return detail::cat("'...", a.substr(from, 80), "' vs '...", b.substr(from, 80), "'");
+}
+
+// What the devices level does not combine with yet: a clear error instead of a wrong job.
+void checkNodeOptions(const Options& o, SchemeMode mode) {
+  const char* what = o.server_ranks > 0 || o.shards > 0 ? "--server-ranks and --shards (each node's leader holds a shard)"
+                     : o.staleness > 0                   ? "--staleness"
+                     : o.straggler_timeout.count() > 0   ? "--straggler-timeout"
+                     : mode == SchemeMode::kAdam         ? "--scheme adam"
+                     : mode == SchemeMode::kAllreduce    ? "--scheme allreduce"
+                                                         : nullptr;
+  if (what) {
+    throw InputError(detail::cat("--devices-per-node does not work with ", what, " yet; drop one of them"));
+  }
 }
 
 }  // namespace
@@ -85,6 +113,11 @@ struct Session::Impl {
   Options options;
   FailureState failure;
   std::unique_ptr<InformationBook> book;
+  NodeMap nodes = NodeMap::flat(1);
+  // With devices per node: the leaders' network, on which server and client run, and the
+  // leader's side of the devices level (both outlive the client, whose threads use them).
+  std::unique_ptr<NodeTransport> net;
+  std::unique_ptr<NodeStage> stage;
   PlatformRates rates;
   std::vector<LayerPlan> plan;
   std::vector<Scheme> schemes;
@@ -98,6 +131,7 @@ struct Session::Impl {
   // The shard's own values when it does not share the engine's memory (SSP, dropping).
   std::unordered_map<std::uint32_t, std::vector<float>> shard_values;
   std::unique_ptr<Client> client;
+  std::unique_ptr<DeviceClient> device;  // a rank of a node that is not its leader
   bool finished = false;
   // Exceptions in flight when the session was made: more at destruction means an error is
   // unwinding through it.
@@ -115,6 +149,7 @@ struct Session::Impl {
     detach();
     if (server) server->stop();
     client.reset();  // its threads may still call the co-located server: freed after them
+    device.reset();
     // Sends still queued read the engine's gradients or the shard's values in place: they
     // leave, or are dropped, before the caller or this object frees that memory.
     if (!transport.settle(std::min<std::chrono::milliseconds>(options.timeout, kSettleLimit))) {
@@ -132,6 +167,8 @@ struct Session::Impl {
     dispatch->control = nullptr;
     dispatch->server = nullptr;
     dispatch->client = nullptr;
+    dispatch->stage = nullptr;
+    dispatch->device = nullptr;
     dispatch->failure = nullptr;
   }
 };
@@ -162,7 +199,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   kvstore.validate();
   const SchemeMode mode = parseSchemeMode(options.scheme);
   const CostRule rule = parseCostRule(options.cost_model);
-  ClusterInfo cluster(transport.size(), options.server_ranks, options.shards);
+  ClusterInfo(transport.size(), options.server_ranks, options.shards);  // checks the flags before any message
   s.params = std::move(params);
   const int me = transport.rank();
   if (options.timeline) s.timeline = std::make_shared<Timeline>(me);
@@ -197,14 +234,40 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
                     " fusion=", options.fusion_bytes, " start=", options.start_iteration,
                     " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
                     " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
-                    " buffers=", options.buffers),
+                    " buffers=", options.buffers, " devices_per_node=", options.devices_per_node),
         "start-up agreement check");
+  // The devices level: with nodes, the network exchange runs among the nodes' leaders (a
+  // cluster of one worker and one shard per node) and each node's other ranks are devices.
+  s.nodes = options.devices_per_node == 1 ? NodeMap::flat(transport.size())
+            : options.devices_per_node > 1 ? NodeMap::blocks(transport.size(), options.devices_per_node)
+                                           : NodeMap::fromKeys(s.control.allgather(nodeKeyOfThisProcess(), "node names"));
+  if (s.nodes.hierarchical()) checkNodeOptions(options, mode);
+  const int per_node = s.nodes.devicesPerNode();
+  const ClusterInfo cluster = s.nodes.hierarchical() ? ClusterInfo(s.nodes.nodes(), 0, 0)
+                                                     : ClusterInfo(transport.size(), options.server_ranks, options.shards);
+  const bool leads = s.nodes.isLeader(me);
+  if (s.nodes.hierarchical() && leads) s.net = std::make_unique<NodeTransport>(transport, s.nodes);
+  Transport& net = s.net ? *s.net : transport;
+  if (s.nodes.hierarchical()) {
+    std::vector<bool> same(transport.size());
+    for (int r = 0; r < transport.size(); ++r) same[r] = s.nodes.sameNode(r, me);
+    transport.setSameNode(same);
+  }
   // HybComm: the scheme of every layer, the same on every rank.
   s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
   if (mode == SchemeMode::kAuto && rule == CostRule::kTime && !s.rates.known()) {
     s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch, s.rates);
   }
-  s.plan = planSchemes(model, cluster, PlanRequest{mode, rule, options.batch, s.rates});
+  // SFB's K is a node's whole batch: its devices' factors travel stacked.
+  const PlanRequest request{mode, rule, options.batch, s.rates};
+  s.plan = s.nodes.hierarchical() ? planForNodes(model, s.nodes.nodes(), per_node, request)
+                                  : planSchemes(model, cluster, request);
+  for (std::size_t l = 0; s.nodes.hierarchical() && l < s.plan.size(); ++l) {
+    if (s.plan[l].scheme == Scheme::kAllreduce) {
+      throw InputError(detail::cat("layer '", model.layers[l].name, "' goes by allreduce, which is not built across nodes "
+                                   "yet; use --scheme ps, sfb or auto with --devices-per-node, or run flat"));
+    }
+  }
   std::vector<bool> on_ps;
   for (const auto& p : s.plan) {
     s.schemes.push_back(p.scheme);
@@ -237,40 +300,58 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
     sgd.gradient_only = true;
     sgd.passes = options.backward_passes_per_step;
   }
+  // A leader's contribution is its node's sum: every mean divides by the devices too.
+  sgd.passes *= per_node;
   // A worker that may compute while its co-located shard steps (SSP, straggler
   // dropping) must not share memory with it: the shard keeps its own values then, and
   // the local worker gets them by message like any other.
   // In gradient mode the shard's "values" are the mean gradient, never the parameters.
   const bool separate = options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
-  if (cluster.hasShard(me)) {
+  const int net_rank = net.rank();
+  if ((leads || !s.nodes.hierarchical()) && cluster.hasShard(net_rank)) {
     std::function<float*(const KVPair&)> storage = [&s](const KVPair& kv) {
       return s.params[kv.layer][kv.tensor] + kv.offset;
     };
     if (separate) {
-      for (const auto key : s.book->pairsOfShard(cluster.shardOf(me))) {
+      for (const auto key : s.book->pairsOfShard(cluster.shardOf(net_rank))) {
         s.shard_values[key].resize(static_cast<std::size_t>(s.book->pair(key).length));
       }
       storage = [&s](const KVPair& kv) { return s.shard_values.at(kv.key).data(); };
     }
     s.server = std::make_unique<ParameterServer>(
-        *s.book, transport, sgd, storage,
+        *s.book, net, sgd, storage,
         [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
         ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate,
                      s.timeline.get()});
   }
-  if (cluster.isWorker(me)) {
+  // Inside a node, layers travel in pieces of a KV pair's size (node/pieces.h).
+  const std::size_t piece_floats = static_cast<std::size_t>(std::max<std::int64_t>(options.kv_pair_bytes, 4)) / sizeof(float);
+  if (s.nodes.hierarchical() && !leads) {
+    std::vector<bool> factors;
+    for (auto sc : s.schemes) factors.push_back(sc == Scheme::kSFB);
+    s.device = std::make_unique<DeviceClient>(s.book->model(), factors, transport, s.nodes.leader(s.nodes.nodeOf(me)), s.params,
+                                              DeviceOptions{options.gradient_mode, options.timeout, options.start_iteration,
+                                                            piece_floats},
+                                              s.failure);
+  } else if (cluster.isWorker(net_rank)) {
+    if (s.nodes.hierarchical()) {
+      s.stage = std::make_unique<NodeStage>(s.book->model(), transport, s.nodes, s.params, options.gradient_mode,
+                                            piece_floats, options.timeout, s.failure);
+    }
     KVStoreOptions client_kvstore = kvstore;
     client_kvstore.timeline = s.timeline.get();
-    s.client = std::make_unique<Client>(*s.book, transport, s.server.get(), s.params, s.schemes,
+    s.client = std::make_unique<Client>(*s.book, net, s.server.get(), s.params, s.schemes,
                                         ClientOptions{options.wfbp, options.timeout, sgd, client_kvstore, options.fusion_bytes,
                                                       options.start_iteration, options.staleness, separate,
-                                                      s.timeline.get()},
+                                                      s.timeline.get(), s.stage.get()},
                                         s.failure);
   }
   {
     std::lock_guard<std::mutex> lock(s.dispatch->mu);
     s.dispatch->server = s.server.get();
     s.dispatch->client = s.client.get();
+    s.dispatch->stage = s.stage.get();
+    s.dispatch->device = s.device.get();
   }
   checkPlanAndBroadcast(model);
 }
@@ -326,28 +407,42 @@ Session::~Session() {
 
 int Session::rank() const { return impl_->transport.rank(); }
 int Session::size() const { return impl_->transport.size(); }
-bool Session::isWorker() const { return impl_->client != nullptr; }
+bool Session::isWorker() const { return impl_->client != nullptr || impl_->device != nullptr; }
 bool Session::hasShard() const { return impl_->server != nullptr; }
-int Session::workers() const { return impl_->book->cluster().workers(); }
+int Session::workers() const {
+  return impl_->nodes.hierarchical() ? impl_->nodes.ranks() : impl_->book->cluster().workers();
+}
+int Session::nodes() const { return impl_->nodes.nodes(); }
 const InformationBook& Session::book() const { return *impl_->book; }
 ControlChannel& Session::control() { return impl_->control; }
 
 void Session::gradientsReady(int layer, std::vector<float*> grads) {
   impl_->failure.rethrowIfFailed();
+  if (impl_->device) return impl_->device->gradientsReady(layer, std::move(grads));
   impl_->client->gradientsReady(layer, std::move(grads));
 }
 
 void Session::endIteration() {
   impl_->failure.rethrowIfFailed();
-  impl_->client->endIteration();
+  if (impl_->device) {
+    impl_->device->endIteration();
+  } else {
+    impl_->client->endIteration();
+  }
   faultPoint(impl_->transport.rank(), "iteration");
 }
 
-void Session::waitLayer(int layer) { impl_->client->waitLayer(layer); }
+void Session::waitLayer(int layer) {
+  if (impl_->device) return impl_->device->waitLayer(layer);
+  impl_->client->waitLayer(layer);
+}
 void Session::waitAll() {
   if (impl_->client) impl_->client->waitAll();
+  if (impl_->device) impl_->device->waitAll();
 }
-std::uint64_t Session::iteration() const { return impl_->client ? impl_->client->iteration() : 0; }
+std::uint64_t Session::iteration() const {
+  return impl_->client ? impl_->client->iteration() : impl_->device ? impl_->device->iteration() : 0;
+}
 
 void Session::serveUntil(std::uint64_t iterations) {
   POSEIDON_ENFORCE(impl_->server != nullptr, "serveUntil on a rank without a shard");
@@ -356,14 +451,19 @@ void Session::serveUntil(std::uint64_t iterations) {
 
 void Session::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
   impl_->failure.rethrowIfFailed();
+  if (impl_->device) return impl_->device->factorsReady(layer, U, V, K);
   impl_->client->factorsReady(layer, U, V, K);
 }
 
 void Session::setFactorGradients(int layer, std::vector<float*> grads) {
+  if (impl_->device) return impl_->device->setFactorGradients(layer, std::move(grads));
   impl_->client->setFactorGradients(layer, std::move(grads));
 }
 
-void Session::layerReleased(int layer) { impl_->client->layerReleased(layer); }
+void Session::layerReleased(int layer) {
+  if (impl_->device) return impl_->device->layerReleased(layer);
+  impl_->client->layerReleased(layer);
+}
 
 bool Session::usesFactors(int layer) const {
   const Scheme scheme = impl_->schemes.at(layer);
@@ -412,6 +512,18 @@ std::string Session::collectiveSummary() const {
 
 std::string Session::replicaDigest() const {
   Digest d;
+  if (impl_->nodes.hierarchical()) {
+    // A device holds the replicated weights but not their momentum (its leader steps): the
+    // ranks compare what all of them hold.
+    const ModelInfo& model = impl_->book->model();
+    for (std::size_t l = 0; l < model.layers.size(); ++l) {
+      if (impl_->schemes[l] != Scheme::kSFB) continue;
+      for (std::size_t t = 0; t < model.layers[l].tensors.size(); ++t) {
+        d.update(impl_->params[l][t], model.layers[l].tensors[t].numel() * sizeof(float));
+      }
+    }
+    return d.hex();
+  }
   if (impl_->client) impl_->client->addReplicatedStateToDigest(d);
   return d.hex();
 }
@@ -436,9 +548,12 @@ void Session::finish() {
     std::lock_guard<std::mutex> lock(s.dispatch->mu);
     s.dispatch->server = nullptr;
     s.dispatch->client = nullptr;
+    s.dispatch->stage = nullptr;
+    s.dispatch->device = nullptr;
   }
   if (s.server) s.server->stop();
   s.client.reset();
+  s.device.reset();
   s.failure.rethrowIfFailed();
 }
 

@@ -15,6 +15,9 @@ enum class MsgType : std::uint16_t {
   kParams = 3,    // shard -> worker: fresh parameters of one KV pair
   kFactors = 4,   // worker -> worker: sufficient factors (U, V) of one FC layer
   kPushFactors = 5,  // worker -> shard: factors of one FC layer (the 2015 paper's strategy)
+  kNodeGrad = 6,     // device -> its node's leader: one layer's gradient, all tensors
+  kNodeFactors = 7,  // device -> its node's leader: one FC layer's factors (U, V)
+  kNodeParams = 8,   // leader -> a device of its node: one layer's fresh values (or mean gradient)
 };
 
 struct MessageHeader {

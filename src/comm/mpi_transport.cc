@@ -63,6 +63,12 @@ void MpiTransport::start(TransportCallbacks callbacks) {
   thread_ = std::thread([this] { runLoop(); });
 }
 
+void MpiTransport::setSameNode(const std::vector<bool>& same) {
+  POSEIDON_ENFORCE_EQ(same.size(), static_cast<std::size_t>(size_), "ranks in the same-node map");
+  std::lock_guard<std::mutex> lock(mu_);
+  same_node_ = same;
+}
+
 std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
   if (peer < 0 || peer >= size_) {
     throw CommError(detail::cat("send to rank ", peer, " but the job has ", size_, " ranks"));
@@ -74,7 +80,8 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_ENFORCE(!stopping_, "send after the transport stopped");
-    outbox_.push(Outgoing{peer, std::move(message), work}, priority, bytes, peer != rank_, Clock::now());
+    const bool network = peer != rank_ && (same_node_.empty() || !same_node_[peer]);
+    outbox_.push(Outgoing{peer, std::move(message), work}, priority, bytes, network, Clock::now());
     ++unsent_;
     ++pushes_;
   }

@@ -35,6 +35,7 @@ class MpiTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void configure(const SendPolicy& policy) override;
+  void setSameNode(const std::vector<bool>& same) override;
   void start(TransportCallbacks callbacks) override;
   std::shared_ptr<Work> send(int peer, Message message) override;
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
@@ -83,6 +84,7 @@ class MpiTransport final : public Transport {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   SendPolicy policy_;            // set before start()
+  std::vector<bool> same_node_;  // guarded by mu_: peers whose messages skip window and budget
   std::unique_ptr<TokenBucket> budget_;  // shared with the collectives (thread-safe)
   SendQueue<Outgoing> outbox_{SendOrder::kPriority};  // guarded by mu_
   std::uint64_t pushes_ = 0;     // sends queued so far; guarded by mu_

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "bandwidth/send_policy.h"
 #include "comm/message.h"
@@ -35,6 +36,9 @@ class Transport {
   // How sends are scheduled (order, budget, window); before start(). A transport that does
   // not schedule (the loopback one delivers at once) ignores it.
   virtual void configure(const SendPolicy& /*policy*/) {}
+  // `same[r]`: rank r is on this rank's node, so messages to it never cross the network
+  // and skip the bandwidth manager's window and budget (as messages to oneself do).
+  virtual void setSameNode(const std::vector<bool>& /*same*/) {}
   // Begins delivering incoming messages. Called once, before any send.
   virtual void start(TransportCallbacks callbacks) = 0;
   // Queues `message` for `peer` and returns at once; the handle completes when the bytes

@@ -133,4 +133,10 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
   return plans;
 }
 
+std::vector<LayerPlan> planForNodes(const ModelInfo& model, int nodes, int devices, PlanRequest request) {
+  if (nodes < 1 || devices < 1) throw InputError(detail::cat("a cluster of ", nodes, " nodes x ", devices, " devices"));
+  request.batch *= devices;
+  return planSchemes(model, ClusterInfo(nodes, 0, 0), request);
+}
+
 }  // namespace poseidon

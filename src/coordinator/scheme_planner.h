@@ -54,4 +54,10 @@ struct PlanRequest {
 // "auto" takes the cheapest; on a tie PS before SFB before allreduce.
 std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& request);
 
+// The 2015 paper's devices level: `nodes` nodes of `devices` devices each exchange as
+// `nodes` workers with a co-located shard each, a worker's batch being its node's whole
+// batch (P1 = nodes, K = devices * request.batch): the devices' gradients are summed and
+// their factors stacked inside the node before anything crosses the network.
+std::vector<LayerPlan> planForNodes(const ModelInfo& model, int nodes, int devices, PlanRequest request);
+
 }  // namespace poseidon

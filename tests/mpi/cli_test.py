@@ -395,6 +395,56 @@ def case_plan_bad_input(args):
     check(rc != 0 and "--bandwidth" in err, err)
 
 
+def case_plan_nodes(args):
+    # The devices level: 2 nodes x 4 devices, K = 32 per device: a node exchanges as one
+    # worker with K = 128 (P1 = P2 = 2). SFB: 2 K (P1 - 1)(M + N) = 2*128*1*8192; PS per
+    # co-located node: 2 M N (P1 + P2 - 2) / P2 = 2*4096*4096.
+    j = json.loads(plan(args, ["--layer", "4096x4096", "--nodes", "2", "--devices-per-node", "4", "--batch", "32",
+                               "--json"]))
+    l = j["layers"][0]
+    check(j["nodes"] == 2 and j["devices_per_node"] == 4 and j["batch"] == 128, j)
+    check(l["sfb_floats"] == 2097152 and l["ps_floats"] == 33554432 and l["scheme"] == "sfb", l)
+    table = plan(args, ["--layer", "4096x4096", "--nodes", "2", "--devices-per-node", "4"])
+    check("2 nodes x 4 devices" in table and "K = 128 per node" in table, table)
+    rc, out, err, _ = run([args.poseidon, "plan", "--devices-per-node", "4"])
+    check(rc != 0 and "--nodes" in err, err)
+
+
+def case_np4_nodes_equal_flat(args):
+    # Exactness of the devices level: 2 nodes x 2 ranks (the leaders exchange the nodes'
+    # sums and stacked factors) end where the flat run ends, to float rounding (the sums
+    # are grouped by node), for each scheme and in gradient mode; and host grouping (all
+    # four ranks on this host: one node) too.
+    tmp = tempfile.mkdtemp()
+    try:
+        common = ["--model", "fcnet", "--iterations", "3", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+        runs = [("ps", ["--scheme", "ps"], "2"), ("sfb", ["--scheme", "sfb"], "2"),
+                ("adam", ["--optimizer", "adam"], "2"), ("host", ["--scheme", "ps"], "host")]
+        for name, extra, nodes in runs:
+            flat = f"{tmp}/{name}-flat.bin"
+            if name != "host":
+                train(args, 4, common + extra + ["--save-params", flat])
+            else:
+                flat = f"{tmp}/ps-flat.bin"
+            node_report, out = train(args, 4, common + extra + ["--devices-per-node", nodes,
+                                                                "--save-params", f"{tmp}/{name}-nodes.bin"])
+            # Adam divides by sqrt(v): where a gradient is near zero, a rounding difference in
+            # the sum becomes a step difference of order lr (measured 4.4e-6 after 3 steps).
+            tol = 2e-5 if name == "adam" else 1e-6
+            compare_params(f"{tmp}/{name}-nodes.bin", flat, tol, f"{name}: nodes of {nodes} vs flat")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def case_bad_devices_per_node(args):
+    expect_failure(args, mpirun(4) + [args.poseidon, "train", "--model", "mlp", "--synthetic", "--iterations", "2",
+                                      "--devices-per-node", "3"], "split into nodes")
+    expect_failure(args, mpirun(4) + [args.poseidon, "train", "--model", "mlp", "--synthetic", "--iterations", "2",
+                                      "--devices-per-node", "2", "--scheme", "allreduce"], "--scheme allreduce")
+    expect_failure(args, [args.poseidon, "train", "--model", "mlp", "--synthetic", "--iterations", "2",
+                          "--devices-per-node", "two"], "--devices-per-node")
+
+
 def case_np2_model_file(args):
     tmp = tempfile.mkdtemp()
     try:
@@ -755,6 +805,34 @@ def case_lab_nic_bytes(args):
         check(0.93 <= ratio <= 1.01, f"{scheme}: reported bytes are x{ratio:.3f} of the NIC's")
         check(abs(modelled[8] / reported[8] - 1) < 0.05,
               f"{scheme}: the cost model says {modelled[8]:.0f} B/iter, measured {reported[8]:.0f}")
+
+
+def case_lab_nodes(args):
+    # `poseidon lab --nodes 2 --ranks-per-node 2`: two ranks share each node's link. With
+    # --devices-per-node host a node's ranks aggregate first, so each node's NIC carries
+    # about half of what the flat run sends (fcnet, PS: the leaders' exchange only).
+    if not lab_possible(args):
+        return
+    before = lab_namespaces()
+    per_node = {}
+    for nodes in ("1", "host"):
+        nic = {}
+        for iterations in (2, 5):
+            cmd = [args.poseidon, "lab", "--nodes", "2", "--ranks-per-node", "2", "--bandwidth", "10gbit", "--",
+                   "poseidon", "train", "--model", "fcnet", "--scheme", "ps", "--iterations", str(iterations),
+                   "--synthetic", "--no-eval", "--devices-per-node", nodes]
+            rc, out, err, secs = run(cmd, 300)
+            check(rc == 0, f"exit {rc}\n{out[-1500:]}\n{err[-1500:]}")
+            m = re.search(r"bytes sent at each node's NIC: ([0-9 -]+)", err)
+            check(m, err[-1500:])
+            sent = [int(x) for x in m.group(1).split()]
+            check(len(sent) == 2 and min(sent) > 0, f"NIC counters: {sent}")
+            nic[iterations] = sum(sent) / len(sent)
+        per_node[nodes] = (nic[5] - nic[2]) / 3
+        print(f"devices per node {nodes}: {per_node[nodes] / 1e6:.2f} MB/iter at each node's NIC")
+    ratio = per_node["host"] / per_node["1"]
+    check(0.4 <= ratio <= 0.6, f"hierarchical sends x{ratio:.3f} of flat per node, expected about half")
+    check(lab_namespaces() == before, f"namespaces left: {lab_namespaces() - before}")
 
 
 def case_lab_link_cut(args):

@@ -1,0 +1,164 @@
+#include "node/device_client.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "poseidon/errors.h"
+#include "sfb/factors.h"
+
+namespace poseidon {
+
+DeviceClient::DeviceClient(const ModelInfo& model, const std::vector<bool>& factors, Transport& world, int leader,
+                           std::vector<std::vector<float*>> params, const DeviceOptions& options,
+                           FailureState& failure)
+    : model_(model),
+      factors_(factors),
+      world_(world),
+      leader_(leader),
+      params_(std::move(params)),
+      factor_targets_(model.layers.size()),
+      options_(options),
+      failure_(failure),
+      iteration_(options.start_iteration),
+      reported_(model.layers.size(), false),
+      complete_(model.layers.size(), true),
+      arrived_(model.layers.size()),
+      released_(model.layers.size(), options.start_iteration),
+      // One thread per layer: a layer waiting for its values never holds up another's.
+      pool_(static_cast<int>(std::max<std::size_t>(1, model.layers.size())), "poseidon-device", failure) {}
+
+DeviceClient::~DeviceClient() { pool_.shutdown(); }
+
+void DeviceClient::gradientsReady(int layer, std::vector<float*> grads) {
+  const LayerInfo& info = model_.layers.at(layer);
+  POSEIDON_ENFORCE_EQ(grads.size(), info.tensors.size(), "gradients of layer ", layer);
+  FloatSpans spans;
+  for (std::size_t k = 0; k < grads.size(); ++k) spans.emplace_back(grads[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  // Copies: the leader adds them to its own when its sync of the layer starts, by which
+  // time autograd may be accumulating this device's next backward pass.
+  auto pieces = cutIntoPieces(MsgType::kNodeGrad, layer, world_.rank(), iteration_, spans, options_.piece_floats);
+  expect(layer, std::move(grads));
+  for (auto& m : pieces) world_.send(leader_, std::move(m));
+}
+
+void DeviceClient::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
+  const LayerInfo& info = model_.layers.at(layer);
+  const FloatSpans spans{{U, static_cast<std::size_t>(K * info.M)}, {V, static_cast<std::size_t>(K * info.N)}};
+  auto pieces = cutIntoPieces(MsgType::kNodeFactors, layer, world_.rank(), iteration_, spans, options_.piece_floats);
+  expect(layer, {});
+  for (auto& m : pieces) world_.send(leader_, std::move(m));
+}
+
+void DeviceClient::setFactorGradients(int layer, std::vector<float*> grads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  factor_targets_.at(layer) = std::move(grads);
+}
+
+void DeviceClient::layerReleased(int layer) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_.at(layer) = std::max(released_[layer], iteration_ + 1);
+  }
+  cv_.notify_all();
+}
+
+void DeviceClient::expect(int layer, std::vector<float*> grads) {
+  if (reported_[layer]) {
+    throw Error(detail::cat("layer ", layer, " reported its gradient twice in iteration ", iteration_,
+                            "; call step() after every backward pass"));
+  }
+  reported_[layer] = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    complete_[layer] = false;
+  }
+  const std::uint64_t t = iteration_;
+  pool_.schedule([this, layer, t, grads = std::move(grads)] {
+    apply(layer, t, grads);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      complete_[layer] = true;
+    }
+    cv_.notify_all();
+  });
+}
+
+void DeviceClient::apply(int layer, std::uint64_t t, const std::vector<float*>& grads) {
+  const LayerInfo& info = model_.layers[layer];
+  std::vector<float> values;
+  std::uint64_t iteration = 0;
+  std::vector<float*> into;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // An SFB weight changes only once autograd is done with it (as SfbSyncer::Move).
+    waitFor(lock, cv_, [&] { return arrived_[layer].complete() && (!factors_[layer] || released_[layer] > t); },
+            options_.timeout, &failure_,
+            detail::cat("rank ", world_.rank(), ": layer '", info.name, "' of iteration ", t, " from its node's leader, rank ",
+                        leader_));
+    iteration = arrived_[layer].iteration();
+    values = arrived_[layer].take();
+    into = options_.gradient_mode ? (factors_[layer] ? factor_targets_[layer] : grads) : params_[layer];
+  }
+  std::size_t floats = 0;
+  for (const auto& tensor : info.tensors) floats += static_cast<std::size_t>(tensor.numel());
+  if (iteration != t || values.size() != floats || into.size() != info.tensors.size()) {
+    throw CommError(detail::cat("rank ", leader_, " sent layer '", info.name, "' of iteration ", iteration, " with ",
+                                values.size(), " values; rank ", world_.rank(), " expected iteration ", t, " and ", floats));
+  }
+  const float* src = values.data();
+  for (std::size_t k = 0; k < into.size(); ++k) {
+    const std::size_t n = static_cast<std::size_t>(info.tensors[k].numel());
+    std::memcpy(into[k], src, n * sizeof(float));
+    src += n;
+  }
+  // Server mode: the gradient is consumed (the leader's Move clears its own the same way).
+  if (!options_.gradient_mode) {
+    for (std::size_t k = 0; k < grads.size(); ++k) {
+      std::memset(grads[k], 0, static_cast<std::size_t>(info.tensors[k].numel()) * sizeof(float));
+    }
+  }
+}
+
+void DeviceClient::deliver(Message m) {
+  const PieceKey key = PieceKey::of(m.header().key);
+  if (static_cast<int>(m.header().source) != leader_ || key.layer >= static_cast<int>(arrived_.size())) {
+    throw CommError(detail::cat("rank ", m.header().source, " sent layer ", key.layer, " to device rank ", world_.rank(),
+                                ", whose leader is rank ", leader_));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    arrived_[key.layer].add(std::move(m));
+  }
+  cv_.notify_all();
+}
+
+void DeviceClient::endIteration() {
+  for (std::size_t l = 0; l < reported_.size(); ++l) {
+    if (!reported_[l]) {
+      throw Error(detail::cat("layer '", model_.layers[l].name, "' produced no gradient in iteration ", iteration_,
+                              "; every layer with parameters must take part in the loss"));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& r : released_) r = std::max(r, iteration_ + 1);  // the backward pass is over
+  }
+  cv_.notify_all();
+  reported_.assign(reported_.size(), false);
+  ++iteration_;
+}
+
+void DeviceClient::waitSynced(int layer) {
+  std::unique_lock<std::mutex> lock(mu_);
+  waitFor(lock, cv_, [&] { return static_cast<bool>(complete_[layer]); }, options_.timeout, &failure_,
+          detail::cat("rank ", world_.rank(), ": layer '", model_.layers[layer].name, "' for iteration ", iteration_ - 1,
+                      " from its node's leader, rank ", leader_));
+}
+
+void DeviceClient::waitLayer(int layer) { waitSynced(layer); }
+
+void DeviceClient::waitAll() {
+  for (std::size_t l = 0; l < complete_.size(); ++l) waitSynced(static_cast<int>(l));
+}
+
+}  // namespace poseidon

@@ -1,0 +1,146 @@
+#include "node/node_stage.h"
+
+#include <cstring>
+
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+namespace {
+
+std::size_t layerFloats(const LayerInfo& layer) {
+  std::size_t n = 0;
+  for (const auto& t : layer.tensors) n += static_cast<std::size_t>(t.numel());
+  return n;
+}
+
+}  // namespace
+
+NodeStage::NodeStage(const ModelInfo& model, Transport& world, const NodeMap& nodes,
+                     std::vector<std::vector<float*>> params, bool gradient_mode, std::size_t piece_floats,
+                     std::chrono::milliseconds timeout, const FailureState& failure)
+    : model_(model),
+      world_(world),
+      devices_(nodes.devicesBesideLeader(nodes.nodeOf(world.rank()))),
+      first_device_(world.rank() + 1),
+      params_(std::move(params)),
+      targets_(model.layers.size()),
+      gradient_mode_(gradient_mode),
+      piece_floats_(piece_floats),
+      timeout_(timeout),
+      failure_(failure),
+      slots_(model.layers.size(), std::vector<PieceAssembly>(devices_.size())) {}
+
+void NodeStage::deliver(Message m) {
+  const auto& h = m.header();
+  const int device = static_cast<int>(h.source) - first_device_;
+  const PieceKey key = PieceKey::of(h.key);
+  if (device < 0 || device >= static_cast<int>(devices_.size()) || key.layer >= static_cast<int>(slots_.size())) {
+    throw CommError(detail::cat("rank ", h.source, " sent a device's share of layer ", key.layer, " to rank ",
+                                world_.rank(), ", which does not lead its node"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_[key.layer][device].add(std::move(m));
+  }
+  cv_.notify_all();
+}
+
+std::vector<std::vector<float>> NodeStage::take(int layer, std::uint64_t t, MsgType type) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto& slots = slots_[layer];
+  const auto all_in = [&] {
+    for (const auto& s : slots) {
+      if (!s.complete()) return false;
+    }
+    return true;
+  };
+  try {
+    waitFor(lock, cv_, all_in, timeout_, &failure_,
+            detail::cat("rank ", world_.rank(), ": the devices' share of layer '", model_.layers[layer].name,
+                        "' for iteration ", t));
+  } catch (const TimeoutError& e) {
+    std::string who;
+    for (std::size_t d = 0; d < slots.size(); ++d) {
+      if (!slots[d].complete()) who += detail::cat(who.empty() ? "" : ", ", devices_[d]);
+    }
+    throw TimeoutError(detail::cat(e.what(), "; nothing from rank ", who, " of this node (lost or stalled)"));
+  }
+  std::vector<std::vector<float>> out(slots.size());
+  for (std::size_t d = 0; d < slots.size(); ++d) {
+    if (slots[d].iteration() != t || slots[d].type() != type) {
+      throw CommError(detail::cat("rank ", devices_[d], " sent layer '", model_.layers[layer].name, "' of iteration ",
+                                  slots[d].iteration(), " as message type ", static_cast<int>(slots[d].type()),
+                                  " while its leader syncs iteration ", t, ": the ranks of a node run different plans"));
+    }
+    out[d] = slots[d].take();
+  }
+  return out;
+}
+
+void NodeStage::addDeviceGradients(int layer, std::uint64_t t, const std::vector<float*>& grads) {
+  const LayerInfo& info = model_.layers[layer];
+  POSEIDON_ENFORCE_EQ(grads.size(), info.tensors.size(), "gradients of layer ", layer);
+  if (gradient_mode_) targets_[layer] = grads;
+  const auto arrived = take(layer, t, MsgType::kNodeGrad);
+  for (std::size_t d = 0; d < arrived.size(); ++d) {
+    if (arrived[d].size() != layerFloats(info)) {
+      throw CommError(detail::cat("rank ", devices_[d], " sent ", arrived[d].size(), " gradient values for layer '",
+                                  info.name, "', which has ", layerFloats(info)));
+    }
+    const float* src = arrived[d].data();
+    for (std::size_t k = 0; k < grads.size(); ++k) {
+      const std::int64_t n = info.tensors[k].numel();
+      float* g = grads[k];
+      for (std::int64_t i = 0; i < n; ++i) g[i] += src[i];
+      src += n;
+    }
+  }
+}
+
+Message NodeStage::stackDeviceFactors(int layer, std::uint64_t t, Message own) {
+  const LayerInfo& info = model_.layers[layer];
+  const auto arrived = take(layer, t, MsgType::kNodeFactors);
+  const std::size_t row = static_cast<std::size_t>(info.M + info.N);
+  std::size_t rows = own.floatCount() / row;
+  for (std::size_t d = 0; d < arrived.size(); ++d) {
+    if (arrived[d].size() % row != 0) {
+      throw CommError(detail::cat("rank ", devices_[d], " sent malformed factors for layer '", info.name, "'"));
+    }
+    rows += arrived[d].size() / row;
+  }
+  const auto& h = own.header();
+  Message node = Message::make(own.type(), h.key, h.source, h.iteration, rows * row * sizeof(float));
+  // U blocks first (K x M each, leader then devices), then the V blocks in the same order.
+  float* u = node.floats();
+  float* v = node.floats() + rows * static_cast<std::size_t>(info.M);
+  const auto append = [&](const float* f, std::size_t floats) {
+    const std::size_t k = floats / row;
+    const std::size_t um = k * static_cast<std::size_t>(info.M), vn = k * static_cast<std::size_t>(info.N);
+    std::memcpy(u, f, um * sizeof(float));
+    std::memcpy(v, f + um, vn * sizeof(float));
+    u += um;
+    v += vn;
+  };
+  append(own.floats(), own.floatCount());
+  for (const auto& a : arrived) append(a.data(), a.size());
+  return node;
+}
+
+void NodeStage::setGradientTarget(int layer, std::vector<float*> grads) { targets_[layer] = std::move(grads); }
+
+void NodeStage::share(int layer, std::uint64_t t) {
+  if (devices_.empty()) return;
+  const LayerInfo& info = model_.layers[layer];
+  const auto& from = gradient_mode_ ? targets_[layer] : params_[layer];
+  POSEIDON_ENFORCE_EQ(from.size(), info.tensors.size(), "tensors of layer ", layer, " to share in the node");
+  FloatSpans spans;
+  for (std::size_t k = 0; k < from.size(); ++k) spans.emplace_back(from[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  // Copied: the devices share the pieces, and the next iteration may change these values.
+  const auto pieces = cutIntoPieces(MsgType::kNodeParams, layer, world_.rank(), t, spans, piece_floats_);
+  for (int d : devices_) {
+    for (const auto& m : pieces) world_.send(d, m);
+  }
+}
+
+}  // namespace poseidon

@@ -1,0 +1,23 @@
+#include "node/node_transport.h"
+
+#include "collective/communicator.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+NodeTransport::NodeTransport(Transport& world, const NodeMap& nodes) : world_(world), nodes_(nodes) {
+  POSEIDON_ENFORCE(nodes.isLeader(world.rank()), "the leaders' transport on rank ", world.rank(), ", not a leader");
+}
+
+std::shared_ptr<Work> NodeTransport::send(int peer, Message message) {
+  if (peer < 0 || peer >= size()) throw CommError(detail::cat("send to node ", peer, " but the job has ", size()));
+  return world_.send(nodes_.leader(peer), std::move(message));
+}
+
+std::unique_ptr<Communicator> NodeTransport::newCommunicator(std::chrono::milliseconds /*timeout*/,
+                                                             const FailureState& /*failure*/) {
+  throw InputError("allreduce layers across nodes are not built yet; use --scheme ps, sfb or auto with "
+                   "--devices-per-node, or run flat");
+}
+
+}  // namespace poseidon

@@ -1,0 +1,32 @@
+// The network between node leaders, as a transport of its own: rank n is node n's leader,
+// so the parameter servers, their clients and SFB, which number workers and shards from 0,
+// run unchanged with one participant per node. Sends go out through the world transport
+// (its bandwidth manager is the node's: only the leader sends over the network);
+// delivery stays with the world transport, whose dispatcher routes by message type.
+#pragma once
+
+#include "comm/transport.h"
+#include "node/node_map.h"
+
+namespace poseidon {
+
+class NodeTransport final : public Transport {
+ public:
+  NodeTransport(Transport& world, const NodeMap& nodes);
+
+  int rank() const override { return nodes_.nodeOf(world_.rank()); }
+  int size() const override { return nodes_.nodes(); }
+  void start(TransportCallbacks /*callbacks*/) override {}
+  std::shared_ptr<Work> send(int peer, Message message) override;
+  // Allreduce layers across nodes are not built: the session refuses them before this.
+  std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
+                                                const FailureState& failure) override;
+  void stop() override {}
+  SendQueueStats sendStats() const override { return world_.sendStats(); }
+
+ private:
+  Transport& world_;
+  const NodeMap nodes_;
+};
+
+}  // namespace poseidon
