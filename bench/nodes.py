@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Issue 13's benchmark of the devices level, in the lab (needs root): N nodes of D ranks,
+each node behind one link (`poseidon lab --nodes N --ranks-per-node D`), hierarchical
+(`--devices-per-node host`: a node's ranks aggregate, its leader alone sends) against flat
+(`--devices-per-node 1`: every rank sends on its own over the shared link), alternated in
+each round. Per system: images/s (median of --repeats rounds, and the paired ratio), and
+the bytes each node's NIC sent per iteration (a long run minus a short one, so set-up
+cancels) against the cost model's node figure (the JSON's bytes_model_per_iter: per node
+when hierarchical; per rank when flat, times D ranks per node).
+
+  sudo bench/nodes.py --models fcnet --nodes 2 --ranks-per-node 2 --link 1gbit --repeats 3
+"""
+import argparse
+import json
+import re
+import subprocess
+import sys
+
+from common import ENV, POSEIDON, machine, median
+
+
+def lab_run(a, link, job, timeout=3600):
+    cmd = [a.poseidon, "lab", "--nodes", str(a.nodes), "--ranks-per-node", str(a.ranks_per_node),
+           "--bandwidth", link, "--"] + job
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
+    m = re.search(r"bytes sent at each (?:node|rank)'s NIC: ([0-9 -]+)", p.stderr)
+    nic = [int(x) for x in m.group(1).split()] if m else []
+    return json.loads(p.stdout.strip().splitlines()[-1]), nic
+
+
+def job(model, scheme, iterations, nodes):
+    return ["poseidon", "train", "--model", model, "--synthetic", "--no-eval", "--json", "--scheme", scheme,
+            "--iterations", str(iterations), "--devices-per-node", nodes]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="fcnet", help="CLI models, comma-separated (fcnet, convnet)")
+    p.add_argument("--scheme", default="ps", help="ps, sfb or auto")
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--ranks-per-node", type=int, default=2)
+    p.add_argument("--link", default="1gbit")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--short", type=int, default=3)
+    p.add_argument("--iterations", type=int, default=8)
+    p.add_argument("--poseidon", default=POSEIDON)
+    a = p.parse_args()
+    print(f"# devices level vs flat: {a.nodes} nodes x {a.ranks_per_node} ranks, one {a.link} link per node, "
+          f"--scheme {a.scheme}, {a.repeats} rounds; {machine()}")
+    print(f"Made by: sudo bench/nodes.py {' '.join(sys.argv[1:])}")
+    print("| model | hierarchical images/s | flat images/s | hierarchical / flat (paired) | "
+          "NIC MB/iter per node, hierarchical | model | flat | model |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model in a.models.split(","):
+        speed = {"host": [], "1": []}
+        nic = {}
+        model_bytes = {}
+        for r in range(a.repeats):
+            for nodes in (("host", "1") if r % 2 == 0 else ("1", "host")):
+                report, sent = lab_run(a, a.link, job(model, a.scheme, a.iterations, nodes))
+                speed[nodes].append(report["images_per_s"])
+                if r == 0:
+                    _, short = lab_run(a, a.link, job(model, a.scheme, a.short, nodes))
+                    nic[nodes] = median([(x - y) / (a.iterations - a.short) for x, y in zip(sent, short)])
+                    per = report["bytes_model_per_iter"]
+                    model_bytes[nodes] = per if nodes == "host" else per * a.ranks_per_node
+        paired = median([h / f for h, f in zip(speed["host"], speed["1"])])
+        print(f"| {model} | {median(speed['host']):.2f} | {median(speed['1']):.2f} | {paired:.3f} | "
+              f"{nic['host'] / 1e6:.1f} | {model_bytes['host'] / 1e6:.1f} | {nic['1'] / 1e6:.1f} | "
+              f"{model_bytes['1'] / 1e6:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
