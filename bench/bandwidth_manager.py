@@ -39,13 +39,14 @@ def rate_of(text):
     return float(m.group(1)) * (1e9 if m.group(2) == "gbit" else 1e6) / 8
 
 
-def lab_run(a, ranks, link, job, timeout=3600):
-    """Runs `job` in a lab; returns (its JSON line, bytes sent at each rank's NIC)."""
-    cmd = [a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", link, "--"] + job
+def lab_run(a, ranks, link, job, timeout=3600, lab_args=None):
+    """Runs `job` in a lab (`--ranks ranks`, or `lab_args` such as --nodes N
+    --ranks-per-node D); returns (its JSON line, bytes sent at each rank's or node's NIC)."""
+    cmd = [a.poseidon, "lab"] + (lab_args or ["--ranks", str(ranks)]) + ["--bandwidth", link, "--"] + job
     p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
-    m = re.search(r"bytes sent at each rank's NIC: ([0-9 -]+)", p.stderr)
+    m = re.search(r"bytes sent at each (?:node|rank)'s NIC: ([0-9 -]+)", p.stderr)
     nic = [int(x) for x in m.group(1).split()] if m else []
     return json.loads(p.stdout.strip().splitlines()[-1]), nic
 

@@ -11,23 +11,15 @@ when hierarchical; per rank when flat, times D ranks per node).
   sudo bench/nodes.py --models fcnet --nodes 2 --ranks-per-node 2 --link 1gbit --repeats 3
 """
 import argparse
-import json
-import re
-import subprocess
 import sys
 
-from common import ENV, POSEIDON, machine, median
+from bandwidth_manager import lab_run as bandwidth_lab_run
+from common import POSEIDON, machine, median
 
 
-def lab_run(a, link, job, timeout=3600):
-    cmd = [a.poseidon, "lab", "--nodes", str(a.nodes), "--ranks-per-node", str(a.ranks_per_node),
-           "--bandwidth", link, "--"] + job
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
-    m = re.search(r"bytes sent at each (?:node|rank)'s NIC: ([0-9 -]+)", p.stderr)
-    nic = [int(x) for x in m.group(1).split()] if m else []
-    return json.loads(p.stdout.strip().splitlines()[-1]), nic
+def lab_run(a, link, job):
+    return bandwidth_lab_run(a, 0, link, job, lab_args=["--nodes", str(a.nodes), "--ranks-per-node",
+                                                        str(a.ranks_per_node)])
 
 
 def job(model, scheme, iterations, nodes):
