@@ -13,7 +13,7 @@ struct LayerReport {
   std::string kind;
   std::int64_t M = 0, N = 0, params = 0;
   std::string scheme;
-  double bytes_sent_per_iter = 0;   // measured, mean per worker
+  double bytes_sent_per_iter = 0;   // measured over the network, mean per worker (per node with devices)
   double bytes_model_per_iter = 0;  // the cost model's figure (what a node sends)
   std::string reason;               // why the plan chose the scheme
 };
@@ -39,6 +39,7 @@ struct TrainReport {
   double train_loss = 0;
   std::optional<double> test_accuracy;
   double bytes_sent_per_iter = 0;
+  bool bytes_per_node = false;      // bytes_sent_per_iter is per node (devices level), else per worker
   double bytes_model_per_iter = 0;
   std::string param_digest;
   // Straggler dropping, summed over shards: worker updates left out of steps, updates late.

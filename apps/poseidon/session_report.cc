@@ -90,15 +90,21 @@ BytesSent bytesSentSoFar(Session& session) {
 void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo& info, const BytesSent& before,
                           double iterations, bool worker, double last_loss) {
   const int workers = session.workers();
+  // Bytes are per network participant: a worker when flat, a node with devices (whose
+  // leader alone sends over the network, for the node's whole batch).
+  const bool nodes = session.devicesPerNode() > 1;
+  const int senders = nodes ? session.nodes() : workers;
+  const int net_rank = session.networkRank();
+  const std::int64_t K = report.batch * session.devicesPerNode();
   const int L = static_cast<int>(info.layers.size());
   // Per worker: loss, then per layer the bytes sent and the cost model's figure for what
   // a node sends under the layer's scheme.
   std::vector<double> mine(1 + 2 * L, 0.0);
   if (worker) {
     mine[0] = last_loss;
-    for (int l = 0; l < L; ++l) {
+    for (int l = 0; l < L && net_rank >= 0; ++l) {
       mine[1 + 2 * l] = (session.bytesSentForLayer(l) - before.layers[l]) / iterations;
-      mine[2 + 2 * l] = modelBytesSent(session.book(), session.plan()[l].scheme, l, session.rank(), report.batch);
+      mine[2 + 2 * l] = modelBytesSent(session.book(), session.plan()[l].scheme, l, net_rank, K);
     }
   }
   const auto sum = session.control().allreduceSum(mine, "final statistics");
@@ -107,13 +113,14 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
     const auto& li = info.layers[l];
     const auto& plan = session.plan()[l];
     LayerReport lr{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), schemeName(plan.scheme),
-                   sum[1 + 2 * l] / workers, sum[2 + 2 * l] / workers, plan.reason};
+                   sum[1 + 2 * l] / senders, sum[2 + 2 * l] / senders, plan.reason};
     report.bytes_model_per_iter += lr.bytes_model_per_iter;
     report.layers.push_back(lr);
   }
   const auto all = session.control().allreduceSum(
       {worker ? (session.bytesSent() - before.total) / iterations : 0.0}, "bytes sent");
-  report.bytes_sent_per_iter = all[0] / workers;
+  report.bytes_sent_per_iter = all[0] / senders;
+  report.bytes_per_node = nodes;
   const auto stragglers = session.control().allreduceSum(
       {static_cast<double>(session.droppedUpdates()), static_cast<double>(session.lateUpdates())}, "stragglers");
   report.dropped_updates = static_cast<std::uint64_t>(stragglers[0]);

@@ -176,7 +176,8 @@ std::string TrainRun::checkpointConfig() const {
                      " pair=", options_.kv_pair_bytes, " fusion=", options_.fusion_bytes,
                      " synthetic=", o_.synthetic, " train=", data_.train_set.count, " optimizer=", o_.optimizer,
                      " gradient_mode=", options_.gradient_mode, " buffers=", options_.buffers,
-                     " passes=", options_.backward_passes_per_step);
+                     " passes=", options_.backward_passes_per_step, " nodes=", session()->nodes(), "x",
+                     session()->devicesPerNode());
 }
 
 void TrainRun::planSyncPoints() {
@@ -348,9 +349,9 @@ void TrainRun::printDone(const TrainReport& r) const {
   if (!lead_) return;
   if (!o_.save_params.empty()) net_->saveParameters(o_.save_params);
   std::printf("poseidon: done: %lld iterations, %.3f s/iter (median), %.1f images/s, final loss %.4f, "
-              "%.1f MB sent per iteration per worker, parameter digest %s\n",
+              "%.1f MB sent per iteration per %s, parameter digest %s\n",
               static_cast<long long>(total_), r.s_per_iter_median, r.images_per_s, r.train_loss,
-              r.bytes_sent_per_iter / 1e6, r.param_digest.c_str());
+              r.bytes_sent_per_iter / 1e6, r.bytes_per_node ? "node" : "worker", r.param_digest.c_str());
   if (o_.json) std::printf("%s\n", toJson(r).c_str());
   std::fflush(stdout);
 }

@@ -40,6 +40,10 @@ class Session {
   int workers() const;
   // Nodes of the devices level (Options::devices_per_node); the rank count when flat.
   int nodes() const;
+  int devicesPerNode() const;
+  // This rank in the book's cluster (the network exchange): its node's index if it leads
+  // a node, -1 for a device beside its leader, the rank itself when flat.
+  int networkRank() const;
   const InformationBook& book() const;
   ControlChannel& control();
 
@@ -85,7 +89,8 @@ class Session {
   // Server-only ranks: serve until every pair of the shard has had `iterations` steps.
   void serveUntil(std::uint64_t iterations);
 
-  // Bytes this rank has sent so far (all traffic), and per layer (training traffic).
+  // Bytes this rank has sent so far over the network (all traffic but that to the other
+  // ranks of its node), and per layer (training traffic).
   std::uint64_t bytesSent() const;
   std::uint64_t bytesSentForLayer(int layer) const;
 

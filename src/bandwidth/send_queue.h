@@ -1,7 +1,8 @@
 // The bandwidth manager's queue: every outgoing message of a node waits here until the
 // window (bytes handed to the network at once) and the budget (a TokenBucket) let it go,
 // and leaves in priority order (lowest number first, then in the order queued) or in FIFO
-// order. Messages to this rank itself never touch the network and leave at once.
+// order. Messages to this rank itself, or to another rank of its node (the devices
+// level), never touch the network and leave at once.
 //
 // Why a window: once MPI has a message, it goes out in MPI's order, so a queue that hands
 // everything over at once orders nothing. With a window of a few KV pairs the network is
@@ -31,7 +32,7 @@ class SendQueue {
     Item item;
     int priority = 0;
     std::size_t bytes = 0;
-    bool network = true;  // false: to this rank itself
+    bool network = true;  // false: to this rank itself or a rank of its node
     Clock::time_point queued;
   };
 

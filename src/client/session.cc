@@ -256,13 +256,18 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   // HybComm: the scheme of every layer, the same on every rank.
   s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
   if (mode == SchemeMode::kAuto && rule == CostRule::kTime && !s.rates.known()) {
-    s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch, s.rates);
+    // With nodes, SFB reconstructs from every device's factors: K = the node's batch.
+    s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch * per_node, s.rates);
   }
   // SFB's K is a node's whole batch: its devices' factors travel stacked.
   const PlanRequest request{mode, rule, options.batch, s.rates};
   s.plan = s.nodes.hierarchical() ? planForNodes(model, s.nodes.nodes(), per_node, request)
                                   : planSchemes(model, cluster, request);
   for (std::size_t l = 0; s.nodes.hierarchical() && l < s.plan.size(); ++l) {
+    if (model.layers[l].numel() == 0) {
+      throw InputError(detail::cat("layer '", model.layers[l].name, "' holds no values, which the devices level cannot "
+                                   "sync; drop it or run flat (--devices-per-node 1)"));
+    }
     if (s.plan[l].scheme == Scheme::kAllreduce) {
       throw InputError(detail::cat("layer '", model.layers[l].name, "' goes by allreduce, which is not built across nodes "
                                    "yet; use --scheme ps, sfb or auto with --devices-per-node, or run flat"));
@@ -413,6 +418,12 @@ int Session::workers() const {
   return impl_->nodes.hierarchical() ? impl_->nodes.ranks() : impl_->book->cluster().workers();
 }
 int Session::nodes() const { return impl_->nodes.nodes(); }
+int Session::devicesPerNode() const { return impl_->nodes.devicesPerNode(); }
+int Session::networkRank() const {
+  const int me = rank();
+  if (!impl_->nodes.hierarchical()) return me;
+  return impl_->nodes.isLeader(me) ? impl_->nodes.nodeOf(me) : -1;
+}
 const InformationBook& Session::book() const { return *impl_->book; }
 ControlChannel& Session::control() { return impl_->control; }
 
@@ -528,7 +539,14 @@ std::string Session::replicaDigest() const {
   return d.hex();
 }
 
-std::uint64_t Session::bytesSent() const { return impl_->transport.traffic().sentTotal(); }
+std::uint64_t Session::bytesSent() const {
+  const TrafficCounters& traffic = impl_->transport.traffic();
+  std::uint64_t inside = 0;  // to the node's other ranks: pieces that never cross the network
+  for (int r = 0; impl_->nodes.hierarchical() && r < size(); ++r) {
+    if (r != rank() && impl_->nodes.sameNode(r, rank())) inside += traffic.sentTo(r);
+  }
+  return traffic.sentTotal() - inside;
+}
 
 std::uint64_t Session::bytesSentForLayer(int layer) const {
   std::uint64_t b = 0;

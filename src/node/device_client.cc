@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "poseidon/errors.h"
 #include "sfb/factors.h"
@@ -70,6 +71,11 @@ void DeviceClient::expect(int layer, std::vector<float*> grads) {
   reported_[layer] = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // The leader gathers one iteration of a layer at a time (node_stage.h).
+    if (!complete_[layer]) {
+      throw Error(detail::cat("layer '", model_.layers[layer].name, "' started a sync while that of iteration ",
+                              iteration_ - 1, " runs: wait for the layer (waitLayer) before its next forward"));
+    }
     complete_[layer] = false;
   }
   const std::uint64_t t = iteration_;
@@ -85,32 +91,36 @@ void DeviceClient::expect(int layer, std::vector<float*> grads) {
 
 void DeviceClient::apply(int layer, std::uint64_t t, const std::vector<float*>& grads) {
   const LayerInfo& info = model_.layers[layer];
-  std::vector<float> values;
-  std::uint64_t iteration = 0;
+  PieceAssembly values;
   std::vector<float*> into;
   {
     std::unique_lock<std::mutex> lock(mu_);
     // An SFB weight changes only once autograd is done with it (as SfbSyncer::Move).
+    // Twice the leader's timeout: when another node is silent, the leader's own timeout
+    // names it first, and this device's message would only blame the leader.
     waitFor(lock, cv_, [&] { return arrived_[layer].complete() && (!factors_[layer] || released_[layer] > t); },
-            options_.timeout, &failure_,
+            2 * options_.timeout, &failure_,
             detail::cat("rank ", world_.rank(), ": layer '", info.name, "' of iteration ", t, " from its node's leader, rank ",
-                        leader_));
-    iteration = arrived_[layer].iteration();
-    values = arrived_[layer].take();
+                        leader_, " (which may itself be waiting on another node)"));
+    // Moved out, not copied: the transport thread delivers under this lock.
+    values = std::exchange(arrived_[layer], PieceAssembly());
     into = options_.gradient_mode ? (factors_[layer] ? factor_targets_[layer] : grads) : params_[layer];
   }
+  if (into.size() != info.tensors.size()) {
+    throw Error(detail::cat("rank ", world_.rank(), " has no gradient buffers for layer '", info.name,
+                            "' (setFactorGradients before its factors)"));
+  }
+  FloatTargets targets;
   std::size_t floats = 0;
-  for (const auto& tensor : info.tensors) floats += static_cast<std::size_t>(tensor.numel());
-  if (iteration != t || values.size() != floats || into.size() != info.tensors.size()) {
-    throw CommError(detail::cat("rank ", leader_, " sent layer '", info.name, "' of iteration ", iteration, " with ",
-                                values.size(), " values; rank ", world_.rank(), " expected iteration ", t, " and ", floats));
-  }
-  const float* src = values.data();
   for (std::size_t k = 0; k < into.size(); ++k) {
-    const std::size_t n = static_cast<std::size_t>(info.tensors[k].numel());
-    std::memcpy(into[k], src, n * sizeof(float));
-    src += n;
+    targets.emplace_back(into[k], static_cast<std::size_t>(info.tensors[k].numel()));
+    floats += targets.back().second;
   }
+  if (values.iteration() != t || values.floats() != floats) {
+    throw CommError(detail::cat("rank ", leader_, " sent layer '", info.name, "' of iteration ", values.iteration(), " with ",
+                                values.floats(), " values; rank ", world_.rank(), " expected iteration ", t, " and ", floats));
+  }
+  values.scatterInto(targets, false);
   // Server mode: the gradient is consumed (the leader's Move clears its own the same way).
   if (!options_.gradient_mode) {
     for (std::size_t k = 0; k < grads.size(); ++k) {
@@ -150,9 +160,9 @@ void DeviceClient::endIteration() {
 
 void DeviceClient::waitSynced(int layer) {
   std::unique_lock<std::mutex> lock(mu_);
-  waitFor(lock, cv_, [&] { return static_cast<bool>(complete_[layer]); }, options_.timeout, &failure_,
+  waitFor(lock, cv_, [&] { return static_cast<bool>(complete_[layer]); }, 2 * options_.timeout, &failure_,
           detail::cat("rank ", world_.rank(), ": layer '", model_.layers[layer].name, "' for iteration ", iteration_ - 1,
-                      " from its node's leader, rank ", leader_));
+                      " from its node's leader, rank ", leader_, " (which may itself be waiting on another node)"));
 }
 
 void DeviceClient::waitLayer(int layer) { waitSynced(layer); }

@@ -1,5 +1,6 @@
 // A device's side of the devices level (the 2015 paper's three levels): a rank that is not
-// its node's leader never talks to the network. Each layer's gradient (or factors) goes to
+// its node's leader sends no training traffic over the network (only the control channel's
+// small messages, such as buffer broadcasts). Each layer's gradient (or factors) goes to
 // the leader as soon as autograd produces it (wait-free, as on the leader); the leader's
 // fresh values (or mean gradient) for the layer come back, and the device's forward waits
 // for them per layer (the BSP vector C, as in the Client).

@@ -1,6 +1,7 @@
 #include "node/node_stage.h"
 
 #include <cstring>
+#include <utility>
 
 #include "poseidon/errors.h"
 
@@ -35,9 +36,13 @@ void NodeStage::deliver(Message m) {
   const auto& h = m.header();
   const int device = static_cast<int>(h.source) - first_device_;
   const PieceKey key = PieceKey::of(h.key);
-  if (device < 0 || device >= static_cast<int>(devices_.size()) || key.layer >= static_cast<int>(slots_.size())) {
+  if (device < 0 || device >= static_cast<int>(devices_.size())) {
     throw CommError(detail::cat("rank ", h.source, " sent a device's share of layer ", key.layer, " to rank ",
                                 world_.rank(), ", which does not lead its node"));
+  }
+  if (key.layer >= static_cast<int>(slots_.size())) {
+    throw CommError(detail::cat("rank ", h.source, " sent a share of layer ", key.layer, " but the model has ",
+                                slots_.size(), " layers: the ranks of a node run different models"));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -46,34 +51,37 @@ void NodeStage::deliver(Message m) {
   cv_.notify_all();
 }
 
-std::vector<std::vector<float>> NodeStage::take(int layer, std::uint64_t t, MsgType type) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto& slots = slots_[layer];
-  const auto all_in = [&] {
-    for (const auto& s : slots) {
-      if (!s.complete()) return false;
+std::vector<PieceAssembly> NodeStage::take(int layer, std::uint64_t t, MsgType type) {
+  std::vector<PieceAssembly> out(devices_.size());
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& slots = slots_[layer];
+    const auto all_in = [&] {
+      for (const auto& s : slots) {
+        if (!s.complete()) return false;
+      }
+      return true;
+    };
+    try {
+      waitFor(lock, cv_, all_in, timeout_, &failure_,
+              detail::cat("rank ", world_.rank(), ": the devices' share of layer '", model_.layers[layer].name,
+                          "' for iteration ", t));
+    } catch (const TimeoutError& e) {
+      std::string who;
+      for (std::size_t d = 0; d < slots.size(); ++d) {
+        if (!slots[d].complete()) who += detail::cat(who.empty() ? "" : ", ", devices_[d]);
+      }
+      throw TimeoutError(detail::cat(e.what(), "; not all of it from rank ", who, " of this node (lost or stalled)"));
     }
-    return true;
-  };
-  try {
-    waitFor(lock, cv_, all_in, timeout_, &failure_,
-            detail::cat("rank ", world_.rank(), ": the devices' share of layer '", model_.layers[layer].name,
-                        "' for iteration ", t));
-  } catch (const TimeoutError& e) {
-    std::string who;
-    for (std::size_t d = 0; d < slots.size(); ++d) {
-      if (!slots[d].complete()) who += detail::cat(who.empty() ? "" : ", ", devices_[d]);
-    }
-    throw TimeoutError(detail::cat(e.what(), "; nothing from rank ", who, " of this node (lost or stalled)"));
+    // Moved out, not copied: the transport thread delivers under this lock.
+    for (std::size_t d = 0; d < slots.size(); ++d) out[d] = std::exchange(slots[d], PieceAssembly());
   }
-  std::vector<std::vector<float>> out(slots.size());
-  for (std::size_t d = 0; d < slots.size(); ++d) {
-    if (slots[d].iteration() != t || slots[d].type() != type) {
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    if (out[d].iteration() != t || out[d].type() != type) {
       throw CommError(detail::cat("rank ", devices_[d], " sent layer '", model_.layers[layer].name, "' of iteration ",
-                                  slots[d].iteration(), " as message type ", static_cast<int>(slots[d].type()),
+                                  out[d].iteration(), " as message type ", static_cast<int>(out[d].type()),
                                   " while its leader syncs iteration ", t, ": the ranks of a node run different plans"));
     }
-    out[d] = slots[d].take();
   }
   return out;
 }
@@ -83,18 +91,16 @@ void NodeStage::addDeviceGradients(int layer, std::uint64_t t, const std::vector
   POSEIDON_ENFORCE_EQ(grads.size(), info.tensors.size(), "gradients of layer ", layer);
   if (gradient_mode_) targets_[layer] = grads;
   const auto arrived = take(layer, t, MsgType::kNodeGrad);
+  FloatTargets sums;
+  for (std::size_t k = 0; k < grads.size(); ++k) sums.emplace_back(grads[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  // Device by device in rank order, as the flat run's sums go (to rounding: they are
+  // grouped by node there).
   for (std::size_t d = 0; d < arrived.size(); ++d) {
-    if (arrived[d].size() != layerFloats(info)) {
-      throw CommError(detail::cat("rank ", devices_[d], " sent ", arrived[d].size(), " gradient values for layer '",
+    if (arrived[d].floats() != layerFloats(info)) {
+      throw CommError(detail::cat("rank ", devices_[d], " sent ", arrived[d].floats(), " gradient values for layer '",
                                   info.name, "', which has ", layerFloats(info)));
     }
-    const float* src = arrived[d].data();
-    for (std::size_t k = 0; k < grads.size(); ++k) {
-      const std::int64_t n = info.tensors[k].numel();
-      float* g = grads[k];
-      for (std::int64_t i = 0; i < n; ++i) g[i] += src[i];
-      src += n;
-    }
+    arrived[d].scatterInto(sums, true);
   }
 }
 
@@ -104,26 +110,28 @@ Message NodeStage::stackDeviceFactors(int layer, std::uint64_t t, Message own) {
   const std::size_t row = static_cast<std::size_t>(info.M + info.N);
   std::size_t rows = own.floatCount() / row;
   for (std::size_t d = 0; d < arrived.size(); ++d) {
-    if (arrived[d].size() % row != 0) {
+    if (arrived[d].floats() % row != 0) {
       throw CommError(detail::cat("rank ", devices_[d], " sent malformed factors for layer '", info.name, "'"));
     }
-    rows += arrived[d].size() / row;
+    rows += arrived[d].floats() / row;
   }
   const auto& h = own.header();
   Message node = Message::make(own.type(), h.key, h.source, h.iteration, rows * row * sizeof(float));
   // U blocks first (K x M each, leader then devices), then the V blocks in the same order.
   float* u = node.floats();
   float* v = node.floats() + rows * static_cast<std::size_t>(info.M);
-  const auto append = [&](const float* f, std::size_t floats) {
+  const auto split = [&](std::size_t floats) {
     const std::size_t k = floats / row;
     const std::size_t um = k * static_cast<std::size_t>(info.M), vn = k * static_cast<std::size_t>(info.N);
-    std::memcpy(u, f, um * sizeof(float));
-    std::memcpy(v, f + um, vn * sizeof(float));
+    FloatTargets to{{u, um}, {v, vn}};
     u += um;
     v += vn;
+    return to;
   };
-  append(own.floats(), own.floatCount());
-  for (const auto& a : arrived) append(a.data(), a.size());
+  const auto mine = split(own.floatCount());
+  std::memcpy(mine[0].first, own.floats(), mine[0].second * sizeof(float));
+  std::memcpy(mine[1].first, own.floats() + mine[0].second, mine[1].second * sizeof(float));
+  for (const auto& a : arrived) a.scatterInto(split(a.floats()), false);
   return node;
 }
 

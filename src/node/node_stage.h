@@ -42,7 +42,7 @@ class NodeStage {
 
  private:
   // Waits until every device's values for (layer, t) are in; returns them in rank order.
-  std::vector<std::vector<float>> take(int layer, std::uint64_t t, MsgType type);
+  std::vector<PieceAssembly> take(int layer, std::uint64_t t, MsgType type);
 
   const ModelInfo& model_;
   Transport& world_;

@@ -11,10 +11,12 @@ std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uin
                                    std::size_t piece_floats) {
   std::size_t total = 0;
   for (const auto& s : spans) total += s.second;
-  piece_floats = std::max<std::size_t>(piece_floats, 1);
+  // Pieces grow past the KV pair's size where a huge layer would need more than the key's
+  // 15 bits can number (a small --kv-pair-bytes): the receiver does not need their size.
+  piece_floats = std::max<std::size_t>({piece_floats, 1, (total + 0x7ffe) / 0x7fff});
   const std::size_t count = std::max<std::size_t>(1, (total + piece_floats - 1) / piece_floats);
-  if (layer < 0 || layer > 0xffff || count > 0x7fff) {
-    throw Error(detail::cat("layer ", layer, " in ", count, " pieces: past what a node's messages can name"));
+  if (layer < 0 || layer > 0xffff) {
+    throw Error(detail::cat("layer ", layer, ": past the 65535 layers a node's messages can name"));
   }
   std::vector<Message> out;
   std::size_t span = 0, at = 0;  // position in spans
@@ -50,7 +52,12 @@ void PieceAssembly::add(Message piece) {
   if (!pieces_[key.index].empty() || (total_ > 0 && key.index >= total_)) {
     throw CommError(detail::cat("rank ", h.source, " sent piece ", key.index, " of layer ", key.layer, " twice"));
   }
-  if (key.last) total_ = key.index + 1;
+  if (key.last) {
+    if (pieces_.size() > static_cast<std::size_t>(key.index) + 1) {
+      throw CommError(detail::cat("rank ", h.source, " sent a piece of layer ", key.layer, " past its last (", key.index, ")"));
+    }
+    total_ = key.index + 1;
+  }
   pieces_[key.index] = std::move(piece);
   ++received_;
 }
@@ -67,6 +74,27 @@ void PieceAssembly::takeInto(float* out) {
     out += p.floatCount();
   }
   *this = PieceAssembly();
+}
+
+void PieceAssembly::scatterInto(const FloatTargets& outs, bool add) const {
+  std::size_t room = 0;
+  for (const auto& o : outs) room += o.second;
+  POSEIDON_ENFORCE_EQ(room, floats(), "floats to scatter");
+  std::size_t out = 0, at = 0;  // position in outs
+  for (const auto& p : pieces_) {
+    const float* src = p.floats();
+    for (std::size_t left = p.floatCount(); left > 0;) {
+      while (at == outs[out].second) ++out, at = 0;  // past a target's end, or an empty one
+      const std::size_t n = std::min(left, outs[out].second - at);
+      float* dst = outs[out].first + at;
+      if (add) {
+        for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+      } else {
+        std::memcpy(dst, src, n * sizeof(float));
+      }
+      src += n, left -= n, at += n;
+    }
+  }
 }
 
 std::vector<float> PieceAssembly::take() {

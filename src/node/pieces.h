@@ -16,6 +16,8 @@ namespace poseidon {
 
 // Where a layer's values are, in order (tensors, or U then V).
 using FloatSpans = std::vector<std::pair<const float*, std::size_t>>;
+// Where they go.
+using FloatTargets = std::vector<std::pair<float*, std::size_t>>;
 
 struct PieceKey {
   int layer = 0;
@@ -26,8 +28,9 @@ struct PieceKey {
   }
 };
 
-// Copies `spans` into messages of at most `piece_floats` floats each (at least one message,
-// empty if there is nothing to send). Throws Error past 65535 layers or 32767 pieces.
+// Copies `spans` into messages of at most `piece_floats` floats each (more where that would
+// make over 32767 pieces; at least one message, empty if there is nothing to send). Throws
+// Error past 65535 layers.
 std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uint64_t iteration, const FloatSpans& spans,
                                    std::size_t piece_floats);
 
@@ -44,6 +47,9 @@ class PieceAssembly {
   // Copies the values, in order, to `out` (floats() of them); then the assembly is empty.
   void takeInto(float* out);
   std::vector<float> take();
+  // Copies (or, with `add`, adds) the values in order across `outs`, straight from the
+  // pieces: `outs` must hold floats() in all.
+  void scatterInto(const FloatTargets& outs, bool add) const;
 
  private:
   std::vector<Message> pieces_;  // by index

@@ -432,6 +432,11 @@ def case_np4_nodes_equal_flat(args):
             # the sum becomes a step difference of order lr (measured 4.4e-6 after 3 steps).
             tol = 2e-5 if name == "adam" else 1e-6
             compare_params(f"{tmp}/{name}-nodes.bin", flat, tol, f"{name}: nodes of {nodes} vs flat")
+            if name in ("ps", "sfb"):
+                # Bytes per node over the network (pieces inside a node do not count) are the
+                # cost model's node figure: K = the node's batch, P1 = the nodes.
+                within(node_report["bytes_sent_per_iter"], node_report["bytes_model_per_iter"], 0.05,
+                       f"{name}: nodes of {nodes}, bytes per node")
     finally:
         shutil.rmtree(tmp)
 

@@ -84,6 +84,27 @@ TEST(PiecesTest, RefusesDuplicatesAndOtherIterations) {
   EXPECT_EQ(b.floats(), 0u);
 }
 
+TEST(PiecesTest, HugeLayersGetLargerPiecesNotAnError) {
+  // 70000 floats in pieces of 1 would need 70000 pieces; the key numbers 32767 at most.
+  std::vector<float> w(70000);
+  std::iota(w.begin(), w.end(), 0.0f);
+  auto pieces = cutIntoPieces(MsgType::kNodeGrad, 1, 1, 0, {{w.data(), w.size()}}, 1);
+  EXPECT_LE(pieces.size(), 0x7fffu);
+  PieceAssembly a;
+  for (auto& p : pieces) a.add(std::move(p));
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.take(), w);
+}
+
+TEST(PiecesTest, RefusesAPiecePastTheLast) {
+  std::vector<float> w(100, 1.0f);
+  const auto three = cutIntoPieces(MsgType::kNodeGrad, 0, 1, 4, {{w.data(), w.size()}}, 40);
+  const auto two = cutIntoPieces(MsgType::kNodeGrad, 0, 1, 4, {{w.data(), 80}}, 40);
+  PieceAssembly a;
+  a.add(three[2]);                          // index 2 (a last one, of three)
+  EXPECT_THROW(a.add(two[1]), CommError);   // index 1 says it is the last: 2 lies past it
+}
+
 ModelInfo oneFc(std::int64_t M, std::int64_t N) {
   ModelInfo m;
   m.name = "fc";
