@@ -43,7 +43,8 @@ def wrap(system, net, optimizer, a):
     if system in ("poseidon", "poseidon-fifo"):
         import poseidon
         poseidon.init()
-        return poseidon.DistributedModel(net, optimizer, scheme=a.scheme,
+        nodes = a.devices_per_node if a.devices_per_node == "host" else int(a.devices_per_node)
+        return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes,
                                          send_order="fifo" if system == "poseidon-fifo" else "priority")
     addr = os.environ.get("LAB_MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{a.port}", rank=rank, world_size=size)
@@ -69,6 +70,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--scheme", default="auto")
     ap.add_argument("--port", type=int, default=29533)
+    ap.add_argument("--devices-per-node", default="1", help="poseidon: ranks per node (1: flat) or host")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -63,6 +63,15 @@ def _server_sgd(optimizer):
     return tuple(float(first[k]) for k in keys), ""
 
 
+def _devices_per_node(value):
+    """The core's devices_per_node: 0 for "host", else a whole number of ranks, at least 1."""
+    if value == "host":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"devices_per_node={value!r}: give a number of ranks per node (1: flat) or 'host'")
+    return value
+
+
 class DistributedModel(torch.nn.Module):
     """Wraps `module` (any torch.nn.Module) for data-parallel training; see the module text.
 
@@ -80,6 +89,9 @@ class DistributedModel(torch.nn.Module):
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
         "priority" order (lower layers first, as the next forward needs them) or "fifo";
         a sending budget such as "200mbit" (or bytes/s; 0 or None: none).
+    devices_per_node: the devices level: ranks of one node add their gradients (stack their
+        factors) first and only the node's first rank crosses the network; 1 (flat: every
+        rank on its own), D (ranks 0..D-1 are node 0, ...) or "host" (ranks on one host).
     timeout: seconds any wait may take before it fails naming what it waited for.
     checkpoint_dir, checkpoint_every: save the whole job in this folder every N steps.
     resume: True (from checkpoint_dir) or a folder: continue from its newest checkpoint;
@@ -90,7 +102,7 @@ class DistributedModel(torch.nn.Module):
 
     def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
                  buffers="broadcast", backward_passes_per_step=1, fusion_bytes=2 << 20, kvstore="concurrent",
-                 kv_pair_bytes=2 << 20, send_order="priority", max_bandwidth=None, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
+                 kv_pair_bytes=2 << 20, send_order="priority", max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
                  wfbp=True, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None,
                  checkpoint_every=0, resume=False, checkpoint_objects=()):
         super().__init__()
@@ -171,6 +183,7 @@ class DistributedModel(torch.nn.Module):
         o.max_bandwidth = _C.parse_bandwidth(budget, "max_bandwidth") if isinstance(budget, str) else float(budget or 0)
         if 0 < o.max_bandwidth < 125e3 or o.max_bandwidth < 0:
             raise ValueError(f"max_bandwidth={budget!r} is under 1mbit: give a rate such as '200mbit' (or bytes/s)")
+        o.devices_per_node = _devices_per_node(a["devices_per_node"])
         o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
         o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
         o.timeline, o.wfbp = bool(a["timeline"]), bool(a["wfbp"])

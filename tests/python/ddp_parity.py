@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--control", action="store_true",
                     help="also run DDP with weights changed by 1e-7 relative; bound: max(tolerance, 10 x its difference)")
     ap.add_argument("--tolerance", type=float, default=1e-5)
+    ap.add_argument("--devices-per-node", default="1",
+                    help="Poseidon's devices level: ranks per node (1: flat) or host; DDP stays flat")
     args = ap.parse_args()
     if args.iterations < STRICT_STEPS:
         ap.error(f"--iterations must be at least {STRICT_STEPS}")
@@ -178,7 +180,8 @@ def main():
         for scheme in args.schemes.split(","):
             net = copy.deepcopy(initial)
             optimizer = optimizer_for(kind, net.parameters(), args.lr)
-            model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode)
+            nodes = args.devices_per_node if args.devices_per_node == "host" else int(args.devices_per_node)
+            model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode, devices_per_node=nodes)
             first_rel = worst(first_expected, train(model, optimizer, data, 7 + rank, poseidon_snapshot(model, net)))[0]
             model.synchronize()
             sfb = sum(1 for p in model.plan() if p["scheme"] == "sfb")

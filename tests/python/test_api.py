@@ -103,6 +103,12 @@ def test_bad_input_is_one_clear_error():
         poseidon.DistributedModel(net, optimizer, max_bandwidth="fast")
     with pytest.raises(ValueError, match="under 1mbit"):
         poseidon.DistributedModel(net, optimizer, max_bandwidth=200)
+    for bad in (0, "many", 1.5):
+        with pytest.raises(ValueError, match=f"devices_per_node={bad!r}"):
+            poseidon.DistributedModel(net, optimizer, devices_per_node=bad)
+    by_host = poseidon.DistributedModel(net, optimizer, devices_per_node="host")
+    assert by_host.options.devices_per_node == 0
+    by_host.close()
     budgeted = poseidon.DistributedModel(net, optimizer, send_order="fifo", max_bandwidth="200mbit")
     assert budgeted.options.max_bandwidth == 25e6 and budgeted.options.send_order == "fifo"
     budgeted.close()
