@@ -97,6 +97,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "summed (or stacked) inside it before its first rank alone crosses the network; host: the ranks "
                   "of one host ($POSEIDON_NODE, else the host name); 1: flat, every rank on the network")
       ->capture_default_str();
+  cmd->add_option("--intra-node", o.intra_node,
+                  "With --devices-per-node: how a node's ranks pass gradients and values, memory (one shared "
+                  "segment, where they can all map it; else messages) or messages")
+      ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.session.kv_pair_bytes, "Largest KV pair the parameters are cut into")
       ->capture_default_str();
   cmd->add_option("--timeout", o.timeout_s, "Seconds any wait for a peer may last before the job fails")

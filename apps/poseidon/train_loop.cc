@@ -233,6 +233,7 @@ void TrainRun::printStart() const {
               compute_.blas.empty() ? "" : (", OpenBLAS " + compute_.blas + " kernels").c_str());
   Session* s = session();
   if (s && !s->collectiveSummary().empty()) std::printf("poseidon: %s\n", s->collectiveSummary().c_str());
+  if (s && !s->nodeSummary().empty()) std::printf("poseidon: %s\n", s->nodeSummary().c_str());
   if (s && (s->rates().bandwidth_bytes_per_s > 0 || s->rates().gemm_flops_per_s > 0)) {
     std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n", s->rates().bandwidth_bytes_per_s / 1e6,
                 s->rates().gemm_flops_per_s / 1e9);

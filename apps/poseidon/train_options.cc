@@ -83,6 +83,7 @@ void TrainOptions::validate() const {
   }
   if (gflops < 0) throw InputError("--gflops must be positive");
   parseDevicesPerNode(devices_per_node);
+  requireOneOf("--intra-node", intra_node, {"memory", "messages"});
   parseSchemeMode(session.scheme);  // a bad name fails here, before any data is read
   parseCostRule(session.cost_model);
   requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
@@ -119,6 +120,7 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   if (!max_bandwidth.empty()) o.max_bandwidth = parseBandwidth(max_bandwidth, "--max-bandwidth");
   o.gemm_flops = gflops * 1e9;
   o.devices_per_node = parseDevicesPerNode(devices_per_node);
+  o.node_memory = intra_node == "memory";
   o.lr_decay_iterations = lr_schedule == "linear" ? total : 0;
   o.timeline = !timeline.empty() || !profile_out.empty();
   return o;

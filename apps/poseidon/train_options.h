@@ -24,6 +24,7 @@ struct TrainOptions {
   std::string bandwidth;  // for --cost-model time; empty: measure
   std::string max_bandwidth;  // the bandwidth manager's budget per rank; empty: none
   std::string devices_per_node = "1";  // ranks per node (the devices level), or "host"
+  std::string intra_node = "memory";   // how a node's ranks exchange: memory or messages
   double gflops = 0;      // for --cost-model time; 0: measure
   int verify_every = 0;   // compare SFB replicas across workers every N iterations
   bool no_wfbp = false;

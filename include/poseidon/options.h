@@ -63,6 +63,9 @@ struct Options {
   // rank on its own; D > 1: ranks 0..D-1 are node 0, D..2D-1 node 1, ...; 0: ranks on the
   // same host ($POSEIDON_NODE, else the host name) form a node.
   int devices_per_node = 1;
+  // Inside a node, gradients and values pass through one shared memory segment where the
+  // node's ranks can all map it (false: as messages, for comparison).
+  bool node_memory = true;
   // Every blocking wait ends with a TimeoutError after this long.
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   // Bounded staleness (SSP) on the parameter server: a worker may run up to this many

@@ -41,6 +41,8 @@ class Session {
   // Nodes of the devices level (Options::devices_per_node); the rank count when flat.
   int nodes() const;
   int devicesPerNode() const;
+  // How this rank's node works inside (shared memory or messages); "" when flat.
+  std::string nodeSummary() const;
   // This rank in the book's cluster (the network exchange): its node's index if it leads
   // a node, -1 for a device beside its leader, the rank itself when flat.
   int networkRank() const;

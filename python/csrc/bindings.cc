@@ -241,6 +241,7 @@ void bindOptions(py::module_& m) {
       .def_readwrite("max_bandwidth", &Options::max_bandwidth)
       .def_readwrite("send_window_bytes", &Options::send_window_bytes)
       .def_readwrite("devices_per_node", &Options::devices_per_node)
+      .def_readwrite("node_memory", &Options::node_memory)
       .def_readwrite("timeout", &Options::timeout)
       .def_readwrite("staleness", &Options::staleness)
       .def_readwrite("straggler_timeout", &Options::straggler_timeout)

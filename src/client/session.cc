@@ -21,6 +21,7 @@
 #include "kvstore/parameter_server.h"
 #include "node/device_client.h"
 #include "node/node_map.h"
+#include "node/node_memory.h"
 #include "node/node_stage.h"
 #include "node/node_transport.h"
 #include "poseidon/errors.h"
@@ -69,11 +70,13 @@ struct Dispatch {
         client->onFactors(std::move(m));
         return;
       case MsgType::kNodeGrad:
+      case MsgType::kNodeGradShared:
       case MsgType::kNodeFactors:
         if (!stage) throw CommError(detail::cat("rank ", m.header().source, " sent its share to a rank that leads no node"));
         stage->deliver(std::move(m));
         return;
       case MsgType::kNodeParams:
+      case MsgType::kNodeParamsShared:
         if (!device) throw CommError(detail::cat("rank ", m.header().source, " sent a layer to a rank that is no device"));
         device->deliver(std::move(m));
         return;
@@ -117,6 +120,7 @@ struct Session::Impl {
   // With devices per node: the leaders' network, on which server and client run, and the
   // leader's side of the devices level (both outlive the client, whose threads use them).
   std::unique_ptr<NodeTransport> net;
+  std::unique_ptr<NodeMemory> memory;  // a node's shared memory (null: messages only); outlives stage and device
   std::unique_ptr<NodeStage> stage;
   PlatformRates rates;
   std::vector<LayerPlan> plan;
@@ -234,7 +238,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
                     " fusion=", options.fusion_bytes, " start=", options.start_iteration,
                     " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
                     " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
-                    " buffers=", options.buffers, " devices_per_node=", options.devices_per_node),
+                    " buffers=", options.buffers, " devices_per_node=", options.devices_per_node, " node_memory=", options.node_memory),
         "start-up agreement check");
   // The devices level: with nodes, the network exchange runs among the nodes' leaders (a
   // cluster of one worker and one shard per node) and each node's other ranks are devices.
@@ -331,17 +335,24 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   }
   // Inside a node, layers travel in pieces of a KV pair's size (node/pieces.h).
   const std::size_t piece_floats = static_cast<std::size_t>(std::max<std::int64_t>(options.kv_pair_bytes, 4)) / sizeof(float);
+  std::vector<bool> factors;
+  for (auto sc : s.schemes) factors.push_back(sc == Scheme::kSFB);
+  if (s.nodes.hierarchical() && options.node_memory) {
+    // Gradients (not factors) go to the leader through shared memory where a node's ranks
+    // can map one segment; the values come back the same way.
+    std::vector<bool> gathered;
+    for (bool f : factors) gathered.push_back(!f);
+    s.memory = NodeMemory::open(s.control, s.nodes, me, s.book->model(), gathered);
+  }
   if (s.nodes.hierarchical() && !leads) {
-    std::vector<bool> factors;
-    for (auto sc : s.schemes) factors.push_back(sc == Scheme::kSFB);
     s.device = std::make_unique<DeviceClient>(s.book->model(), factors, transport, s.nodes.leader(s.nodes.nodeOf(me)), s.params,
                                               DeviceOptions{options.gradient_mode, options.timeout, options.start_iteration,
                                                             piece_floats},
-                                              s.failure);
+                                              s.failure, s.memory.get());
   } else if (cluster.isWorker(net_rank)) {
     if (s.nodes.hierarchical()) {
       s.stage = std::make_unique<NodeStage>(s.book->model(), transport, s.nodes, s.params, options.gradient_mode,
-                                            piece_floats, options.timeout, s.failure);
+                                            piece_floats, options.timeout, s.failure, s.memory.get());
     }
     KVStoreOptions client_kvstore = kvstore;
     client_kvstore.timeline = s.timeline.get();
@@ -419,6 +430,14 @@ int Session::workers() const {
 }
 int Session::nodes() const { return impl_->nodes.nodes(); }
 int Session::devicesPerNode() const { return impl_->nodes.devicesPerNode(); }
+std::string Session::nodeSummary() const {
+  const Impl& s = *impl_;
+  if (!s.nodes.hierarchical()) return "";
+  const std::string inside = s.memory ? detail::cat("shared memory (", s.memory->bytes() >> 20, " MiB per node)")
+                                      : s.options.node_memory ? "messages (its ranks could not map one shared memory segment)"
+                                                              : "messages";
+  return detail::cat(s.nodes.nodes(), " nodes of ", s.nodes.devicesPerNode(), " devices; inside a node by ", inside);
+}
 int Session::networkRank() const {
   const int me = rank();
   if (!impl_->nodes.hierarchical()) return me;

@@ -56,7 +56,7 @@ Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
                                 "; run the same build on every rank"));
   }
   if (h.type < static_cast<std::uint16_t>(MsgType::kControl) ||
-      h.type > static_cast<std::uint16_t>(MsgType::kNodeParams)) {
+      h.type > static_cast<std::uint16_t>(MsgType::kNodeParamsShared)) {
     throw CommError(detail::cat("received a message of unknown type ", h.type));
   }
   if (h.payload_bytes > max_payload_bytes || h.payload_bytes != size - sizeof(MessageHeader)) {

@@ -18,6 +18,8 @@ enum class MsgType : std::uint16_t {
   kNodeGrad = 6,     // device -> its node's leader: one layer's gradient, all tensors
   kNodeFactors = 7,  // device -> its node's leader: one FC layer's factors (U, V)
   kNodeParams = 8,   // leader -> a device of its node: one layer's fresh values (or mean gradient)
+  kNodeGradShared = 9,    // as kNodeGrad, but the gradient is in the node's shared memory
+  kNodeParamsShared = 10,  // as kNodeParams, but the values are in the node's shared memory
 };
 
 struct MessageHeader {

@@ -1,6 +1,7 @@
 #include "node/device_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -11,7 +12,7 @@ namespace poseidon {
 
 DeviceClient::DeviceClient(const ModelInfo& model, const std::vector<bool>& factors, Transport& world, int leader,
                            std::vector<std::vector<float*>> params, const DeviceOptions& options,
-                           FailureState& failure)
+                           FailureState& failure, const NodeMemory* memory)
     : model_(model),
       factors_(factors),
       world_(world),
@@ -20,10 +21,13 @@ DeviceClient::DeviceClient(const ModelInfo& model, const std::vector<bool>& fact
       factor_targets_(model.layers.size()),
       options_(options),
       failure_(failure),
+      memory_(memory),
+      slot_(world.rank() - leader - 1),
       iteration_(options.start_iteration),
       reported_(model.layers.size(), false),
       complete_(model.layers.size(), true),
       arrived_(model.layers.size()),
+      in_memory_(model.layers.size(), 0),
       released_(model.layers.size(), options.start_iteration),
       // One thread per layer: a layer waiting for its values never holds up another's.
       pool_(static_cast<int>(std::max<std::size_t>(1, model.layers.size())), "poseidon-device", failure) {}
@@ -35,6 +39,18 @@ void DeviceClient::gradientsReady(int layer, std::vector<float*> grads) {
   POSEIDON_ENFORCE_EQ(grads.size(), info.tensors.size(), "gradients of layer ", layer);
   FloatSpans spans;
   for (std::size_t k = 0; k < grads.size(); ++k) spans.emplace_back(grads[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  if (float* slot = memory_ ? memory_->slot(layer, slot_) : nullptr) {
+    // expect() insists that this device has taken in (layer, t-1), which the leader shared
+    // only after adding this slot: the slot is free.
+    expect(layer, std::move(grads));
+    gatherInto(spans, slot);
+    std::atomic_thread_fence(std::memory_order_release);
+    Message word = Message::make(MsgType::kNodeGradShared, wholeLayerKey(layer), static_cast<std::uint32_t>(world_.rank()),
+                                 iteration_, 0);
+    word.setPriority(layer);
+    world_.send(leader_, std::move(word));
+    return;
+  }
   // Copies: the leader adds them to its own when its sync of the layer starts, by which
   // time autograd may be accumulating this device's next backward pass.
   auto pieces = cutIntoPieces(MsgType::kNodeGrad, layer, world_.rank(), iteration_, spans, options_.piece_floats);
@@ -92,18 +108,21 @@ void DeviceClient::expect(int layer, std::vector<float*> grads) {
 void DeviceClient::apply(int layer, std::uint64_t t, const std::vector<float*>& grads) {
   const LayerInfo& info = model_.layers[layer];
   PieceAssembly values;
+  std::uint64_t shared = 0;  // the iteration + 1 of values in memory_
   std::vector<float*> into;
   {
     std::unique_lock<std::mutex> lock(mu_);
     // An SFB weight changes only once autograd is done with it (as SfbSyncer::Move).
     // Twice the leader's timeout: when another node is silent, the leader's own timeout
     // names it first, and this device's message would only blame the leader.
-    waitFor(lock, cv_, [&] { return arrived_[layer].complete() && (!factors_[layer] || released_[layer] > t); },
+    waitFor(lock, cv_,
+            [&] { return (in_memory_[layer] > 0 || arrived_[layer].complete()) && (!factors_[layer] || released_[layer] > t); },
             2 * options_.timeout, &failure_,
             detail::cat("rank ", world_.rank(), ": layer '", info.name, "' of iteration ", t, " from its node's leader, rank ",
                         leader_, " (which may itself be waiting on another node)"));
     // Moved out, not copied: the transport thread delivers under this lock.
     values = std::exchange(arrived_[layer], PieceAssembly());
+    shared = std::exchange(in_memory_[layer], 0);
     into = options_.gradient_mode ? (factors_[layer] ? factor_targets_[layer] : grads) : params_[layer];
   }
   if (into.size() != info.tensors.size()) {
@@ -116,11 +135,19 @@ void DeviceClient::apply(int layer, std::uint64_t t, const std::vector<float*>& 
     targets.emplace_back(into[k], static_cast<std::size_t>(info.tensors[k].numel()));
     floats += targets.back().second;
   }
-  if (values.iteration() != t || values.floats() != floats) {
+  if (shared > 0) {
+    if (shared - 1 != t) {
+      throw CommError(detail::cat("rank ", leader_, " shared layer '", info.name, "' of iteration ", shared - 1, "; rank ",
+                                  world_.rank(), " expected iteration ", t));
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    scatterFrom(memory_->values(layer), targets, false);
+  } else if (values.iteration() != t || values.floats() != floats) {
     throw CommError(detail::cat("rank ", leader_, " sent layer '", info.name, "' of iteration ", values.iteration(), " with ",
                                 values.floats(), " values; rank ", world_.rank(), " expected iteration ", t, " and ", floats));
+  } else {
+    values.scatterInto(targets, false);
   }
-  values.scatterInto(targets, false);
   // Server mode: the gradient is consumed (the leader's Move clears its own the same way).
   if (!options_.gradient_mode) {
     for (std::size_t k = 0; k < grads.size(); ++k) {
@@ -137,7 +164,14 @@ void DeviceClient::deliver(Message m) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    arrived_[key.layer].add(std::move(m));
+    if (m.type() != MsgType::kNodeParamsShared) {
+      arrived_[key.layer].add(std::move(m));
+    } else if (!memory_ || in_memory_[key.layer] > 0 || !arrived_[key.layer].empty()) {
+      throw CommError(detail::cat("rank ", leader_, " shared layer ", key.layer, " in memory, which device rank ", world_.rank(),
+                                  memory_ ? " does not expect there now" : " does not have"));
+    } else {
+      in_memory_[key.layer] = m.header().iteration + 1;
+    }
   }
   cv_.notify_all();
 }

@@ -15,6 +15,7 @@
 #include "comm/transport.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"
+#include "node/node_memory.h"
 #include "node/pieces.h"
 #include "poseidon/model_info.h"
 
@@ -29,8 +30,10 @@ struct DeviceOptions {
 
 class DeviceClient {
  public:
+  // `memory` (may be null: messages only) is shared with the leader (node_memory.h).
   DeviceClient(const ModelInfo& model, const std::vector<bool>& factors, Transport& world, int leader,
-               std::vector<std::vector<float*>> params, const DeviceOptions& options, FailureState& failure);
+               std::vector<std::vector<float*>> params, const DeviceOptions& options, FailureState& failure,
+               const NodeMemory* memory);
   ~DeviceClient();
 
   void gradientsReady(int layer, std::vector<float*> grads);
@@ -41,7 +44,8 @@ class DeviceClient {
   void waitLayer(int layer);
   void waitAll();
   std::uint64_t iteration() const { return iteration_; }
-  // A piece of the leader's values for a layer (transport thread).
+  // A piece of the leader's values for a layer, or word that they are in the shared
+  // memory (transport thread).
   void deliver(Message message);
 
  private:
@@ -58,6 +62,8 @@ class DeviceClient {
   std::vector<std::vector<float*>> factor_targets_;  // gradient mode, SFB layers
   const DeviceOptions options_;
   FailureState& failure_;
+  const NodeMemory* const memory_;
+  const int slot_;                 // this device's slot in memory_
   std::uint64_t iteration_;        // compute thread only
   std::vector<bool> reported_;     // compute thread only
 
@@ -65,6 +71,8 @@ class DeviceClient {
   std::condition_variable cv_;
   std::vector<bool> complete_;          // guarded by mu_
   std::vector<PieceAssembly> arrived_;  // guarded by mu_: by layer
+  // guarded by mu_: by layer, the iteration + 1 whose values wait in memory_ (0: none)
+  std::vector<std::uint64_t> in_memory_;
   std::vector<std::uint64_t> released_;  // guarded by mu_: by layer, iterations released
   ThreadPool pool_;                     // last: its threads stop before the rest goes
 };

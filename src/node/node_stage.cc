@@ -1,5 +1,6 @@
 #include "node/node_stage.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -19,7 +20,7 @@ std::size_t layerFloats(const LayerInfo& layer) {
 
 NodeStage::NodeStage(const ModelInfo& model, Transport& world, const NodeMap& nodes,
                      std::vector<std::vector<float*>> params, bool gradient_mode, std::size_t piece_floats,
-                     std::chrono::milliseconds timeout, const FailureState& failure)
+                     std::chrono::milliseconds timeout, const FailureState& failure, const NodeMemory* memory)
     : model_(model),
       world_(world),
       devices_(nodes.devicesBesideLeader(nodes.nodeOf(world.rank()))),
@@ -30,7 +31,8 @@ NodeStage::NodeStage(const ModelInfo& model, Transport& world, const NodeMap& no
       piece_floats_(piece_floats),
       timeout_(timeout),
       failure_(failure),
-      slots_(model.layers.size(), std::vector<PieceAssembly>(devices_.size())) {}
+      memory_(memory),
+      slots_(model.layers.size(), std::vector<Share>(devices_.size())) {}
 
 void NodeStage::deliver(Message m) {
   const auto& h = m.header();
@@ -46,13 +48,23 @@ void NodeStage::deliver(Message m) {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    slots_[key.layer][device].add(std::move(m));
+    Share& share = slots_[key.layer][device];
+    if (m.type() != MsgType::kNodeGradShared) {
+      if (share.in_memory) throw CommError(detail::cat("rank ", h.source, " sent layer ", key.layer, " twice"));
+      share.pieces.add(std::move(m));
+    } else if (!memory_ || !memory_->slot(key.layer, device) || share.in_memory || !share.pieces.empty()) {
+      throw CommError(detail::cat("rank ", h.source, " put layer ", key.layer, " in shared memory, which its leader, rank ",
+                                  world_.rank(), ", ", memory_ ? "does not expect there now" : "does not have"));
+    } else {
+      share.in_memory = true;
+      share.memory_iteration = h.iteration;
+    }
   }
   cv_.notify_all();
 }
 
-std::vector<PieceAssembly> NodeStage::take(int layer, std::uint64_t t, MsgType type) {
-  std::vector<PieceAssembly> out(devices_.size());
+std::vector<NodeStage::Share> NodeStage::take(int layer, std::uint64_t t, MsgType type) {
+  std::vector<Share> out(devices_.size());
   {
     std::unique_lock<std::mutex> lock(mu_);
     auto& slots = slots_[layer];
@@ -74,7 +86,7 @@ std::vector<PieceAssembly> NodeStage::take(int layer, std::uint64_t t, MsgType t
       throw TimeoutError(detail::cat(e.what(), "; not all of it from rank ", who, " of this node (lost or stalled)"));
     }
     // Moved out, not copied: the transport thread delivers under this lock.
-    for (std::size_t d = 0; d < slots.size(); ++d) out[d] = std::exchange(slots[d], PieceAssembly());
+    for (std::size_t d = 0; d < slots.size(); ++d) out[d] = std::exchange(slots[d], Share());
   }
   for (std::size_t d = 0; d < out.size(); ++d) {
     if (out[d].iteration() != t || out[d].type() != type) {
@@ -96,11 +108,17 @@ void NodeStage::addDeviceGradients(int layer, std::uint64_t t, const std::vector
   // Device by device in rank order, as the flat run's sums go (to rounding: they are
   // grouped by node there).
   for (std::size_t d = 0; d < arrived.size(); ++d) {
-    if (arrived[d].floats() != layerFloats(info)) {
-      throw CommError(detail::cat("rank ", devices_[d], " sent ", arrived[d].floats(), " gradient values for layer '",
+    if (arrived[d].in_memory) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      scatterFrom(memory_->slot(layer, static_cast<int>(d)), sums, true);
+      continue;
+    }
+    const PieceAssembly& pieces = arrived[d].pieces;
+    if (pieces.floats() != layerFloats(info)) {
+      throw CommError(detail::cat("rank ", devices_[d], " sent ", pieces.floats(), " gradient values for layer '",
                                   info.name, "', which has ", layerFloats(info)));
     }
-    arrived[d].scatterInto(sums, true);
+    pieces.scatterInto(sums, true);
   }
 }
 
@@ -110,10 +128,10 @@ Message NodeStage::stackDeviceFactors(int layer, std::uint64_t t, Message own) {
   const std::size_t row = static_cast<std::size_t>(info.M + info.N);
   std::size_t rows = own.floatCount() / row;
   for (std::size_t d = 0; d < arrived.size(); ++d) {
-    if (arrived[d].floats() % row != 0) {
+    if (arrived[d].pieces.floats() % row != 0) {
       throw CommError(detail::cat("rank ", devices_[d], " sent malformed factors for layer '", info.name, "'"));
     }
-    rows += arrived[d].floats() / row;
+    rows += arrived[d].pieces.floats() / row;
   }
   const auto& h = own.header();
   Message node = Message::make(own.type(), h.key, h.source, h.iteration, rows * row * sizeof(float));
@@ -131,7 +149,7 @@ Message NodeStage::stackDeviceFactors(int layer, std::uint64_t t, Message own) {
   const auto mine = split(own.floatCount());
   std::memcpy(mine[0].first, own.floats(), mine[0].second * sizeof(float));
   std::memcpy(mine[1].first, own.floats() + mine[0].second, mine[1].second * sizeof(float));
-  for (const auto& a : arrived) a.scatterInto(split(a.floats()), false);
+  for (const auto& a : arrived) a.pieces.scatterInto(split(a.pieces.floats()), false);
   return node;
 }
 
@@ -144,6 +162,16 @@ void NodeStage::share(int layer, std::uint64_t t) {
   POSEIDON_ENFORCE_EQ(from.size(), info.tensors.size(), "tensors of layer ", layer, " to share in the node");
   FloatSpans spans;
   for (std::size_t k = 0; k < from.size(); ++k) spans.emplace_back(from[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  if (memory_) {
+    // Once for all devices; each copies them out before it sends this layer again, and
+    // only then can share() of the next iteration come here (node_memory.h).
+    gatherInto(spans, memory_->values(layer));
+    std::atomic_thread_fence(std::memory_order_release);
+    Message word = Message::make(MsgType::kNodeParamsShared, wholeLayerKey(layer), static_cast<std::uint32_t>(world_.rank()), t, 0);
+    word.setPriority(layer);
+    for (int d : devices_) world_.send(d, word);
+    return;
+  }
   // Copied: the devices share the pieces, and the next iteration may change these values.
   const auto pieces = cutIntoPieces(MsgType::kNodeParams, layer, world_.rank(), t, spans, piece_floats_);
   for (int d : devices_) {

@@ -14,6 +14,7 @@
 #include "comm/transport.h"
 #include "common/wait.h"
 #include "node/node_map.h"
+#include "node/node_memory.h"
 #include "node/pieces.h"
 #include "poseidon/model_info.h"
 
@@ -21,12 +22,14 @@ namespace poseidon {
 
 class NodeStage {
  public:
-  // `params[l]` are layer l's tensors in the leader's engine. `world` reaches the devices.
+  // `params[l]` are layer l's tensors in the leader's engine. `world` reaches the devices;
+  // `memory` (may be null: messages only) is shared with them (node_memory.h).
   NodeStage(const ModelInfo& model, Transport& world, const NodeMap& nodes, std::vector<std::vector<float*>> params,
             bool gradient_mode, std::size_t piece_floats, std::chrono::milliseconds timeout,
-            const FailureState& failure);
+            const FailureState& failure, const NodeMemory* memory);
 
-  // A piece of a device's gradient or factors (transport thread).
+  // A piece of a device's gradient or factors, or word that its gradient is in the
+  // shared memory (transport thread).
   void deliver(Message message);
   // Waits for every device's gradient of `layer` for iteration t and adds them to `grads`
   // (the leader's own), in rank order. In gradient mode `grads` is also where the mean
@@ -41,8 +44,17 @@ class NodeStage {
   void share(int layer, std::uint64_t t);
 
  private:
+  // What one device sent for a layer: pieces, or word that it is in its memory slot.
+  struct Share {
+    PieceAssembly pieces;
+    bool in_memory = false;
+    std::uint64_t memory_iteration = 0;
+    bool complete() const { return in_memory || pieces.complete(); }
+    std::uint64_t iteration() const { return in_memory ? memory_iteration : pieces.iteration(); }
+    MsgType type() const { return in_memory ? MsgType::kNodeGrad : pieces.type(); }
+  };
   // Waits until every device's values for (layer, t) are in; returns them in rank order.
-  std::vector<PieceAssembly> take(int layer, std::uint64_t t, MsgType type);
+  std::vector<Share> take(int layer, std::uint64_t t, MsgType type);
 
   const ModelInfo& model_;
   Transport& world_;
@@ -54,12 +66,13 @@ class NodeStage {
   const std::size_t piece_floats_;
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
+  const NodeMemory* const memory_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   // By layer, then device: a device sends layer l of t+1 only after share(l, t), so one
   // iteration per slot at a time.
-  std::vector<std::vector<PieceAssembly>> slots_;  // guarded by mu_
+  std::vector<std::vector<Share>> slots_;  // guarded by mu_
 };
 
 }  // namespace poseidon

@@ -7,6 +7,24 @@
 
 namespace poseidon {
 
+void gatherInto(const FloatSpans& spans, float* out) {
+  for (const auto& s : spans) {
+    std::memcpy(out, s.first, s.second * sizeof(float));
+    out += s.second;
+  }
+}
+
+void scatterFrom(const float* src, const FloatTargets& outs, bool add) {
+  for (const auto& o : outs) {
+    if (add) {
+      for (std::size_t i = 0; i < o.second; ++i) o.first[i] += src[i];
+    } else {
+      std::memcpy(o.first, src, o.second * sizeof(float));
+    }
+    src += o.second;
+  }
+}
+
 std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uint64_t iteration, const FloatSpans& spans,
                                    std::size_t piece_floats) {
   std::size_t total = 0;

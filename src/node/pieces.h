@@ -28,6 +28,13 @@ struct PieceKey {
   }
 };
 
+// The key of a layer that travels whole (one piece, the last).
+inline std::uint32_t wholeLayerKey(int layer) { return static_cast<std::uint32_t>(layer) | 1u << 31; }
+// Copies `spans`, in order, to `out`.
+void gatherInto(const FloatSpans& spans, float* out);
+// Copies (or, with `add`, adds) consecutive floats from `src` across `outs`.
+void scatterFrom(const float* src, const FloatTargets& outs, bool add);
+
 // Copies `spans` into messages of at most `piece_floats` floats each (more where that would
 // make over 32767 pieces; at least one message, empty if there is nothing to send). Throws
 // Error past 65535 layers.

@@ -413,21 +413,26 @@ def case_plan_nodes(args):
 def case_np4_nodes_equal_flat(args):
     # Exactness of the devices level: 2 nodes x 2 ranks (the leaders exchange the nodes'
     # sums and stacked factors) end where the flat run ends, to float rounding (the sums
-    # are grouped by node), for each scheme and in gradient mode; and host grouping (all
-    # four ranks on this host: one node) too.
+    # are grouped by node), for each scheme and in gradient mode; host grouping (all four
+    # ranks on this host: one node) too; and a node's ranks passing messages instead of
+    # sharing memory.
     tmp = tempfile.mkdtemp()
     try:
         common = ["--model", "fcnet", "--iterations", "3", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
         runs = [("ps", ["--scheme", "ps"], "2"), ("sfb", ["--scheme", "sfb"], "2"),
-                ("adam", ["--optimizer", "adam"], "2"), ("host", ["--scheme", "ps"], "host")]
+                ("adam", ["--optimizer", "adam"], "2"), ("host", ["--scheme", "ps"], "host"),
+                ("messages", ["--scheme", "ps", "--intra-node", "messages"], "2")]
         for name, extra, nodes in runs:
             flat = f"{tmp}/{name}-flat.bin"
-            if name != "host":
+            if name not in ("host", "messages"):
                 train(args, 4, common + extra + ["--save-params", flat])
             else:
                 flat = f"{tmp}/ps-flat.bin"
             node_report, out = train(args, 4, common + extra + ["--devices-per-node", nodes,
                                                                 "--save-params", f"{tmp}/{name}-nodes.bin"])
+            # All four ranks on this host: a node's ranks share memory unless told not to.
+            inside = "by messages" if name == "messages" else "by shared memory"
+            check(f"inside a node {inside}" in out, f"{name}: expected 'inside a node {inside}' in:\n{out[-1500:]}")
             # Adam divides by sqrt(v): where a gradient is near zero, a rounding difference in
             # the sum becomes a step difference of order lr (measured 4.4e-6 after 3 steps).
             tol = 2e-5 if name == "adam" else 1e-6
