@@ -8,10 +8,13 @@
 #include <random>
 #include <vector>
 
+#include "comm/control_channel.h"
 #include "coordinator/scheme_planner.h"
 #include "node/node_map.h"
+#include "node/node_memory.h"
 #include "node/pieces.h"
 #include "poseidon/errors.h"
+#include "test_ranks.h"
 
 namespace poseidon {
 namespace {
@@ -134,6 +137,39 @@ TEST(PlanForNodesTest, HandComputedFigures) {
   // K = 512, SFB 2*512*1*128 = 131072 floats > PS 2*64*64 = 8192.
   EXPECT_EQ(planForNodes(oneFc(64, 64), 2, 16, req)[0].scheme, Scheme::kPS);
   EXPECT_THROW(planForNodes(oneFc(64, 64), 0, 2, req), InputError);
+}
+
+// Each rank maps the node's segment on its own (here four threads, four mappings): what a
+// device writes in its slot the leader reads, and what the leader writes every device reads.
+TEST(NodeMemoryTest, DevicesAndLeaderSeeOneSegment) {
+  ModelInfo model = oneFc(3, 5);   // gathered: a slot per device
+  model.layers.push_back(oneFc(7, 2).layers[0]);  // factors: values only
+  const NodeMap nodes = NodeMap::blocks(4, 2);
+  testing::runRanks(4, [&](Transport& t, int rank) {
+    FailureState failure;
+    ControlChannel control(t, std::chrono::milliseconds(10000), failure);
+    t.start(TransportCallbacks{[&control](Message m) { control.onMessage(std::move(m)); },
+                               [&failure](std::exception_ptr e) { failure.set(e); }});
+    struct StopFirst {  // the transport stops before the channel it delivers to goes
+      Transport& t;
+      ~StopFirst() { t.stop(); }
+    } stop{t};
+    {
+      auto memory = NodeMemory::open(control, nodes, rank, model, {true, false});
+      ASSERT_TRUE(memory);
+      EXPECT_EQ(memory->slot(1, 0), nullptr);
+      const bool leads = nodes.isLeader(rank);
+      const float mark = static_cast<float>(rank + 1);
+      if (!leads) std::fill(memory->slot(0, 0), memory->slot(0, 0) + 15, mark);
+      if (leads) std::fill(memory->values(1), memory->values(1) + 14, -mark);
+      control.barrier("written");
+      if (leads) EXPECT_EQ(memory->slot(0, 0)[14], mark + 1);  // its device is the next rank
+      if (!leads) EXPECT_EQ(memory->values(1)[13], -mark + 1);
+      // The regions do not overlap: the device's slot is intact after the leader's write.
+      if (!leads) EXPECT_EQ(memory->slot(0, 0)[0], mark);
+      control.barrier("read");
+    }
+  });
 }
 
 }  // namespace
