@@ -57,7 +57,8 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
   if (!allreduce.empty()) {
     collective_ = std::make_unique<CollectiveSyncer>(
         book.model(), allreduce, params, transport,
-        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration, options.timeline},
+        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration, options.timeline,
+                          options.node},
         failure,
         [this](int layer) {
           {

@@ -7,6 +7,7 @@
 #include "common/digest.h"
 #include "common/timeline.h"
 #include "engine/external_event.h"
+#include "node/node_stage.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -37,6 +38,7 @@ CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int
     : failure_(failure),
       sgd_(options.sgd),
       timeline_(options.timeline),
+      node_(options.node),
       workers_(transport.size()),
       on_done_(std::move(on_done)),
       layers_(model.layers.size()),
@@ -110,7 +112,7 @@ void CollectiveSyncer::schedule(std::uint64_t t) {
       const std::int64_t offset = bucket->plan.offsets[i];
       engine_.pushAsync([layer](Engine::Done done) { layer->gradient.arm(std::move(done)); }, {}, {layer->grad_tag},
                         Engine::Kind::kCopy);
-      engine_.push([this, layer, bucket, offset] { copyIn(*layer, *bucket, offset); }, {layer->grad_tag},
+      engine_.push([this, layer, bucket, offset, t] { copyIn(*layer, *bucket, offset, t); }, {layer->grad_tag},
                    {bucket->in_tag}, Engine::Kind::kCopy);
     }
     store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
@@ -133,7 +135,7 @@ void CollectiveSyncer::gradientReady(int layer, std::vector<float*> grads) {
   l->gradient.fire();
 }
 
-void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset) {
+void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset, std::uint64_t t) {
   TimelineSpan span(timeline_, "engine copy", timeline_ ? detail::cat("copy layer ", layer.id) : "", "allreduce");
   std::vector<float*> grads;
   {
@@ -141,6 +143,9 @@ void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset)
     grads = layer.grads;
   }
   POSEIDON_ENFORCE_EQ(grads.size(), layer.sizes.size(), "gradient tensors of an allreduce layer");
+  // The node's whole batch goes into the collective, as one worker's (the mean divides by
+  // every device: sgd_.passes counts them).
+  if (node_) node_->addDeviceGradients(layer.id, t, grads);
   float* to = bucket.in.data() + offset;
   for (std::size_t t = 0; t < grads.size(); ++t) {
     const std::size_t bytes = layer.sizes[t] * sizeof(float);
@@ -170,6 +175,7 @@ void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
       sum += layer.sizes[k];
     }
     layer.first_step = false;
+    if (node_) node_->share(layer.id, t);
     on_done_(layer.id);
   }
 }

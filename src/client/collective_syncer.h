@@ -25,6 +25,7 @@
 namespace poseidon {
 
 class Transport;
+class NodeStage;
 class Digest;
 class Timeline;
 struct StateRecord;
@@ -35,6 +36,9 @@ struct CollectiveOptions {
   SgdOptions sgd;
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
   Timeline* timeline = nullptr;       // records copies and steps, if set
+  // On a node's leader (the devices level): adds the devices' gradients before a layer's
+  // copy into its bucket, and shares the layer's result with them after its step.
+  NodeStage* node = nullptr;
 };
 
 class CollectiveSyncer {
@@ -67,12 +71,13 @@ class CollectiveSyncer {
  private:
   struct Layer;
   struct Bucket;
-  void copyIn(Layer& layer, Bucket& bucket, std::int64_t offset);
+  void copyIn(Layer& layer, Bucket& bucket, std::int64_t offset, std::uint64_t t);
   void apply(Bucket& bucket, std::uint64_t t);
 
   FailureState& failure_;
   const SgdOptions sgd_;
   Timeline* const timeline_;
+  NodeStage* const node_;
   const int workers_;
   std::function<void(int)> on_done_;
   std::vector<std::unique_ptr<Layer>> layers_;  // by model layer; null if not allreduce

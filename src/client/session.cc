@@ -98,7 +98,6 @@ void checkNodeOptions(const Options& o, SchemeMode mode) {
                      : o.staleness > 0                   ? "--staleness"
                      : o.straggler_timeout.count() > 0   ? "--straggler-timeout"
                      : mode == SchemeMode::kAdam         ? "--scheme adam"
-                     : mode == SchemeMode::kAllreduce    ? "--scheme allreduce"
                                                          : nullptr;
   if (what) {
     throw InputError(detail::cat("--devices-per-node does not work with ", what, " yet; drop one of them"));
@@ -271,10 +270,6 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
     if (model.layers[l].numel() == 0) {
       throw InputError(detail::cat("layer '", model.layers[l].name, "' holds no values, which the devices level cannot "
                                    "sync; drop it or run flat (--devices-per-node 1)"));
-    }
-    if (s.plan[l].scheme == Scheme::kAllreduce) {
-      throw InputError(detail::cat("layer '", model.layers[l].name, "' goes by allreduce, which is not built across nodes "
-                                   "yet; use --scheme ps, sfb or auto with --devices-per-node, or run flat"));
     }
   }
   std::vector<bool> on_ps;

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <string>
 
 #include "collective/loopback_communicator.h"
@@ -77,6 +78,20 @@ std::unique_ptr<Communicator> LoopbackTransport::newCommunicator(std::chrono::mi
     hub_.rendezvous_.push_back(std::make_shared<LoopbackRendezvous>(size(), timeout));
   }
   auto comm = std::make_unique<LoopbackCommunicator>(hub_.rendezvous_[communicators_++], rank_);
+  comm->countInto(&traffic());
+  return comm;
+}
+
+std::unique_ptr<Communicator> LoopbackTransport::newGroupCommunicator(const std::vector<int>& members,
+                                                                     std::chrono::milliseconds timeout,
+                                                                     const FailureState&) {
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  if (me == members.end()) throw CommError(detail::cat("rank ", rank_, " made a communicator of a group without it"));
+  std::lock_guard<std::mutex> lock(hub_.mu_);
+  auto& all = hub_.group_rendezvous_[members];
+  std::size_t& mine = group_communicators_[members];
+  if (mine == all.size()) all.push_back(std::make_shared<LoopbackRendezvous>(static_cast<int>(members.size()), timeout));
+  auto comm = std::make_unique<LoopbackCommunicator>(all[mine++], static_cast<int>(me - members.begin()));
   comm->countInto(&traffic());
   return comm;
 }

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -31,6 +32,8 @@ class LoopbackHub {
   std::vector<std::unique_ptr<LoopbackTransport>> transports_;
   std::mutex mu_;
   std::vector<std::shared_ptr<LoopbackRendezvous>> rendezvous_;  // guarded by mu_; by creation order
+  // guarded by mu_: the same for groups of ranks, by members
+  std::map<std::vector<int>, std::vector<std::shared_ptr<LoopbackRendezvous>>> group_rendezvous_;
 };
 
 class LoopbackTransport final : public Transport {
@@ -44,6 +47,8 @@ class LoopbackTransport final : public Transport {
   std::shared_ptr<Work> send(int peer, Message message) override;
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
                                                 const FailureState& failure) override;
+  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members, std::chrono::milliseconds timeout,
+                                                     const FailureState& failure) override;
   void stop() override;
 
  private:
@@ -53,6 +58,7 @@ class LoopbackTransport final : public Transport {
   LoopbackHub& hub_;
   const int rank_;
   std::size_t communicators_ = 0;  // created by this rank so far
+  std::map<std::vector<int>, std::size_t> group_communicators_;  // the same, by group
   TransportCallbacks callbacks_;
   std::mutex mu_;
   std::condition_variable cv_;

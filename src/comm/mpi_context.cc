@@ -28,9 +28,11 @@ MpiContext::MpiContext(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  MPI_Comm_dup(comm_, &groups_comm_);
 }
 
 MpiContext::~MpiContext() {
+  if (groups_comm_ != MPI_COMM_NULL) MPI_Comm_free(&groups_comm_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   if (we_initialised_) MPI_Finalize();
 }

@@ -18,6 +18,10 @@ class MpiContext {
   MpiContext& operator=(const MpiContext&) = delete;
 
   MPI_Comm comm() const { return comm_; }
+  // The parent of communicators over some ranks only (MPI_Comm_create_group): its
+  // point-to-point traffic uses the caller's tag on the parent, so the parent must be one
+  // nobody receives on with MPI_ANY_TAG, as the transport does on comm().
+  MPI_Comm groupsComm() const { return groups_comm_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool threadMultiple() const { return thread_multiple_; }
@@ -26,6 +30,7 @@ class MpiContext {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm groups_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   bool we_initialised_ = false;

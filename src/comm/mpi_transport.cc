@@ -24,7 +24,7 @@ constexpr double kBudgetBurstBytes = 2 << 20;
 }  // namespace
 
 MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes)
-    : comm_(mpi.comm()), thread_multiple_(mpi.threadMultiple()), rank_(mpi.rank()), size_(mpi.size()), max_payload_bytes_(max_payload_bytes),
+    : comm_(mpi.comm()), groups_comm_(mpi.groupsComm()), thread_multiple_(mpi.threadMultiple()), rank_(mpi.rank()), size_(mpi.size()), max_payload_bytes_(max_payload_bytes),
       budget_(std::make_unique<TokenBucket>(0, 0)) {
   POSEIDON_ENFORCE(max_payload_bytes_ + sizeof(MessageHeader) < static_cast<std::size_t>(INT_MAX),
                    "MPI counts are int: messages must stay under 2 GiB");
@@ -97,6 +97,37 @@ std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::millise
         "use --scheme ps, sfb or auto without allreduce");
   }
   auto comm = std::make_unique<MpiCommunicator>(comm_, timeout, failure);
+  comm->countInto(&traffic());
+  comm->paceWith(budget_.get());
+  return comm;
+}
+
+std::unique_ptr<Communicator> MpiTransport::newGroupCommunicator(const std::vector<int>& members,
+                                                                 std::chrono::milliseconds timeout,
+                                                                 const FailureState& failure) {
+  if (!thread_multiple_) {
+    throw CommError(
+        "this MPI library does not provide MPI_THREAD_MULTIPLE, which the allreduce scheme needs; "
+        "use --scheme ps, sfb or auto without allreduce");
+  }
+  // MPI_Comm_create_group is collective over the members only: the other ranks (a node's
+  // devices) never call it. Not on comm_: the progress thread would take its messages.
+  MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+  MPI_Comm_group(groups_comm_, &all);
+  MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
+  MPI_Comm sub = MPI_COMM_NULL;
+  const int rc = MPI_Comm_create_group(groups_comm_, group, kGroupTag, &sub);
+  MPI_Group_free(&group);
+  MPI_Group_free(&all);
+  if (rc != MPI_SUCCESS || sub == MPI_COMM_NULL) throw CommError("MPI_Comm_create_group failed for the allreduce among leaders");
+  std::unique_ptr<MpiCommunicator> comm;
+  try {
+    comm = std::make_unique<MpiCommunicator>(sub, timeout, failure);  // its own duplicate
+  } catch (...) {
+    MPI_Comm_free(&sub);
+    throw;
+  }
+  MPI_Comm_free(&sub);
   comm->countInto(&traffic());
   comm->paceWith(budget_.get());
   return comm;

@@ -38,6 +38,8 @@ class MpiTransport final : public Transport {
   void setSameNode(const std::vector<bool>& same) override;
   void start(TransportCallbacks callbacks) override;
   std::shared_ptr<Work> send(int peer, Message message) override;
+  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members, std::chrono::milliseconds timeout,
+                                                     const FailureState& failure) override;
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
                                                 const FailureState& failure) override;
   void stop() override;
@@ -47,6 +49,8 @@ class MpiTransport final : public Transport {
   bool settle(std::chrono::milliseconds limit) override;
   SendQueueStats sendStats() const override;
   static constexpr std::chrono::seconds kDrainTimeout{10};
+  // MPI_Comm_create_group's tag (any value: its traffic is apart from the messages').
+  static constexpr int kGroupTag = 7;
 
  private:
   struct Outgoing {
@@ -75,6 +79,7 @@ class MpiTransport final : public Transport {
   void check(int rc, const char* call);
 
   const MPI_Comm comm_;
+  const MPI_Comm groups_comm_;  // MpiContext::groupsComm()
   const bool thread_multiple_;
   const int rank_;
   const int size_;

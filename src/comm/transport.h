@@ -49,6 +49,11 @@ class Transport {
   // TimeoutError after `timeout` and watch `failure`.
   virtual std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
                                                         const FailureState& failure) = 0;
+  // The same over `members` (ranks, ascending) alone, ranked in that order: only they call
+  // it, each the same number of times in the same order.
+  virtual std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members,
+                                                             std::chrono::milliseconds timeout,
+                                                             const FailureState& failure) = 0;
   // Completes queued sends and stops delivery. Idempotent; called before destruction.
   virtual void stop() = 0;
   // False if stop() gave up on sends a peer never took (it waits a bounded time).

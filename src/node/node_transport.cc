@@ -14,10 +14,19 @@ std::shared_ptr<Work> NodeTransport::send(int peer, Message message) {
   return world_.send(nodes_.leader(peer), std::move(message));
 }
 
-std::unique_ptr<Communicator> NodeTransport::newCommunicator(std::chrono::milliseconds /*timeout*/,
-                                                             const FailureState& /*failure*/) {
-  throw InputError("allreduce layers across nodes are not built yet; use --scheme ps, sfb or auto with "
-                   "--devices-per-node, or run flat");
+std::unique_ptr<Communicator> NodeTransport::newCommunicator(std::chrono::milliseconds timeout,
+                                                             const FailureState& failure) {
+  std::vector<int> leaders;
+  for (int n = 0; n < nodes_.nodes(); ++n) leaders.push_back(nodes_.leader(n));
+  return world_.newGroupCommunicator(leaders, timeout, failure);
+}
+
+std::unique_ptr<Communicator> NodeTransport::newGroupCommunicator(const std::vector<int>& members,
+                                                                  std::chrono::milliseconds timeout,
+                                                                  const FailureState& failure) {
+  std::vector<int> leaders;
+  for (int n : members) leaders.push_back(nodes_.leader(n));
+  return world_.newGroupCommunicator(leaders, timeout, failure);
 }
 
 }  // namespace poseidon

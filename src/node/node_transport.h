@@ -18,9 +18,11 @@ class NodeTransport final : public Transport {
   int size() const override { return nodes_.nodes(); }
   void start(TransportCallbacks /*callbacks*/) override {}
   std::shared_ptr<Work> send(int peer, Message message) override;
-  // Allreduce layers across nodes are not built: the session refuses them before this.
+  // Among the leaders alone: the allreduce layers' collectives cross the network once per node.
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
                                                 const FailureState& failure) override;
+  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members, std::chrono::milliseconds timeout,
+                                                     const FailureState& failure) override;
   void stop() override {}
   SendQueueStats sendStats() const override { return world_.sendStats(); }
 

@@ -36,6 +36,10 @@ class SilentTransport final : public Transport {
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds, const FailureState&) override {
     return nullptr;
   }
+  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>&, std::chrono::milliseconds,
+                                                     const FailureState&) override {
+    return nullptr;
+  }
   void stop() override {}
 
  private:

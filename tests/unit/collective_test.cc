@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective/communicator.h"
 #include "collective/fusion.h"
 #include "collective/kvstore.h"
 #include "comm/loopback_transport.h"
@@ -44,6 +45,29 @@ TEST(KVStoreDesigns, ConcurrentSumsCorrectlyWhateverOrderGradientsArriveIn) {
   stress(KVStoreType::kConcurrent, 3, 3, 3);
 }
 TEST(KVStoreDesigns, ChainedSumsCorrectlyWhateverOrderGradientsArriveIn) { stress(KVStoreType::kChained, 3, 1, 1); }
+
+// A group's communicator (the node leaders' allreduce): only its members call, ranked in
+// the group's order, and the others' collectives do not meet theirs.
+TEST(GroupCommunicator, OnlyTheMembersMeet) {
+  LoopbackHub hub(4);
+  std::vector<std::thread> threads;
+  std::vector<float> sums(4, 0.0f);
+  std::vector<int> ranks(4, -1);
+  FailureState failure;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      const std::vector<int> group = r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3};
+      auto comm = hub.transport(r).newGroupCommunicator(group, std::chrono::seconds(10), failure);
+      const float mine = static_cast<float>(r + 1);
+      comm->allreduceSum(&mine, &sums[r], 1);
+      ranks[r] = comm->rank();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(sums, (std::vector<float>{4, 6, 4, 6}));  // 1 + 3 and 2 + 4
+  EXPECT_EQ(ranks, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_THROW(hub.transport(0).newGroupCommunicator({1, 2}, std::chrono::seconds(1), failure), CommError);
+}
 
 TEST(KVStoreDesigns, SettingsThatCouldDeadlockAreRefused) {
   EXPECT_THROW((KVStoreOptions{KVStoreType::kConcurrent, 4, 2}.validate()), InputError);
