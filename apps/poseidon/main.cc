@@ -11,6 +11,7 @@
 #include "blas_kernels.h"
 #include "lab_command.h"
 #include "plan_command.h"
+#include "simulate_command.h"
 #include "train_command.h"
 #include "train_loop.h"
 
@@ -37,6 +38,8 @@ int main(int argc, char** argv) {
   auto* plan = poseidon::app::addPlanCommand(app, plan_options);
   poseidon::app::LabOptions lab_options;
   auto* lab = poseidon::app::addLabCommand(app, lab_options);
+  poseidon::app::SimulateOptions simulate_options;
+  auto* simulate = poseidon::app::addSimulateCommand(app, simulate_options);
 
   try {
     app.parse(argc, argv);
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
     if (train->parsed()) return poseidon::app::runTrain(train_options, &argc, &argv);
     if (plan->parsed()) return poseidon::app::runPlan(plan_options);
     if (lab->parsed()) return poseidon::app::runLab(lab_options);
+    if (simulate->parsed()) return poseidon::app::runSimulate(simulate_options);
   } catch (const poseidon::Error& e) {
     std::fprintf(stderr, "poseidon: error: %s\n", e.what());
     return 2;

@@ -1,0 +1,40 @@
+// `poseidon simulate`: the simulator (src/simulate) for a built-in model of the papers or a
+// profile of a real run, over one node count or a sweep, for one system or all four.
+// Needs neither MPI nor LibTorch at run time.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace poseidon::app {
+
+struct SimulateOptions {
+  std::string model = "vgg19-22k";
+  std::string model_file;
+  std::string profile;
+  int nodes = 0;  // 0: --sweep or the default sweep
+  std::string sweep;
+  int devices_per_node = 1;
+  long long batch = 0;  // 0: the model's (or the profile's)
+  std::string bandwidth = "40gbit";
+  std::string latency;
+  std::string switch_capacity;
+  std::string system = "all";
+  std::string order = "default";
+  std::string device_rate;
+  std::string gemm_rate;
+  std::string reduce_rate = "10GB";
+  std::string reconstruct = "device";
+  std::string cost_model = "bytes";
+  long long kv_pair_bytes = 2 << 20;
+  int iterations = 3;
+  bool layers = false;
+  bool json = false;
+};
+
+CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& options);
+int runSimulate(const SimulateOptions& options);
+
+}  // namespace poseidon::app

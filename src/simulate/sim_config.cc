@@ -1,0 +1,74 @@
+#include "simulate/sim_config.h"
+
+#include <cmath>
+
+#include "poseidon/errors.h"
+
+namespace poseidon::sim {
+
+System parseSystem(const std::string& name) {
+  if (name == "poseidon") return System::kPoseidon;
+  if (name == "wfbp") return System::kWfbp;
+  if (name == "ps") return System::kPs;
+  if (name == "coarse") return System::kCoarse;
+  throw InputError("--system " + name + ": use poseidon, wfbp, ps, coarse or all");
+}
+
+const char* systemName(System s) {
+  switch (s) {
+    case System::kPoseidon: return "poseidon";
+    case System::kWfbp: return "wfbp";
+    case System::kPs: return "ps";
+    case System::kCoarse: return "coarse";
+  }
+  return "?";
+}
+
+std::vector<System> allSystems() { return {System::kPoseidon, System::kWfbp, System::kPs, System::kCoarse}; }
+
+Order parseOrder(const std::string& name) {
+  if (name == "priority") return Order::kPriority;
+  if (name == "fifo") return Order::kFifo;
+  if (name == "default") return Order::kDefault;
+  throw InputError("--order " + name + ": use priority, fifo or default");
+}
+
+const char* orderName(Order o) {
+  switch (o) {
+    case Order::kPriority: return "priority";
+    case Order::kFifo: return "fifo";
+    case Order::kDefault: return "default";
+  }
+  return "?";
+}
+
+Order SimConfig::effectiveOrder() const {
+  if (order != Order::kDefault) return order;
+  // Poseidon's bandwidth manager orders by layer; naive PS and TF send as produced.
+  return system == System::kPoseidon || system == System::kWfbp ? Order::kPriority : Order::kFifo;
+}
+
+void SimConfig::validate() const {
+  const auto rate = [](double v, const char* flag, bool zero_ok) {
+    if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0)) {
+      throw InputError(detail::cat(flag, " must be ", zero_ok ? "zero or positive" : "positive", ", got ", v));
+    }
+  };
+  if (nodes < 1 || nodes > 100000) throw InputError(detail::cat("--nodes must be from 1 to 100000, got ", nodes));
+  if (devices_per_node < 1) {
+    throw InputError(detail::cat("--devices-per-node must be at least 1, got ", devices_per_node));
+  }
+  if (batch < 1) throw InputError(detail::cat("--batch must be at least 1, got ", batch));
+  rate(bandwidth_bytes_per_s, "--bandwidth", false);
+  rate(latency_s, "--latency", true);
+  rate(switch_bytes_per_s, "--switch-capacity", true);
+  rate(device_flops_per_s, "--device-rate", true);
+  rate(gemm_flops_per_s, "--gemm-rate", true);
+  rate(reduce_bytes_per_s, "--reduce-rate", true);
+  if (pair_bytes < 4) throw InputError("--kv-pair-bytes must hold at least one float");
+  if (iterations < 2 || iterations > 100) {
+    throw InputError(detail::cat("--iterations must be 2 to 100, got ", iterations));
+  }
+}
+
+}  // namespace poseidon::sim

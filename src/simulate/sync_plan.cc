@@ -1,0 +1,65 @@
+#include "simulate/sync_plan.h"
+
+#include "coordinator/information_book.h"
+#include "coordinator/scheme_planner.h"
+
+namespace poseidon::sim {
+
+namespace {
+
+std::vector<Scheme> schemes(const ModelInfo& info, const SimConfig& c) {
+  PlanRequest req;
+  // Only Poseidon chooses per layer; the others send every layer through the PS.
+  req.mode = c.system == System::kPoseidon ? SchemeMode::kAuto : SchemeMode::kPS;
+  req.rule = c.time_rule ? CostRule::kTime : CostRule::kBytes;
+  req.rates = PlatformRates{c.bandwidth_bytes_per_s, c.gemmRate()};
+  req.batch = c.batch;
+  std::vector<Scheme> out;
+  for (const auto& p : planForNodes(info, c.nodes, c.devices_per_node, req)) {
+    // Allreduce is not one of the paper's systems: with a shard on every node the planner
+    // only ties it with PS (and a tie keeps PS), so this never fires in practice.
+    out.push_back(p.scheme == Scheme::kSFB ? Scheme::kSFB : Scheme::kPS);
+  }
+  return out;
+}
+
+// TensorFlow's round-robin placement: tensor t (in model order) on server t mod N.
+void coarsePieces(const ModelInfo& info, int nodes, std::vector<LayerSync>& out) {
+  int next = 0;
+  for (std::size_t l = 0; l < info.layers.size(); ++l) {
+    for (const auto& t : info.layers[l].tensors) out[l].pieces.push_back({next++ % nodes, t.numel()});
+  }
+}
+
+}  // namespace
+
+std::vector<LayerSync> planSync(const SimModel& model, const SimConfig& c) {
+  const ModelInfo info = model.info();
+  std::vector<LayerSync> out(info.layers.size());
+  for (std::size_t l = 0; l < out.size(); ++l) out[l].floats = info.layers[l].numel();
+  if (c.nodes == 1) return out;
+  const std::vector<Scheme> chosen = schemes(info, c);
+  const std::int64_t K = c.batch * c.devices_per_node;
+  std::vector<bool> on_ps(out.size());
+  for (std::size_t l = 0; l < out.size(); ++l) {
+    const LayerInfo& layer = info.layers[l];
+    out[l].scheme = chosen[l];
+    on_ps[l] = chosen[l] == Scheme::kPS;
+    if (chosen[l] == Scheme::kSFB) {
+      const std::int64_t rows = K * layer.rows_per_example;
+      out[l].factor_floats = rows * (layer.M + layer.N);
+      out[l].reconstruct_flops = 2.0 * static_cast<double>(layer.M) * static_cast<double>(layer.N) *
+                                 static_cast<double>(rows) * (c.nodes - 1);
+    }
+  }
+  if (c.system == System::kCoarse) {
+    coarsePieces(info, c.nodes, out);
+    return out;
+  }
+  // The devices level exchanges among nodes: one worker and one shard per node.
+  const InformationBook book(info, ClusterInfo(c.nodes, 0, 0), c.pair_bytes, on_ps);
+  for (const auto& kv : book.pairs()) out[kv.layer].pieces.push_back({kv.shard, kv.length});
+  return out;
+}
+
+}  // namespace poseidon::sim
