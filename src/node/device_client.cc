@@ -165,6 +165,9 @@ void DeviceClient::deliver(Message m) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (m.type() != MsgType::kNodeParamsShared) {
+      if (in_memory_[key.layer] > 0) {
+        throw CommError(detail::cat("rank ", leader_, " sent a piece of layer ", key.layer, " already shared in memory"));
+      }
       arrived_[key.layer].add(std::move(m));
     } else if (!memory_ || in_memory_[key.layer] > 0 || !arrived_[key.layer].empty()) {
       throw CommError(detail::cat("rank ", leader_, " shared layer ", key.layer, " in memory, which device rank ", world_.rank(),

@@ -84,22 +84,33 @@ std::unique_ptr<NodeMemory> NodeMemory::open(ControlChannel& control, const Node
   const int node = nodes.nodeOf(rank);
   const bool leads = nodes.isLeader(rank);
   void* base = nullptr;
+  // However this ends (an allgather may time out), the leader's name goes when it returns,
+  // and the mapping too unless a NodeMemory takes it.
+  struct Cleanup {
+    std::string name;  // the leader's
+    void* base = nullptr;
+    std::size_t bytes = 0;
+    ~Cleanup() {
+      if (!name.empty()) ::shm_unlink(name.c_str());
+      if (base != nullptr) ::munmap(base, bytes);
+    }
+  } cleanup;
+  cleanup.bytes = layout.bytes;
   std::string name = leads ? createSegment(layout.bytes, node, &base) : "";
+  cleanup.name = name;
+  cleanup.base = base;
   const auto names = control.allgather(name, "shared memory names");
   if (!leads) {
     name = names.at(static_cast<std::size_t>(nodes.leader(node)));
-    if (!name.empty()) base = mapSegment(name, layout.bytes);
+    if (!name.empty()) base = cleanup.base = mapSegment(name, layout.bytes);
   }
   const auto mapped = control.allgather(base != nullptr ? "1" : "0", "shared memory mapped");
-  if (leads && !name.empty()) ::shm_unlink(name.c_str());  // mapped where it will be: the name can go
   bool everyone = true;
   for (int r = nodes.leader(node); r < nodes.leader(node) + nodes.devicesPerNode(); ++r) {
     everyone = everyone && mapped.at(static_cast<std::size_t>(r)) == "1";
   }
-  if (!everyone) {
-    if (base != nullptr) ::munmap(base, layout.bytes);
-    return nullptr;
-  }
+  if (!everyone) return nullptr;
+  cleanup.base = nullptr;  // the NodeMemory unmaps it
   return std::unique_ptr<NodeMemory>(new NodeMemory(base, layout.bytes, std::move(layout.slots),
                                                     std::move(layout.values), std::move(layout.slot_floats)));
 }

@@ -11,7 +11,9 @@
 // device sent (l, t+1), which each does only after it copied (l, t) out.
 //
 // Made by the leader (POSIX shm_open) and opened by name by its devices; the name is
-// unlinked once everyone has it mapped, so nothing is left behind if the job dies. A node
+// unlinked once everyone has it mapped (or start-up failed), so nothing is left behind when
+// the job dies later; only a process killed during start-up leaves a /dev/shm/poseidon-*
+// file. A node
 // whose ranks cannot all map it (on different hosts, no room in /dev/shm) goes on with
 // messages (node/pieces.h).
 #pragma once

