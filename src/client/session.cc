@@ -328,6 +328,12 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
         ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate,
                      s.timeline.get()});
   }
+  // The leaders' allreduce communicators are made with MPI_Comm_create_group, which blocks
+  // without a deadline: meet here first, so a rank that failed on the way makes the others
+  // time out in this barrier rather than hang inside MPI.
+  if (s.nodes.hierarchical() && std::count(s.schemes.begin(), s.schemes.end(), Scheme::kAllreduce) > 0) {
+    s.control.barrier("start-up, before the leaders' allreduce communicators");
+  }
   // Inside a node, layers travel in pieces of a KV pair's size (node/pieces.h).
   const std::size_t piece_floats = static_cast<std::size_t>(std::max<std::int64_t>(options.kv_pair_bytes, 4)) / sizeof(float);
   std::vector<bool> factors;
