@@ -49,8 +49,18 @@ void writeProfile(Session& session, const std::string& path, std::int64_t batch,
                                          [&](const LayerInfo& l) { return name == "forward " + l.name; });
     if (name.rfind("forward ", 0) == 0 && !param_layer) other_f += median(d);
   }
+  // Time of an iteration outside every span above and the forward's waits for syncs: the
+  // loss, the batch, the loop's own work. It is compute too, so it joins `other`.
+  double inside = other_f;
+  for (const auto& [name, d] : spans) {
+    const bool layer_span = name.rfind("forward ", 0) == 0 || name.rfind("backward ", 0) == 0 || name.rfind("wait ", 0) == 0;
+    if (layer_span && name.rfind("forward ", 0) != 0) inside += median(d);
+  }
+  for (const auto& l : session.book().model().layers) inside += median(spans["forward " + l.name]);
+  const double outside = spans.count("iteration") ? std::max(0.0, median(spans["iteration"]) - inside) : 0.0;
+  out << "# other: modules without parameters " << other_f << " ms, outside the layers " << outside << " ms\n";
   // Modules without parameters: their backward is inside the next layer's backward span.
-  out << "other forward_ms " << other_f << " backward_ms 0\n";
+  out << "other forward_ms " << other_f + outside << " backward_ms 0\n";
   writeFileAtomically(path, out.str());
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }

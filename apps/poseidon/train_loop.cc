@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "comm/control_channel.h"
+#include "common/timeline.h"
 #include "coordinator/information_book.h"
 #include "coordinator/scheme_planner.h"
 #include "data/partition.h"
@@ -263,7 +264,10 @@ void TrainRun::trainIterations() {
     const auto point = sync_points_.find(it + 1);
     const bool stop = point != sync_points_.end() || it + 1 == total_;
     if (model_ && stop) model_->synchronize();
-    iter_seconds_.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
+    const auto end = std::chrono::steady_clock::now();
+    iter_seconds_.push_back(Seconds(end - start).count());
+    // The whole step, so a profile (--profile-out) can tell the time outside the layers.
+    if (Timeline* tl = model_ ? session()->timeline() : nullptr) tl->span("loop", "iteration", "iteration", start, end);
     progress.iteration(it, total_, epoch, epochs_, last_loss_, median(iter_seconds_),
                        static_cast<double>(o_.batch * workers_), stop, model_ ? session()->droppedUpdates() : 0);
     if (point != sync_points_.end()) atSyncPoint(it + 1, point->second);

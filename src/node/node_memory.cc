@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <random>
 #include <string>
 #include <utility>
@@ -49,7 +50,9 @@ std::string createSegment(std::size_t bytes, int node, void** base) {
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return "";
   void* p = MAP_FAILED;
-  if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0) {
+  int rc = EINTR;  // a signal (the MPI runtime's, a profiler's) may interrupt a large reservation
+  for (int tries = 0; rc == EINTR && tries < 100; ++tries) rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (rc == 0) {
     p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
   ::close(fd);

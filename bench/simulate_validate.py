@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Issue 14's validation of `poseidon simulate` against real runs on this machine (needs
+root for the lab). For each case: a real lab job (`poseidon lab --ranks N --bandwidth B --
+poseidon train ... --profile-out P`), then the simulator on that job's own profile (rank 0's
+per-layer medians) for the same N nodes, link and system; measured vs predicted images/s.
+
+Systems: poseidon (`--scheme auto`, WFBP), wfbp (`--scheme ps`, WFBP), ps (`--scheme ps
+--no-wfbp`: every sync after the whole backward). What the simulator is told, and nothing
+else (no fitting to the measured images/s):
+  - the profile of the same run (its compute times include the other ranks sharing the
+    cores, as they were measured under them);
+  - the link: the lab's tc rate in each direction, times 1448/1514, the share of a full TCP
+    segment that is payload (Ethernet 14 + IP 20 + TCP 32 header bytes), or less where the
+    host's network stack cannot keep up: its rate is measured once (bench/stack_rate.py in
+    a 2-rank lab on a 100 gbit link) and shared out over the ranks (link_rate below);
+  - the CPU rates of a server's sum/step (--reduce-rate) and of SFB's reconstruction GEMM
+    (--gemm-rate): measured once before the grid (calibrate below: numpy, one thread),
+    times cores/ranks when ranks outnumber cores (the cores are shared the same way the
+    profile's compute was).
+Each case runs --repeats times; the table shows the median measured and the median of the
+predictions from each run's profile.
+
+  sudo bench/simulate_validate.py                       # the default grid, 3 runs per case (~15 min)
+  sudo bench/simulate_validate.py --models fcnet --ranks 2,4 --bandwidths 1gbit --systems poseidon
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # before numpy loads OpenBLAS: one thread, as each rank runs
+import numpy as np  # noqa: E402
+
+from common import ENV, POSEIDON, machine, median
+
+SYSTEMS = {"poseidon": ["--scheme", "auto"], "wfbp": ["--scheme", "ps"], "ps": ["--scheme", "ps", "--no-wfbp"]}
+PAYLOAD_SHARE = 1448 / 1514
+
+
+def bits_per_s(text):
+    m = re.fullmatch(r"([0-9.]+)(gbit|mbit)", text)
+    if not m:
+        raise SystemExit(f"write a rate as 1gbit or 200mbit, not {text}")
+    return float(m.group(1)) * (1e9 if m.group(2) == "gbit" else 1e6)
+
+
+def calibrate():
+    """One thread's sum rate (bytes/s of a += b over 8 MB arrays) and GEMM rate (FLOP/s of
+    a 256 x 2048 by 2048 x 2048 float product, fcnet's shapes), medians of 5."""
+    a = np.ones(2 << 20, dtype=np.float32)
+    b = np.ones(2 << 20, dtype=np.float32)
+    sums = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(20):
+            a += b
+        sums.append(20 * a.nbytes / (time.perf_counter() - t))
+    x = np.ones((256, 2048), dtype=np.float32)
+    w = np.ones((2048, 2048), dtype=np.float32)
+    gemms = []
+    for _ in range(5):
+        t = time.perf_counter()
+        x @ w
+        gemms.append(2 * 256 * 2048 * 2048 / (time.perf_counter() - t))
+    return median(sums), median(gemms)
+
+
+def stack_rate(a):
+    """Bytes/s the host's network stack moves from one lab rank to another when nothing else
+    runs (bench/stack_rate.py on a 100 gbit lab link: the CPU sets the rate, not tc); median of 3."""
+    rates = []
+    for _ in range(3):
+        cmd = [a.poseidon, "lab", "--ranks", "2", "--bandwidth", "100gbit", "--", "/usr/bin/python3",
+               os.path.join(os.path.dirname(os.path.abspath(__file__)), "stack_rate.py"), "1024"]
+        rates.append(run(cmd)["stack_bytes_per_s"])
+    return median(rates)
+
+
+def run(cmd, timeout=1800):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def measure(a, model, ranks, link, system, profile):
+    job = [a.poseidon, "train", "--model", model, "--synthetic", "--no-eval", "--json", "--iterations",
+           str(a.iterations), "--profile-out", profile] + SYSTEMS[system]
+    return run([a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", link, "--"] + job)
+
+
+def link_rate(link, ranks, stack):
+    """Payload bytes/s a rank moves each way: the tc rate's payload share, or what its share
+    of the host's stack allows. The stack moved `stack` with one core sending and one
+    receiving; with every rank sending and receiving at once, the C cores give each of the
+    P ranks stack x C / (2 P) each way."""
+    return min(bits_per_s(link) * PAYLOAD_SHARE / 8, stack * (os.cpu_count() or 1) / (2 * ranks))
+
+
+def predict(a, model, ranks, link, system, profile, rates):
+    sum_rate, gemm_rate, stack = rates
+    share = min(1.0, (os.cpu_count() or 1) / ranks)
+    j = run([a.poseidon, "simulate", "--json", "--profile", profile, "--model", model, "--nodes", str(ranks),
+             "--bandwidth", f"{link_rate(link, ranks, stack):.0f}B", "--system", system,
+             "--reduce-rate", f"{sum_rate * share:.0f}B", "--gemm-rate", f"{gemm_rate * share:.4g}"])
+    return j["runs"][0]["images_per_s"]
+
+
+# The default grid: every rank count, link and system of the issue at least once per model.
+GRID = [(2, "1gbit", "poseidon"), (3, "2gbit", "poseidon"), (4, "1gbit", "poseidon"), (4, "10gbit", "poseidon"),
+        (2, "10gbit", "wfbp"), (4, "2gbit", "wfbp"), (2, "10gbit", "ps"), (4, "1gbit", "ps")]
+
+
+def cases(a):
+    for model in a.models.split(","):
+        if not (a.ranks or a.bandwidths or a.systems):
+            yield from ((model,) + case for case in GRID)
+            continue
+        for ranks in map(int, (a.ranks or "2,3,4").split(",")):
+            for link in (a.bandwidths or "1gbit,2gbit,10gbit").split(","):
+                for system in (a.systems or "poseidon,wfbp,ps").split(","):
+                    yield model, ranks, link, system
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="fcnet,convnet")
+    p.add_argument("--ranks", help="rank counts, e.g. 2,3,4 (any of these three: their cross product "
+                   "instead of the default grid)")
+    p.add_argument("--bandwidths", help="lab links, e.g. 1gbit,2gbit,10gbit")
+    p.add_argument("--systems", help="poseidon, wfbp, ps")
+    p.add_argument("--repeats", type=int, default=3, help="runs per case: medians of measured and of predicted")
+    p.add_argument("--iterations", type=int, default=8)
+    p.add_argument("--poseidon", default=POSEIDON)
+    a = p.parse_args()
+    sum_rate, gemm_rate = calibrate()
+    stack = stack_rate(a)
+    print(f"# `poseidon simulate` vs the lab; {machine()}")
+    print(f"Made by: sudo bench/simulate_validate.py {' '.join(sys.argv[1:])}")
+    print(f"calibration (one thread, this host): sum {sum_rate / 1e9:.2f} GB/s, GEMM {gemm_rate / 1e9:.1f} GFLOP/s, "
+          f"network stack {stack / 1e9:.2f} GB/s; links at {PAYLOAD_SHARE:.3f} of the tc rate")
+    print("| model | ranks | link | system | measured images/s (range) | simulated | error |")
+    print("|---|---|---|---|---|---|---|")
+    errors = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (model, ranks, link, system) in enumerate(cases(a)):
+            got, sim = [], []
+            for r in range(a.repeats):
+                profile = os.path.join(tmp, f"{i}-{r}.prof")
+                got.append(measure(a, model, ranks, link, system, profile)["images_per_s"])
+                sim.append(predict(a, model, ranks, link, system, profile, (sum_rate, gemm_rate, stack)))
+            err = (median(sim) - median(got)) / median(got)
+            errors.append(abs(err))
+            print(f"| {model} | {ranks} | {link} | {system} | {median(got):.1f} ({min(got):.1f}-{max(got):.1f}) | "
+                  f"{median(sim):.1f} | {100 * err:+.1f}% |", flush=True)
+    print(f"median absolute error {100 * median(errors):.1f}% (target <= 10%), worst {100 * max(errors):.1f}% "
+          f"(target <= 20%) over {len(errors)} cases")
+
+
+if __name__ == "__main__":
+    main()
