@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Issue 14's validation of `poseidon simulate` against real runs on this machine (needs
 root for the lab). For each case: a real lab job (`poseidon lab --ranks N --bandwidth B --
-poseidon train ... --profile-out P`), then the simulator on that job's own profile (rank 0's
-per-layer medians) for the same N nodes, link and system; measured vs predicted images/s.
+poseidon train ... --profile-out P` for the CLI's models; for torchvision's, the Python
+package through bench/torchvision_step.py, whose DistributedModel.write_profile writes P),
+then the simulator on that job's own profile (rank 0's per-layer medians and the layers'
+shapes) for the same N nodes, link and system; measured vs predicted images/s.
 
 Systems: poseidon (`--scheme auto`, WFBP), wfbp (`--scheme ps`, WFBP), ps (`--scheme ps
 --no-wfbp`: every sync after the whole backward). What the simulator is told, and nothing
@@ -20,7 +22,7 @@ else (no fitting to the measured images/s):
 Each case runs --repeats times; the table shows the median measured and the median of the
 predictions from each run's profile.
 
-  sudo bench/simulate_validate.py                       # the default grid, 3 runs per case (~15 min)
+  sudo bench/simulate_validate.py                       # the default grid, 3 runs per case (~30 min)
   sudo bench/simulate_validate.py --models fcnet --ranks 2,4 --bandwidths 1gbit --systems poseidon
 """
 import argparse
@@ -35,9 +37,13 @@ import time
 os.environ["OPENBLAS_NUM_THREADS"] = "1"  # before numpy loads OpenBLAS: one thread, as each rank runs
 import numpy as np  # noqa: E402
 
-from common import ENV, POSEIDON, machine, median
+from common import ENV, POSEIDON, ROOT, machine, median
 
 SYSTEMS = {"poseidon": ["--scheme", "auto"], "wfbp": ["--scheme", "ps"], "ps": ["--scheme", "ps", "--no-wfbp"]}
+CLI_MODELS = ("fcnet", "convnet", "mlp")
+PY = "/usr/bin/python3"
+STEP = os.path.join(ROOT, "bench/torchvision_step.py")
+SIZES = {"alexnet": 63, "resnet18": 32, "resnet50": 32, "vgg11": 32, "vgg19": 32, "googlenet": 32}
 PAYLOAD_SHARE = 1448 / 1514
 
 
@@ -88,8 +94,14 @@ def run(cmd, timeout=1800):
 
 
 def measure(a, model, ranks, link, system, profile):
-    job = [a.poseidon, "train", "--model", model, "--synthetic", "--no-eval", "--json", "--iterations",
-           str(a.iterations), "--profile-out", profile] + SYSTEMS[system]
+    """A lab job: the CLI's models through `poseidon train`, torchvision's through the Python
+    package (bench/torchvision_step.py, batch 32 per rank, image size SIZES)."""
+    if model in CLI_MODELS:
+        job = [a.poseidon, "train", "--model", model, "--synthetic", "--no-eval", "--json", "--iterations",
+               str(a.iterations), "--profile-out", profile] + SYSTEMS[system]
+    else:
+        job = [PY, STEP, "--system", "poseidon", "--model", model, "--image-size", str(SIZES.get(model, 32)),
+               "--iterations", str(a.iterations), "--profile-out", profile] + SYSTEMS[system]
     return run([a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", link, "--"] + job)
 
 
@@ -104,7 +116,8 @@ def link_rate(link, ranks, stack):
 def predict(a, model, ranks, link, system, profile, rates):
     sum_rate, gemm_rate, stack = rates
     share = min(1.0, (os.cpu_count() or 1) / ranks)
-    j = run([a.poseidon, "simulate", "--json", "--profile", profile, "--model", model, "--nodes", str(ranks),
+    # The profile names its layers' shapes: no --model.
+    j = run([a.poseidon, "simulate", "--json", "--profile", profile, "--nodes", str(ranks),
              "--bandwidth", f"{link_rate(link, ranks, stack):.0f}B", "--system", system,
              "--reduce-rate", f"{sum_rate * share:.0f}B", "--gemm-rate", f"{gemm_rate * share:.4g}"])
     return j["runs"][0]["images_per_s"]
@@ -113,12 +126,14 @@ def predict(a, model, ranks, link, system, profile, rates):
 # The default grid: every rank count, link and system of the issue at least once per model.
 GRID = [(2, "1gbit", "poseidon"), (3, "2gbit", "poseidon"), (4, "1gbit", "poseidon"), (4, "10gbit", "poseidon"),
         (2, "10gbit", "wfbp"), (4, "2gbit", "wfbp"), (2, "10gbit", "ps"), (4, "1gbit", "ps")]
+# Python models run longer: half the grid, still every rank count, link and system.
+GRID_PY = [(2, "1gbit", "poseidon"), (4, "10gbit", "poseidon"), (3, "2gbit", "wfbp"), (4, "1gbit", "ps")]
 
 
 def cases(a):
     for model in a.models.split(","):
         if not (a.ranks or a.bandwidths or a.systems):
-            yield from ((model,) + case for case in GRID)
+            yield from ((model,) + case for case in (GRID if model in CLI_MODELS else GRID_PY))
             continue
         for ranks in map(int, (a.ranks or "2,3,4").split(",")):
             for link in (a.bandwidths or "1gbit,2gbit,10gbit").split(","):
@@ -128,7 +143,8 @@ def cases(a):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default="fcnet,convnet")
+    p.add_argument("--models", default="fcnet,convnet,resnet18,alexnet",
+                   help="the CLI's (fcnet, convnet) or torchvision's (resnet18, alexnet, vgg11, ...)")
     p.add_argument("--ranks", help="rank counts, e.g. 2,3,4 (any of these three: their cross product "
                    "instead of the default grid)")
     p.add_argument("--bandwidths", help="lab links, e.g. 1gbit,2gbit,10gbit")
@@ -137,6 +153,7 @@ def main():
     p.add_argument("--iterations", type=int, default=8)
     p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
+    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python") + os.pathsep + os.path.join(ROOT, "bench")
     sum_rate, gemm_rate = calibrate()
     stack = stack_rate(a)
     print(f"# `poseidon simulate` vs the lab; {machine()}")

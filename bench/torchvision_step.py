@@ -45,7 +45,8 @@ def wrap(system, net, optimizer, a):
         poseidon.init()
         nodes = a.devices_per_node if a.devices_per_node == "host" else int(a.devices_per_node)
         return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes,
-                                         send_order="fifo" if system == "poseidon-fifo" else "priority")
+                                         send_order="fifo" if system == "poseidon-fifo" else "priority",
+                                         wfbp=not a.no_wfbp, timeline=bool(a.profile_out))
     addr = os.environ.get("LAB_MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{a.port}", rank=rank, world_size=size)
     if system == "ddp-powersgd":
@@ -71,6 +72,8 @@ def main():
     ap.add_argument("--scheme", default="auto")
     ap.add_argument("--port", type=int, default=29533)
     ap.add_argument("--devices-per-node", default="1", help="poseidon: ranks per node (1: flat) or host")
+    ap.add_argument("--no-wfbp", action="store_true", help="poseidon: every sync after the whole backward")
+    ap.add_argument("--profile-out", help="poseidon: rank 0 writes a compute profile here (poseidon simulate --profile)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -86,6 +89,8 @@ def main():
     if a.system.startswith("poseidon"):
         model.synchronize()
         sent = model.bytes_sent() / a.iterations
+        if a.profile_out:
+            model.write_profile(a.profile_out)
         model.close()
     s = statistics.median(times[2:] if len(times) > 4 else times)
     if rank == 0:

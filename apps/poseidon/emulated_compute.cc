@@ -33,35 +33,9 @@ void waitMs(double ms) {
 
 }  // namespace
 
-void writeProfile(Session& session, const std::string& path, std::int64_t batch, const std::string& model) {
+void writeProfile(Session& session, const std::string& path, std::int64_t batch) {
   if (session.rank() != 0) return;
-  std::map<std::string, std::vector<double>> spans = session.timeline()->durationsMs();
-  std::ostringstream out;
-  out << "# poseidon compute profile: model " << model << ", medians over the run of rank 0 of "
-      << session.size() << "\nbatch " << batch << "\n";
-  double other_f = 0;
-  for (const auto& l : session.book().model().layers) {
-    out << "layer " << l.name << " forward_ms " << median(spans["forward " + l.name]) << " backward_ms "
-        << median(spans["backward " + l.name]) << "\n";
-  }
-  for (const auto& [name, d] : spans) {
-    const bool param_layer = std::any_of(session.book().model().layers.begin(), session.book().model().layers.end(),
-                                         [&](const LayerInfo& l) { return name == "forward " + l.name; });
-    if (name.rfind("forward ", 0) == 0 && !param_layer) other_f += median(d);
-  }
-  // Time of an iteration outside every span above and the forward's waits for syncs: the
-  // loss, the batch, the loop's own work. It is compute too, so it joins `other`.
-  double inside = other_f;
-  for (const auto& [name, d] : spans) {
-    const bool layer_span = name.rfind("forward ", 0) == 0 || name.rfind("backward ", 0) == 0 || name.rfind("wait ", 0) == 0;
-    if (layer_span && name.rfind("forward ", 0) != 0) inside += median(d);
-  }
-  for (const auto& l : session.book().model().layers) inside += median(spans["forward " + l.name]);
-  const double outside = spans.count("iteration") ? std::max(0.0, median(spans["iteration"]) - inside) : 0.0;
-  out << "# other: modules without parameters " << other_f << " ms, outside the layers " << outside << " ms\n";
-  // Modules without parameters: their backward is inside the next layer's backward span.
-  out << "other forward_ms " << other_f + outside << " backward_ms 0\n";
-  writeFileAtomically(path, out.str());
+  writeFileAtomically(path, profileText(session.book().model(), session.timeline()->durationsMs(), batch, session.size()));
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }
 
@@ -81,6 +55,14 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   for (std::size_t l = 0; l < info.layers.size(); ++l) {
     if (!profile.layers.count(info.layers[l].name)) {
       throw InputError(detail::cat(o.emulate_compute, " has no line for layer '", info.layers[l].name, "'"));
+    }
+  }
+  if (!profile.shapes.empty()) {  // a profile that names its shapes must be of this model
+    ModelInfo measured = info;
+    measured.layers = profile.shapes;
+    if (measured.describe() != info.describe()) {
+      throw InputError(detail::cat(o.emulate_compute, " was measured on other layers (", measured.describe(),
+                                   ") than model '", spec.name, "' has"));
     }
   }
   int l = 0;

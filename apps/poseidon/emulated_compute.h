@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "compute_profile.h"
 #include "poseidon/options.h"
+#include "profile/compute_profile.h"
 #include "train_options.h"
 
 namespace poseidon {
@@ -21,9 +21,9 @@ struct ModelSpec;
 
 namespace poseidon::app {
 
-// ComputeProfile, readProfile and parseProfile: compute_profile.h.
-// Writes rank 0's medians of the session's timeline as a profile (atomically).
-void writeProfile(Session& session, const std::string& path, std::int64_t batch, const std::string& model);
+// Writes rank 0's medians of the session's timeline as a profile (atomically; the format:
+// profile/compute_profile.h).
+void writeProfile(Session& session, const std::string& path, std::int64_t batch);
 
 // Trains `spec` with emulated compute; returns the exit code.
 int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, Options session_options,

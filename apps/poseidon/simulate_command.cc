@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "compute_profile.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
+#include "profile/compute_profile.h"
 #include "simulate/calibration.h"
 #include "simulate/paper_models.h"
 #include "simulate/simulator.h"
@@ -74,12 +74,32 @@ std::vector<int> parseSweep(const std::string& text) {
   return nodes;
 }
 
-// A profile's measured times on the layers of the model that made it. Time spent outside
-// the layers with parameters (ReLU, pooling) is shared out in proportion to each layer's.
-SimModel profiledModel(const SimulateOptions& o) {
+// The model a profile describes: its own shape lines, or (older profiles, which carry
+// times only) the layers of --model / --model-file.
+ModelInfo profiledLayers(const SimulateOptions& o, const ComputeProfile& profile) {
+  if (!profile.shapes.empty()) {
+    if (!o.model.empty() || !o.model_file.empty()) {
+      throw InputError("--profile " + o.profile + " describes its model's layers: drop --model and --model-file");
+    }
+    ModelInfo info;
+    info.name = o.profile;
+    info.layers = profile.shapes;
+    return info;
+  }
+  if (o.model.empty() && o.model_file.empty()) {
+    throw InputError("--profile " + o.profile + " has times only (no shape lines): name the model that made it with "
+                     "--model or --model-file");
+  }
   const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
+  return modelInfoFromSpec(spec);
+}
+
+// A profile's measured times on the layers of the model that made it. Time spent outside
+// the layers with parameters (ReLU, pooling, the loop) is shared out in proportion to each
+// layer's.
+SimModel profiledModel(const SimulateOptions& o) {
   const ComputeProfile profile = readProfile(o.profile);
-  const ModelInfo info = modelInfoFromSpec(spec);
+  const ModelInfo info = profiledLayers(o, profile);
   SimModel m;
   m.name = info.name;
   m.profile_batch = profile.batch;
@@ -116,7 +136,7 @@ struct Plan {
 
 Plan makePlan(const SimulateOptions& o) {
   Plan p;
-  p.model = o.profile.empty() ? sim::paperModel(o.model) : profiledModel(o);
+  p.model = o.profile.empty() ? sim::paperModel(o.model.empty() ? kDefaultModel : o.model) : profiledModel(o);
   if (o.profile.empty() && !o.model_file.empty()) throw InputError("--model-file goes with --profile FILE");
   if (o.nodes != 0 && !o.sweep.empty()) throw InputError("give either --nodes N or --sweep LIST, not both");
   if (o.nodes < 0) throw InputError("--nodes must be at least 1");
@@ -224,11 +244,11 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "  poseidon simulate --model vgg19-22k --nodes 32 --bandwidth 40gbit\n"
       "  poseidon simulate --model vgg19-22k --sweep 1,8,32,64,128,256 --system poseidon --json\n"
       "  poseidon simulate --profile fcnet.prof --model fcnet --gemm-rate 50G --nodes 4 --bandwidth 1gbit");
-  cmd->add_option("--model", o.model, "alexnet, vgg19, vgg19-22k, googlenet, inception-v3, resnet-152; with "
-                                      "--profile, the model that made it (fcnet, convnet, mlp)")
-      ->capture_default_str();
+  cmd->add_option("--model", o.model, "alexnet, vgg19, vgg19-22k (the default), googlenet, inception-v3, resnet-152; "
+                                      "with a --profile that has no shape lines, the model that made it (fcnet, convnet, mlp)");
   cmd->add_option("--model-file", o.model_file, "With --profile: the model file the profile was made with");
-  cmd->add_option("--profile", o.profile, "Per-layer times from `poseidon train --profile-out FILE`");
+  cmd->add_option("--profile", o.profile, "Per-layer times (and shapes) from `poseidon train --profile-out FILE` or "
+                                          "Python's DistributedModel.write_profile(FILE)");
   cmd->add_option("--nodes", o.nodes, "N nodes (default: the sweep 1,2,4,8,16,32)");
   cmd->add_option("--sweep", o.sweep, "Node counts, e.g. 1,2,4,8,16,32,64,128,256");
   cmd->add_option("--devices-per-node", o.devices_per_node, "D devices per node: they sum (or stack) before the "

@@ -10,8 +10,10 @@
 
 namespace poseidon::app {
 
+inline constexpr const char* kDefaultModel = "vgg19-22k";
+
 struct SimulateOptions {
-  std::string model = "vgg19-22k";
+  std::string model;  // empty: kDefaultModel, or with --profile the profile's own shapes
   std::string model_file;
   std::string profile;
   int nodes = 0;  // 0: --sweep or the default sweep

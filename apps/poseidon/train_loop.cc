@@ -344,7 +344,7 @@ TrainReport TrainRun::finish() {
   Session& s = *session();
   gatherSessionFigures(r, s, info_, bytes_before_, static_cast<double>(total_ - first_), worker(), last_loss_);
   if (!o_.timeline.empty()) writeTimeline(s, o_.timeline, net_->name());
-  if (!o_.profile_out.empty()) writeProfile(s, o_.profile_out, o_.batch, net_->name());
+  if (!o_.profile_out.empty()) writeProfile(s, o_.profile_out, o_.batch);
   checkDigestsAgree(s, r.param_digest);
   model_->finish();
   return r;

@@ -8,13 +8,17 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpointer.h"
+#include "checkpoint/state_file.h"
+#include "common/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
@@ -22,6 +26,7 @@
 #include "poseidon/options.h"
 #include "comm/transport.h"
 #include "poseidon/runtime.h"
+#include "profile/compute_profile.h"
 #include "torch/autograd_sync.h"
 
 namespace py = pybind11;
@@ -125,6 +130,41 @@ class PyModel {
     return Checkpointer(dir, s.control(), s.rank(), s.size()).load(info, sync().stateRecords());
   }
 
+  // With a timeline: the spans a compute profile is made of (write_profile). Python's
+  // forward hooks mark each layer's end; a layer's forward runs from the previous mark (so
+  // the modules without parameters before it count to it), less its wait for the sync.
+  void beginForward(bool training) {
+    sync().beginForward(training, false);
+    timing_ = training ? sync().session().timeline() : nullptr;
+    if (!timing_) return;
+    const auto now = Clock::now();
+    if (last_begin_) timing_->span("loop", "iteration", "iteration", *last_begin_, now);
+    last_begin_ = now;
+    mark_ = now;
+  }
+  void waitLayer(int layer) {
+    const auto start = Clock::now();
+    sync().waitLayer(layer);
+    if (!timing_) return;
+    const auto end = Clock::now();
+    timing_->span("compute", "wait " + sync().info().layers.at(layer).name, "wait", start, end);
+    mark_ += end - start;
+  }
+  void markForward(int layer) {
+    if (!timing_) return;
+    const auto now = Clock::now();
+    timing_->span("compute", "forward " + sync().info().layers.at(layer).name, "forward", mark_, now);
+    mark_ = now;
+  }
+  // Rank 0 writes the profile of what this rank's timeline holds (the others return).
+  void writeProfile(const std::string& path, std::int64_t batch) {
+    Session& s = sync().session();
+    if (!s.timeline()) throw InputError("write_profile needs the timeline: DistributedModel(..., timeline=True)");
+    if (batch <= 0) throw InputError("write_profile: the batch must be positive");
+    if (s.rank() != 0) return;
+    writeFileAtomically(path, profileText(sync().info(), s.timeline()->durationsMs(), batch, s.size()));
+  }
+
   py::list plan() {
     py::list out;
     const auto& plans = sync().session().plan();
@@ -143,6 +183,10 @@ class PyModel {
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<Transport> transport_;  // this session's own (Runtime::newTransport)
   std::unique_ptr<AutogradSync> sync_;
+  using Clock = std::chrono::steady_clock;
+  Timeline* timing_ = nullptr;  // this forward records its spans
+  std::optional<Clock::time_point> last_begin_;
+  Clock::time_point mark_;
 };
 
 // Collectives outside any model (broadcast_parameters, broadcast_optimizer_state): on
@@ -264,10 +308,12 @@ void bindModel(py::module_& m) {
   py::class_<PyModel>(m, "Model")
       .def(py::init<std::shared_ptr<Runtime>, const std::string&, const std::vector<PyLayer>&, const NamedTensors&,
                     const NamedTensors&, const std::vector<torch::Tensor>&, const std::vector<int>&, const Options&>())
-      .def("begin_forward", [](PyModel& p, bool training) { p.sync().beginForward(training, false); }, unlocked)
+      .def("begin_forward", &PyModel::beginForward, unlocked)
       .def("end_forward", [](PyModel& p) { p.sync().endForward(); })
       .def("abort_forward", [](PyModel& p) { p.sync().abortForward(); })
-      .def("wait_layer", [](PyModel& p, int l) { p.sync().waitLayer(l); }, unlocked)
+      .def("wait_layer", &PyModel::waitLayer, unlocked)
+      .def("mark_forward", &PyModel::markForward)
+      .def("write_profile", &PyModel::writeProfile, unlocked)
       .def("factors_wanted", [](PyModel& p, int l) { return p.sync().factorsWanted(l); })
       .def("capture_factors",
            [](PyModel& p, int l, const torch::Tensor& x, torch::Tensor y) { return p.sync().captureFactors(l, x, y); })

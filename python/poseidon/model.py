@@ -93,6 +93,7 @@ class DistributedModel(torch.nn.Module):
         factors) first and only the node's first rank crosses the network; 1 (flat: every
         rank on its own), D (ranks 0..D-1 are node 0, ...) or "host" (ranks on one host).
     timeout: seconds any wait may take before it fails naming what it waited for.
+    timeline: record each layer's forward, backward and waits (write_profile uses them).
     checkpoint_dir, checkpoint_every: save the whole job in this folder every N steps.
     resume: True (from checkpoint_dir) or a folder: continue from its newest checkpoint;
         model.start_iteration says where.
@@ -226,6 +227,8 @@ class DistributedModel(torch.nn.Module):
                         return core.capture_factors(i, inputs[0], output)
                     return None
                 self._hooks.append(layer.module.register_forward_hook(capture))
+            if self.options.timeline:  # each layer's forward time, for write_profile
+                self._hooks.append(layer.module.register_forward_hook(lambda m, inputs, output, i=i: core.mark_forward(i)))
 
     # --- one iteration ---
 
@@ -237,6 +240,8 @@ class DistributedModel(torch.nn.Module):
         if self._checkpoints.pending:  # due at the last step; the loop has finished that step
             self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
         training = torch.is_grad_enabled() and self.module.training
+        if args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
+            self._batch = args[0].size(0)  # a profile's batch (write_profile)
         self._core.begin_forward(training)
         try:
             out = self.module(*args, **kwargs)
@@ -315,6 +320,15 @@ class DistributedModel(torch.nn.Module):
         """Per layer: the scheme chosen, why, and the bytes this rank has sent for it."""
         self._started()
         return self._core.plan()
+
+    def write_profile(self, path, batch=None):
+        """Rank 0 writes a compute profile of its training so far (needs timeline=True): per
+        layer the median forward and backward milliseconds and the layer's shapes, for
+        `poseidon simulate --profile PATH` (any model) and `poseidon train --emulate-compute`.
+        batch: examples per forward on this rank (default: the first input's first dimension)."""
+        self._started()
+        batch = batch if batch is not None else getattr(self, "_batch", 0)
+        self._core.write_profile(str(path), int(batch))
 
     def bytes_sent(self):
         self._started()

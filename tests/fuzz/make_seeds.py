@@ -91,13 +91,17 @@ def model_files():
 
 
 def compute_profiles():
-    # As writeProfile (emulated_compute.cc) writes them, for fcnet.
+    # As profileText (src/profile/compute_profile.cc) writes them, for fcnet.
     text = "# poseidon compute profile: model fcnet, medians over the run of rank 0 of 1\nbatch 32\n"
     for layer, fwd, bwd in (("conv0", 0.41, 0.93), ("conv2", 2.5, 5.25), ("conv5", 1.75, 3.5),
                             ("fc9", 0.625, 1.25), ("fc11", 0.5, 1), ("fc13", 0.0125, 0.025)):
         text += f"layer {layer} forward_ms {fwd} backward_ms {bwd}\n"
     seed("compute_profile_fuzz", "fcnet", (text + "other forward_ms 0.8 backward_ms 0\n").encode())
     seed("compute_profile_fuzz", "minimal", b"batch 1\nlayer fc0 forward_ms 0 backward_ms 1e-3\n")
+    seed("compute_profile_fuzz", "shapes",
+         b"batch 8\nlayer conv0 forward_ms 1 backward_ms 2\nlayer fc1 forward_ms 0.5 backward_ms 1\n"
+         b"shape conv0 kind conv tensor weight 16x3x3x3 tensor bias 16\n"
+         b"shape fc1 kind fc M 10 N 144 rows 1 factorable 1 tensor weight 10x144 tensor bias 10\n")
 
 
 messages()

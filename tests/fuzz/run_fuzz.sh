@@ -23,7 +23,7 @@ lanes=${POSEIDON_FUZZ_JOBS:-$(nproc)}
 # the lanes finish together.
 declare -A sources=(
   [model_file_fuzz]="src/models/model_spec.cc src/coordinator/model_info.cc src/common/words.cc"
-  [compute_profile_fuzz]="apps/poseidon/compute_profile.cc src/common/words.cc"
+  [compute_profile_fuzz]="src/profile/compute_profile.cc src/coordinator/model_info.cc src/common/words.cc"
   [idx_fuzz]="src/data/idx_reader.cc"
   [control_reply_fuzz]="src/comm/control_channel.cc src/comm/message.cc src/comm/work.cc src/common/wait.cc"
   [state_file_fuzz]="src/checkpoint/state_file.cc"

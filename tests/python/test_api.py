@@ -1,6 +1,10 @@
 """The Python package in one process (a job of one, no mpirun): the API, what the probe
 finds, equality with a plain PyTorch loop, and clear errors for bad input."""
 
+import json
+import os
+import subprocess
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -183,3 +187,43 @@ def test_server_mode_needs_the_optimizer_to_own_every_trainable_parameter():
     for p in net[:-1].parameters():
         p.requires_grad_(False)
     poseidon.DistributedModel(net, torch.optim.SGD(net[-1].parameters(), lr=0.1), mode="server").close()
+
+
+def test_write_profile_describes_the_model_for_the_simulator(tmp_path):
+    """A profile of a Python model carries its layers' times and shapes, so that `poseidon
+    simulate --profile` can run it without a model file."""
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, timeline=True)
+    train(model, optimizer, data())
+    path = tmp_path / "small.prof"
+    model.write_profile(path)
+    model.close()
+    lines = path.read_text().splitlines()
+    assert "batch 8" in lines
+    layers = [l.split() for l in lines if l.startswith("layer ")]
+    shapes = [l.split() for l in lines if l.startswith("shape ")]
+    assert [l[1] for l in layers] == [s[1] for s in shapes] == ["0", "1", "4", "6"]
+    assert all(float(l[3]) > 0 and float(l[5]) > 0 for l in layers), lines  # forward_ms, backward_ms
+    assert shapes[2][2:] == ["kind", "fc", "M", "16", "N", "144", "rows", "1", "factorable", "1",
+                             "tensor", "weight", "16x144", "tensor", "bias", "16"]
+    binary = os.environ.get("POSEIDON_BIN")
+    if not binary:
+        pytest.skip("POSEIDON_BIN (the poseidon binary) not set: the simulator part cannot run")
+    out = subprocess.run([binary, "simulate", "--profile", str(path), "--nodes", "2", "--bandwidth", "1gbit",
+                          "--gemm-rate", "10G", "--system", "poseidon", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout.strip().splitlines()[-1])["runs"][0]
+    assert [l["name"] for l in run["layers"]] == ["0", "1", "4", "6"]
+    assert run["images_per_s"] > 0
+
+
+def test_write_profile_needs_the_timeline(tmp_path):
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
+    model = poseidon.DistributedModel(net, optimizer)
+    train(model, optimizer, data(n=1))
+    with pytest.raises(Exception, match="timeline=True"):
+        model.write_profile(tmp_path / "none.prof")
+    model.close()
+    assert not (tmp_path / "none.prof").exists()
