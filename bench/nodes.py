@@ -17,10 +17,11 @@ node; for a flat node, the part of its D ranks' figure that leaves the node) rat
 the plan's.
 """
 import argparse
+import os
 import sys
 
 from bandwidth_manager import lab_run as bandwidth_lab_run
-from common import POSEIDON, machine, median
+from common import ENV, POSEIDON, ROOT, machine, median
 from papers_models import PY, SIZES, STEP
 
 CLI_MODELS = ("fcnet", "convnet", "mlp", "resnet")
@@ -67,6 +68,7 @@ def main():
     p.add_argument("--iterations", type=int, default=8)
     p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
+    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")  # the Python models import poseidon from the build
     print(f"# devices level vs flat: {a.nodes} nodes x {a.ranks_per_node} ranks, one {a.link} link per node, "
           f"--scheme {a.scheme}, {a.repeats} rounds; {machine()}")
     print(f"Made by: sudo bench/nodes.py {' '.join(sys.argv[1:])}")

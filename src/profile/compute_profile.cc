@@ -205,10 +205,11 @@ std::string profileText(const ModelInfo& model, const std::map<std::string, std:
     inside += f + b + med("wait " + l.name);
   }
   double other_f = 0;  // modules without parameters (named by their kind; the median of one is a guess at each)
-  for (const auto& [name, d] : spans) {
+  for (const auto& span : spans) {  // not a structured binding: clang's C++17 lambdas cannot capture one
+    const std::string& name = span.first;
     const bool param_layer = std::any_of(model.layers.begin(), model.layers.end(),
                                          [&](const LayerInfo& l) { return name == "forward " + l.name; });
-    if (startsWith(name, "forward ") && !param_layer) other_f += medianOf(d);
+    if (startsWith(name, "forward ") && !param_layer) other_f += medianOf(span.second);
   }
   inside += other_f;
   // The rest of an iteration (the loss, the batch, the loop's own work) is compute too.
