@@ -30,12 +30,15 @@ def main():
             got += n
         print(f'{{"stack_bytes_per_s": {got / (time.perf_counter() - start):.0f}}}', flush=True)
         return
+    c = None
     for _ in range(200):
         try:
             c = socket.create_connection((peer0, PORT))
             break
         except OSError:
             time.sleep(0.05)
+    if c is None:
+        raise SystemExit(f"stack_rate.py: rank 0 at {peer0}:{PORT} did not accept a connection in 10 s")
     sent = 0
     while sent < total:
         c.sendall(buf)

@@ -75,6 +75,8 @@ def main():
     ap.add_argument("--no-wfbp", action="store_true", help="poseidon: every sync after the whole backward")
     ap.add_argument("--profile-out", help="poseidon: rank 0 writes a compute profile here (poseidon simulate --profile)")
     a = ap.parse_args()
+    if a.profile_out and not a.system.startswith("poseidon"):
+        ap.error("--profile-out is for the poseidon systems (the profile comes from poseidon's timeline)")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     net = build(a.model)

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "checkpoint/state_file.h"
@@ -57,12 +56,18 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
       throw InputError(detail::cat(o.emulate_compute, " has no line for layer '", info.layers[l].name, "'"));
     }
   }
-  if (!profile.shapes.empty()) {  // a profile that names its shapes must be of this model
-    ModelInfo measured = info;
-    measured.layers = profile.shapes;
-    if (measured.describe() != info.describe()) {
-      throw InputError(detail::cat(o.emulate_compute, " was measured on other layers (", measured.describe(),
-                                   ") than model '", spec.name, "' has"));
+  // A profile that names its shapes must be of this model: the same layers, kinds and sizes
+  // (not describe(): the run's factor rows were probed, these are not).
+  if (!profile.shapes.empty() && profile.shapes.size() != info.layers.size()) {
+    throw InputError(detail::cat(o.emulate_compute, " was measured on ", profile.shapes.size(), " layers; model '",
+                                 spec.name, "' has ", info.layers.size()));
+  }
+  for (std::size_t l = 0; l < profile.shapes.size(); ++l) {
+    const LayerInfo& mine = info.layers[l];
+    const LayerInfo& measured = profile.shapes[l];
+    if (measured.name != mine.name || measured.kind != mine.kind || measured.numel() != mine.numel()) {
+      throw InputError(detail::cat(o.emulate_compute, " was measured on other layers than model '", spec.name,
+                                   "' has (layer ", l, ": '", measured.name, "', ", measured.numel(), " values)"));
     }
   }
   int l = 0;

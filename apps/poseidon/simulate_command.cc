@@ -119,9 +119,12 @@ SimModel profiledModel(const SimulateOptions& o) {
     bwd += l.backward_s;
     m.layers.push_back(l);
   }
+  // A forward that recorded no per-layer spans (a custom forward) has all its time in
+  // `other`: shared out evenly then, rather than lost.
+  const double layers = static_cast<double>(m.layers.size());
   for (auto& l : m.layers) {
-    if (fwd > 0) l.forward_s += profile.other_forward_ms / 1e3 * l.forward_s / fwd;
-    if (bwd > 0) l.backward_s += profile.other_backward_ms / 1e3 * l.backward_s / bwd;
+    l.forward_s += profile.other_forward_ms / 1e3 * (fwd > 0 ? l.forward_s / fwd : 1 / layers);
+    l.backward_s += profile.other_backward_ms / 1e3 * (bwd > 0 ? l.backward_s / bwd : 1 / layers);
   }
   return m;
 }
@@ -243,10 +246,11 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "Examples:\n"
       "  poseidon simulate --model vgg19-22k --nodes 32 --bandwidth 40gbit\n"
       "  poseidon simulate --model vgg19-22k --sweep 1,8,32,64,128,256 --system poseidon --json\n"
-      "  poseidon simulate --profile fcnet.prof --model fcnet --gemm-rate 50G --nodes 4 --bandwidth 1gbit");
+      "  poseidon simulate --profile fcnet.prof --gemm-rate 50G --nodes 4 --bandwidth 1gbit");
   cmd->add_option("--model", o.model, "alexnet, vgg19, vgg19-22k (the default), googlenet, inception-v3, resnet-152; "
                                       "with a --profile that has no shape lines, the model that made it (fcnet, convnet, mlp)");
-  cmd->add_option("--model-file", o.model_file, "With --profile: the model file the profile was made with");
+  cmd->add_option("--model-file", o.model_file, "With a --profile that has no shape lines: the model file it was "
+                                                "made with");
   cmd->add_option("--profile", o.profile, "Per-layer times (and shapes) from `poseidon train --profile-out FILE` or "
                                           "Python's DistributedModel.write_profile(FILE)");
   cmd->add_option("--nodes", o.nodes, "N nodes (default: the sweep 1,2,4,8,16,32)");

@@ -133,14 +133,34 @@ class PyModel {
   // With a timeline: the spans a compute profile is made of (write_profile). Python's
   // forward hooks mark each layer's end; a layer's forward runs from the previous mark (so
   // the modules without parameters before it count to it), less its wait for the sync.
+  // All on the thread that runs the forward (the GIL may be released, but the Python
+  // thread calling us is the same); the Timeline locks its own.
   void beginForward(bool training) {
-    sync().beginForward(training, false);
-    timing_ = training ? sync().session().timeline() : nullptr;
+    Timeline* tl = training ? sync().session().timeline() : nullptr;
+    const auto start = Clock::now();
+    sync().beginForward(training, false);  // waits for layers and makes the buffers equal
+    if (!training) last_begin_.reset();    // an evaluation is no part of an iteration
+    timing_ = tl;
     if (!timing_) return;
     const auto now = Clock::now();
-    if (last_begin_) timing_->span("loop", "iteration", "iteration", *last_begin_, now);
-    last_begin_ = now;
+    timing_->span("compute", "wait begin", "wait", start, now);
+    if (last_begin_) timing_->span("loop", "iteration", "iteration", *last_begin_, start);
+    last_begin_ = start;
     mark_ = now;
+  }
+  void endForward(bool aborted) {
+    timing_ = nullptr;  // hooks firing later (recomputation, module called directly) record nothing
+    if (aborted) {
+      sync().abortForward();
+    } else {
+      sync().endForward();
+    }
+  }
+  void step() {
+    Timeline* tl = sync().session().timeline();
+    const auto start = Clock::now();
+    sync().step();  // gradient mode: waits for every mean gradient
+    if (tl) tl->span("compute", "wait step", "wait", start, Clock::now());
   }
   void waitLayer(int layer) {
     const auto start = Clock::now();
@@ -309,15 +329,15 @@ void bindModel(py::module_& m) {
       .def(py::init<std::shared_ptr<Runtime>, const std::string&, const std::vector<PyLayer>&, const NamedTensors&,
                     const NamedTensors&, const std::vector<torch::Tensor>&, const std::vector<int>&, const Options&>())
       .def("begin_forward", &PyModel::beginForward, unlocked)
-      .def("end_forward", [](PyModel& p) { p.sync().endForward(); })
-      .def("abort_forward", [](PyModel& p) { p.sync().abortForward(); })
+      .def("end_forward", [](PyModel& p) { p.endForward(false); })
+      .def("abort_forward", [](PyModel& p) { p.endForward(true); })
       .def("wait_layer", &PyModel::waitLayer, unlocked)
       .def("mark_forward", &PyModel::markForward)
       .def("write_profile", &PyModel::writeProfile, unlocked)
       .def("factors_wanted", [](PyModel& p, int l) { return p.sync().factorsWanted(l); })
       .def("capture_factors",
            [](PyModel& p, int l, const torch::Tensor& x, torch::Tensor y) { return p.sync().captureFactors(l, x, y); })
-      .def("step", [](PyModel& p) { p.sync().step(); }, unlocked)
+      .def("step", &PyModel::step, unlocked)
       .def("synchronize", [](PyModel& p) { p.sync().synchronize(); }, unlocked)
       .def("digest", [](PyModel& p) { return p.sync().digest(); }, unlocked)
       .def("uses_factors", [](PyModel& p, int l) { return p.sync().session().usesFactors(l); })

@@ -240,8 +240,8 @@ class DistributedModel(torch.nn.Module):
         if self._checkpoints.pending:  # due at the last step; the loop has finished that step
             self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
         training = torch.is_grad_enabled() and self.module.training
-        if args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
-            self._batch = args[0].size(0)  # a profile's batch (write_profile)
+        if training and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
+            self._batch = args[0].size(0)  # a profile's batch (write_profile): a training forward's
         self._core.begin_forward(training)
         try:
             out = self.module(*args, **kwargs)
@@ -324,8 +324,8 @@ class DistributedModel(torch.nn.Module):
     def write_profile(self, path, batch=None):
         """Rank 0 writes a compute profile of its training so far (needs timeline=True): per
         layer the median forward and backward milliseconds and the layer's shapes, for
-        `poseidon simulate --profile PATH` (any model) and `poseidon train --emulate-compute`.
-        batch: examples per forward on this rank (default: the first input's first dimension)."""
+        `poseidon simulate --profile PATH`. batch: examples per training forward on this
+        rank (default: the last training forward's first input's first dimension)."""
         self._started()
         batch = batch if batch is not None else getattr(self, "_batch", 0)
         self._core.write_profile(str(path), int(batch))

@@ -1,8 +1,10 @@
 #include "profile/compute_profile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -32,22 +34,30 @@ double parseMs(const std::string& word, const std::string& where, const std::str
   return v;
 }
 
-// A positive whole number of a shape line.
+// Bounds of a shape line, as model files have (models/model_spec.cc): every product of
+// them stays far inside int64 (numel() multiplies without checks).
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxParams = std::int64_t{1} << 40;
+
+// A positive whole number of a shape line, at most kMaxDim.
 std::int64_t parseDim(const std::string& word, const std::string& where, const std::string& what) {
   const std::optional<long long> v = parseWholeInteger(word);
-  if (!v || *v <= 0 || *v > (1LL << 40)) {
-    throw InputError(detail::cat(where, ": ", what, " must be a positive integer, got '", word, "'"));
+  if (!v || *v <= 0 || *v > kMaxDim) {
+    throw InputError(detail::cat(where, ": ", what, " must be an integer from 1 to ", kMaxDim, ", got '", word, "'"));
   }
   return *v;
 }
 
-// "DxDx...": a tensor's dimensions.
+// "DxDx...": a tensor's dimensions, their product at most kMaxParams.
 std::vector<std::int64_t> parseDims(const std::string& word, const std::string& where) {
   std::vector<std::int64_t> dims;
+  std::int64_t product = 1;
   std::size_t at = 0;
   while (at <= word.size() && dims.size() < 8) {
     const std::size_t x = std::min(word.find('x', at), word.size());
     dims.push_back(parseDim(word.substr(at, x - at), where, "a tensor dimension"));
+    if (dims.back() > kMaxParams / product) throw InputError(where + ": a tensor of more than 2^40 values: '" + word + "'");
+    product *= dims.back();
     at = x + 1;
   }
   if (at <= word.size()) throw InputError(where + ": a tensor has at most 8 dimensions, got '" + word + "'");
@@ -67,11 +77,13 @@ LayerInfo parseShape(const std::vector<std::string>& w, const std::string& where
   } else if (w[3] != "other") {
     throw InputError(where + ": the kind must be fc, conv or other, got '" + w[3] + "'");
   }
+  std::set<std::string> seen;  // keys other than tensor come once
   std::size_t i = 4;
   while (i < w.size()) {
     const std::string& key = w[i];
     const std::size_t values = key == "tensor" ? 2 : 1;
     if (i + values >= w.size()) throw InputError(where + ": '" + key + "' without its value: " + usage);
+    if (key != "tensor" && !seen.insert(key).second) throw InputError(where + ": '" + key + "' given twice");
     if (key == "tensor") {
       l.tensors.push_back(TensorInfo{w[i + 1], parseDims(w[i + 2], where)});
     } else if (key == "M") {
@@ -80,7 +92,8 @@ LayerInfo parseShape(const std::vector<std::string>& w, const std::string& where
       l.N = parseDim(w[i + 1], where, "N");
     } else if (key == "rows") {
       l.rows_per_example = parseDim(w[i + 1], where, "rows");
-    } else if (key == "factorable" && (w[i + 1] == "0" || w[i + 1] == "1")) {
+    } else if (key == "factorable") {
+      if (w[i + 1] != "0" && w[i + 1] != "1") throw InputError(where + ": factorable must be 0 or 1, got '" + w[i + 1] + "'");
       l.factorable = w[i + 1] == "1";
     } else {
       throw InputError(where + ": unexpected '" + key + "': " + usage);
@@ -88,6 +101,12 @@ LayerInfo parseShape(const std::vector<std::string>& w, const std::string& where
     i += 1 + values;
   }
   if (l.tensors.empty()) throw InputError(where + ": a shape line needs at least one 'tensor NAME DIMS'");
+  std::int64_t total = 0;
+  for (const auto& t : l.tensors) {
+    total += t.numel();  // each at most 2^40, so at most 2^41 after the first excess
+    if (total > kMaxParams) throw InputError(where + ": a layer of more than 2^40 values");
+  }
+  if (l.kind != LayerKind::kFC && (l.M != 0 || l.N != 0)) throw InputError(where + ": M and N are for fc layers");
   if (l.kind == LayerKind::kFC && (l.M == 0 || l.N == 0)) throw InputError(where + ": an fc layer needs M and N");
   return l;
 }
@@ -147,8 +166,13 @@ ComputeProfile parseProfile(std::istream& in, const std::string& source) {
   }
   if (in.bad()) throw InputError(source + ": cannot read the profile");
   if (p.batch <= 0 || p.layers.empty()) throw InputError(source + ": a profile needs a 'batch' line and 'layer' lines");
+  std::set<std::string> shaped;
+  std::int64_t total = 0;
   for (const auto& l : p.shapes) {
     if (!p.layers.count(l.name)) throw InputError(source + ": a shape for layer '" + l.name + "', which has no times");
+    if (!shaped.insert(l.name).second) throw InputError(source + ": two shape lines for layer '" + l.name + "'");
+    total += l.numel();
+    if (total > kMaxParams) throw InputError(source + ": a model of more than 2^40 values");
   }
   if (!p.shapes.empty() && p.shapes.size() != p.layers.size()) {
     throw InputError(detail::cat(source, ": shapes for ", p.shapes.size(), " of its ", p.layers.size(),
@@ -174,15 +198,26 @@ double medianOf(std::vector<double> v) {
 
 bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// A name the parser reads back as one word (PyTorch allows any string as a module name).
+void checkWord(const std::string& name, const std::string& what) {
+  const bool word = !name.empty() && name[0] != '#' &&
+                    std::none_of(name.begin(), name.end(), [](unsigned char c) { return std::isspace(c); });
+  if (!word) throw InputError(what + " '" + name + "' is not one word without '#' at its start: a profile cannot name it");
+}
+
 void writeShape(std::ostream& out, const LayerInfo& l) {
+  checkWord(l.name, "layer");
   out << "shape " << l.name << " kind " << layerKindName(l.kind);
   if (l.kind == LayerKind::kFC) {
     out << " M " << l.M << " N " << l.N << " rows " << l.rows_per_example << " factorable " << (l.factorable ? 1 : 0);
   }
   for (const auto& t : l.tensors) {
-    out << " tensor " << (t.name.empty() ? "t" : t.name) << " ";
+    const std::string name = t.name.empty() ? "t" : t.name;  // adapters name every tensor; a hand-made model may not
+    checkWord(name, "tensor of layer " + l.name + ":");
+    if (t.numel() == 0) throw InputError("layer '" + l.name + "' has a tensor without values: a profile cannot describe it");
+    out << " tensor " << name << " ";
     for (std::size_t d = 0; d < t.shape.size(); ++d) out << (d ? "x" : "") << t.shape[d];
-    if (t.shape.empty()) out << 1;  // a scalar
+    if (t.shape.empty()) out << 1;  // a scalar: read back as one value of shape {1}
   }
   out << "\n";
 }
@@ -200,9 +235,14 @@ std::string profileText(const ModelInfo& model, const std::map<std::string, std:
       << "\nbatch " << batch << "\n";
   double inside = 0;  // every span's median, waits included
   for (const auto& l : model.layers) {
+    checkWord(l.name, "layer");
     const double f = med("forward " + l.name), b = med("backward " + l.name);
     out << "layer " << l.name << " forward_ms " << f << " backward_ms " << b << "\n";
-    inside += f + b + med("wait " + l.name);
+    inside += f + b;
+  }
+  // Every wait (per layer, at the forward's start, at the step) is communication, not compute.
+  for (const auto& span : spans) {
+    if (startsWith(span.first, "wait ")) inside += medianOf(span.second);
   }
   double other_f = 0;  // modules without parameters (named by their kind; the median of one is a guess at each)
   for (const auto& span : spans) {  // not a structured binding: clang's C++17 lambdas cannot capture one

@@ -91,7 +91,8 @@ def model_files():
 
 
 def compute_profiles():
-    # As profileText (src/profile/compute_profile.cc) writes them, for fcnet.
+    # The times of a profile as profileText (src/profile/compute_profile.cc) writes them, for fcnet;
+    # "shapes" below adds shape lines.
     text = "# poseidon compute profile: model fcnet, medians over the run of rank 0 of 1\nbatch 32\n"
     for layer, fwd, bwd in (("conv0", 0.41, 0.93), ("conv2", 2.5, 5.25), ("conv5", 1.75, 3.5),
                             ("fc9", 0.625, 1.25), ("fc11", 0.5, 1), ("fc13", 0.0125, 0.025)):

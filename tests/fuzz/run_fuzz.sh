@@ -51,7 +51,7 @@ finish() {
 }
 
 cxx=(clang++ -std=c++17 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
-     -I"$root/include" -I"$root/src" -I"$root/apps/poseidon")
+     -I"$root/include" -I"$root/src")
 mkdir -p "$out/obj" "$out/corpus"
 
 # Library sources are compiled once, then linked into the targets that use them.

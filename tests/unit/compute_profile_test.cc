@@ -83,11 +83,18 @@ TEST(ComputeProfile, RefusesMalformedShapeLines) {
   };
   refuses("shape fc0 kind fc tensor weight 3x4\n", "needs M and N");
   refuses("shape fc0 kind fc M 3 N 4\n", "at least one 'tensor");
-  refuses("shape fc0 kind fc M 3 N 4 tensor weight 3x0\n", "positive integer");
+  refuses("shape fc0 kind fc M 3 N 4 tensor weight 3x0\n", "integer from 1 to");
   refuses("shape fc0 kind fc M 3 N 4 tensor weight\n", "without its value");
   refuses("shape fc0 kind dense M 3 N 4 tensor w 3x4\n", "fc, conv or other");
   refuses("shape fc0 kind fc M 3 N 4 colour red tensor w 3x4\n", "unexpected 'colour'");
-  refuses("shape fc0 kind fc M 3 N 4 factorable 2 tensor w 3x4\n", "unexpected 'factorable'");
+  refuses("shape fc0 kind fc M 3 N 4 factorable 2 tensor w 3x4\n", "factorable must be 0 or 1");
+  refuses("shape fc0 kind fc M 3 M 3 N 4 tensor w 3x4\n", "'M' given twice");
+  refuses("shape fc0 kind conv M 3 N 4 tensor w 3x4\n", "M and N are for fc layers");
+  refuses("shape fc0 kind other tensor w 16777217\n", "from 1 to 16777216");
+  // Dimensions each within bounds whose product is not (numel() would overflow int64).
+  refuses("shape fc0 kind other tensor w 16777216x16777216x16777216\n", "more than 2^40 values");
+  refuses("shape fc0 kind other tensor a 1048576x1048576 tensor b 1048576x1048576\n", "layer of more than 2^40");
+  refuses("shape fc0 kind other tensor w 3\nshape fc0 kind other tensor w 3\n", "two shape lines for layer 'fc0'");
   refuses("shape fc9 kind other tensor w 3\n", "layer 'fc9', which has no times");
   refuses("shape fc0 kind other tensor w 1x1x1x1x1x1x1x1x1\n", "at most 8 dimensions");
   // Shapes for some layers but not all.
@@ -98,6 +105,23 @@ TEST(ComputeProfile, RefusesMalformedShapeLines) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("every layer one, or none"), std::string::npos) << e.what();
   }
+}
+
+TEST(ComputeProfile, RefusesToWriteNamesItCannotReadBack) {
+  ModelInfo model = twoLayers();
+  model.layers[0].name = "my conv";  // legal in PyTorch (a ModuleDict key), not one word
+  EXPECT_THROW(profileText(model, {}, 8, 1), InputError);
+  model = twoLayers();
+  model.layers[1].tensors[0].name = "#weight";
+  EXPECT_THROW(profileText(model, {}, 8, 1), InputError);
+}
+
+TEST(ComputeProfile, EveryWaitIsCommunicationNotCompute) {
+  // A wait at the forward's start (and at the step) is left out of `other` like a layer's.
+  const ComputeProfile p = parse(profileText(
+      twoLayers(), {{"forward conv0", {2}}, {"forward fc1", {1}}, {"wait begin", {4}}, {"wait step", {3}}, {"iteration", {12}}},
+      8, 1));
+  EXPECT_DOUBLE_EQ(p.other_forward_ms, 12 - 2 - 1 - 4 - 3);
 }
 
 }  // namespace
