@@ -103,6 +103,7 @@ SimModel profiledModel(const SimulateOptions& o) {
   SimModel m;
   m.name = info.name;
   m.profile_batch = profile.batch;
+  if (profile.cpu_iteration_ms > 0) m.cpu_per_iteration_s = profile.cpu_iteration_ms / 1e3;
   m.default_batch = profile.batch;
   double fwd = 0, bwd = 0;
   for (const auto& layer : info.layers) {
@@ -171,6 +172,12 @@ Plan makePlan(const SimulateOptions& o) {
     throw InputError("--reconstruct " + o.reconstruct + ": use device or separate");
   }
   c.reconstruct_on_device = o.reconstruct == "device";
+  c.host_cores = o.host_cores;
+  c.nodes_per_host = o.nodes_per_host;
+  c.stack_bytes_per_s = o.stack_rate == "0" ? 0 : parseBandwidth(o.stack_rate, "--stack-rate");
+  if (c.host_cores == 0 && (o.nodes_per_host != 1 || c.stack_bytes_per_s > 0)) {
+    throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
+  }
   c.time_rule = parseCostRule(o.cost_model) == CostRule::kTime;
   c.pair_bytes = o.kv_pair_bytes;
   c.iterations = o.iterations;
@@ -207,6 +214,8 @@ ordered_json runJson(const SimResult& r, double speedup) {
           {"order", sim::orderName(r.order)},
           {"nodes", r.nodes},
           {"iteration_s", r.iteration_s},
+          {"schedule_s", r.schedule_s},
+          {"cpu_bound_s", r.cpu_bound_s},
           {"compute_s", r.compute_s},
           {"images_per_s", r.images_per_s},
           {"speedup", speedup},
@@ -277,6 +286,14 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
       ->capture_default_str();
   cmd->add_option("--reduce-rate", o.reduce_rate, "Bytes/s a server sums a contribution (and steps) at, or a leader "
                                                   "sums its devices' gradients; 0: free")->capture_default_str();
+  cmd->add_option("--host-cores", o.host_cores, "Cores of a host, a bound on the iteration: its nodes' compute threads "
+                                                "and network stack share them (0: not modelled)")->capture_default_str();
+  cmd->add_option("--nodes-per-host", o.nodes_per_host, "Nodes sharing one host's cores (all of a `poseidon lab` "
+                                                        "run's ranks share this machine)")->capture_default_str();
+  cmd->add_option("--stack-rate", o.stack_rate, "Bytes the host's communication moves per CPU second (network stack, "
+                                                "MPI, copy and server threads; sender's and receiver's work together; "
+                                                "bench/simulate_validate.py measures it); 0: free")
+      ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.kv_pair_bytes, "Largest KV pair of the information book")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Iterations simulated; the first warms up")->capture_default_str();
   cmd->add_flag("--layers", o.layers, "Also print each run's per-layer critical path");
@@ -310,9 +327,9 @@ int runSimulate(const SimulateOptions& o) {
         runs.push_back(runJson(r, speedup));
         continue;
       }
-      std::printf("%-9s %6d %12.4f %11.1f %8.2fx %8.0f%% %8.0f%% %4d\n", sim::systemName(system), n, r.iteration_s,
+      std::printf("%-9s %6d %12.4f %11.1f %8.2fx %8.0f%% %8.0f%% %4d%s\n", sim::systemName(system), n, r.iteration_s,
                   r.images_per_s, speedup, 100 * mean(r.uplink_utilisation), 100 * maxOf(r.uplink_utilisation),
-                  r.sfb_layers);
+                  r.sfb_layers, r.cpu_bound_s > r.schedule_s ? "  host CPU bound" : "");
       if (o.layers) printLayers(r);
     }
   }

@@ -28,6 +28,9 @@ struct SimulateOptions {
   std::string device_rate;
   std::string gemm_rate;
   std::string reduce_rate = "10GB";
+  double host_cores = 0;  // 0: the host CPU is no bound
+  int nodes_per_host = 1;
+  std::string stack_rate = "0";
   std::string reconstruct = "device";
   std::string cost_model = "bytes";
   long long kv_pair_bytes = 2 << 20;

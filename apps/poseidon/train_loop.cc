@@ -256,6 +256,7 @@ void TrainRun::trainIterations() {
   TrainStep step(*net_, model_.get(), optimizer_.get(), options_);
   ProgressPrinter progress(lead_, o_.log_every);
   auto start = std::chrono::steady_clock::now();
+  double cpu_start = Timeline::threadCpuMs();
   for (std::int64_t it = first_; it < total_; ++it) {
     maybeInjectFault(rank_, it);
     const std::int64_t epoch = it / per_epoch_;
@@ -267,11 +268,16 @@ void TrainRun::trainIterations() {
     const auto end = std::chrono::steady_clock::now();
     iter_seconds_.push_back(Seconds(end - start).count());
     // The whole step, so a profile (--profile-out) can tell the time outside the layers.
-    if (Timeline* tl = model_ ? session()->timeline() : nullptr) tl->span("loop", "iteration", "iteration", start, end);
+    // And the compute thread's CPU time in it: what the simulator's host CPU bound counts.
+    if (Timeline* tl = model_ ? session()->timeline() : nullptr) {
+      tl->span("loop", "iteration", "iteration", start, end);
+      tl->sample("cpu iteration", Timeline::threadCpuMs() - cpu_start);
+    }
     progress.iteration(it, total_, epoch, epochs_, last_loss_, median(iter_seconds_),
                        static_cast<double>(o_.batch * workers_), stop, model_ ? session()->droppedUpdates() : 0);
     if (point != sync_points_.end()) atSyncPoint(it + 1, point->second);
     start = std::chrono::steady_clock::now();
+    cpu_start = Timeline::threadCpuMs();
   }
 }
 

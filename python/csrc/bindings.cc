@@ -138,14 +138,19 @@ class PyModel {
   void beginForward(bool training) {
     Timeline* tl = training ? sync().session().timeline() : nullptr;
     const auto start = Clock::now();
+    const double cpu = Timeline::threadCpuMs();
     sync().beginForward(training, false);  // waits for layers and makes the buffers equal
     if (!training) last_begin_.reset();    // an evaluation is no part of an iteration
     timing_ = tl;
     if (!timing_) return;
     const auto now = Clock::now();
     timing_->span("compute", "wait begin", "wait", start, now);
-    if (last_begin_) timing_->span("loop", "iteration", "iteration", *last_begin_, start);
+    if (last_begin_) {
+      timing_->span("loop", "iteration", "iteration", *last_begin_, start);
+      timing_->sample("cpu iteration", cpu - last_cpu_);  // this thread's CPU time: the host CPU bound's
+    }
     last_begin_ = start;
+    last_cpu_ = cpu;
     mark_ = now;
   }
   void endForward(bool aborted) {
@@ -206,6 +211,7 @@ class PyModel {
   using Clock = std::chrono::steady_clock;
   Timeline* timing_ = nullptr;  // this forward records its spans
   std::optional<Clock::time_point> last_begin_;
+  double last_cpu_ = 0;  // this thread's CPU time (ms) at last_begin_
   Clock::time_point mark_;
 };
 

@@ -1,6 +1,7 @@
 #include "common/timeline.h"
 
 #include <cstdio>
+#include <ctime>
 
 namespace poseidon {
 
@@ -48,9 +49,20 @@ void Timeline::counter(const std::string& name, double value, Clock::time_point 
   events_.push_back(Event{name, "bytes", -1, std::chrono::duration<double, std::micro>(at - origin_).count(), 0, value});
 }
 
+void Timeline::sample(const std::string& name, double ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  samples_[name].push_back(ms);
+}
+
+double Timeline::threadCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
 std::map<std::string, std::vector<double>> Timeline::durationsMs() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::map<std::string, std::vector<double>> out;
+  std::map<std::string, std::vector<double>> out = samples_;
   for (const auto& e : events_) {
     if (e.track >= 0) out[e.name].push_back(e.dur_us / 1000.0);
   }

@@ -26,8 +26,13 @@ class Timeline {
             Clock::time_point end);
   // A counter sample, e.g. bytes sent so far under one scheme.
   void counter(const std::string& name, double value, Clock::time_point at);
-  // Durations of the spans recorded so far, in ms, by span name.
+  // A measurement that is no span of wall time (the compute thread's CPU time in one
+  // iteration): kept for durationsMs(), not drawn.
+  void sample(const std::string& name, double ms);
+  // Durations of the spans recorded so far, and the samples, in ms, by name.
   std::map<std::string, std::vector<double>> durationsMs() const;
+  // CPU time the calling thread has used, in ms (CLOCK_THREAD_CPUTIME_ID).
+  static double threadCpuMs();
   // This rank's events as JSON objects separated by commas (no brackets), rows named.
   std::string events() const;
 
@@ -44,6 +49,7 @@ class Timeline {
   Clock::time_point origin_;                 // guarded by mu_
   std::map<std::string, int> tracks_;        // guarded by mu_
   std::vector<Event> events_;                // guarded by mu_
+  std::map<std::string, std::vector<double>> samples_;  // guarded by mu_
 };
 
 // Records [construction, destruction) as a span when `timeline` is not null.

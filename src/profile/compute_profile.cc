@@ -132,7 +132,7 @@ ComputeProfile parseProfile(std::istream& in, const std::string& source) {
     };
     // Words past the end of a known line: named, rather than the usage alone.
     const std::size_t words =
-        kind == "batch" ? 2 : kind == "layer" ? 6 : kind == "other" ? 5 : w.size();  // shape: variable
+        kind == "batch" ? 2 : kind == "cpu" ? 3 : kind == "layer" ? 6 : kind == "other" ? 5 : w.size();  // shape: variable
     if (w.size() > words) {
       throw InputError(where + ": unexpected '" + w[words] + "' after the " + std::to_string(words) + " words of a '" +
                        kind + "' line");
@@ -155,13 +155,18 @@ ComputeProfile parseProfile(std::istream& in, const std::string& source) {
       }
     } else if (kind == "other") {
       ok = times(1, p.other_forward_ms, p.other_backward_ms);
+    } else if (kind == "cpu") {
+      if (w.size() == 3 && w[1] == "iteration_ms") {
+        p.cpu_iteration_ms = parseMs(w[2], where, "iteration_ms");
+        ok = true;
+      }
     } else if (kind == "shape") {
       p.shapes.push_back(parseShape(w, where));
       ok = true;
     }
     if (!ok) {
       throw InputError(where + ": expected 'batch K', 'layer NAME forward_ms F backward_ms B', "
-                               "'other forward_ms F backward_ms B' or 'shape NAME kind ...'");
+                               "'other forward_ms F backward_ms B', 'cpu iteration_ms C' or 'shape NAME kind ...'");
     }
   }
   if (in.bad()) throw InputError(source + ": cannot read the profile");
@@ -257,6 +262,10 @@ std::string profileText(const ModelInfo& model, const std::map<std::string, std:
   out << "# other: modules without parameters " << other_f << " ms, outside the layers " << outside << " ms\n";
   // Modules without parameters: their backward is inside the next layer's backward span.
   out << "other forward_ms " << other_f + outside << " backward_ms 0\n";
+  if (spans.count("cpu iteration")) {
+    out << "# the compute thread's CPU time per iteration (less than the wall time where it waited or shared a core)\n"
+        << "cpu iteration_ms " << med("cpu iteration") << "\n";
+  }
   for (const auto& l : model.layers) writeShape(out, l);
   return out.str();
 }

@@ -6,6 +6,8 @@
 //   batch K
 //   layer NAME forward_ms F backward_ms B      (one per layer with parameters)
 //   other forward_ms F backward_ms B           (the rest of an iteration's compute, in total)
+//   cpu iteration_ms C                         (optional: the compute thread's CPU time in
+//                                               one iteration, for the simulator's host CPU)
 //   shape NAME kind fc|conv|other [M m N n rows r factorable 0|1] tensor TNAME DxDx... ...
 //                                              (optional, one per layer: its shapes, so that
 //                                               a profile describes a model of its own)
@@ -35,6 +37,9 @@ struct ComputeProfile {
   std::map<std::string, std::pair<double, double>> layers;
   double other_forward_ms = 0;  // modules without parameters (ReLU, pooling) and the loop, in total
   double other_backward_ms = 0;
+  // The compute thread's CPU time per iteration (0: not measured). Below the wall time
+  // where the thread waited, or shared its core with other ranks or the network stack.
+  double cpu_iteration_ms = 0;
   // The layers' shapes in forward order, when the profile has `shape` lines (else empty).
   std::vector<LayerInfo> shapes;
 };
@@ -48,9 +53,9 @@ ComputeProfile parseProfile(std::istream& in, const std::string& source);
 ComputeProfile readProfile(const std::string& path);
 
 // A profile's text from a run's timeline durations (Timeline::durationsMs: "forward L",
-// "backward L", "wait L" and "iteration" spans, in ms): the medians per layer, the
-// modules without parameters, and the iteration's time outside all of them (the loss, the
-// batch, the loop), with a shape line per layer. `ranks` and `model` go in the header.
+// "backward L", "wait L" and "iteration" spans, and "cpu iteration" samples, in ms): the
+// medians per layer, the modules without parameters, the iteration's time outside all of
+// them (the loss, the batch, the loop) and its CPU time, with a shape line per layer. `ranks` and `model` go in the header.
 std::string profileText(const ModelInfo& model, const std::map<std::string, std::vector<double>>& spans,
                         std::int64_t batch, int ranks);
 

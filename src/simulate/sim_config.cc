@@ -65,6 +65,9 @@ void SimConfig::validate() const {
   rate(device_flops_per_s, "--device-rate", true);
   rate(gemm_flops_per_s, "--gemm-rate", true);
   rate(reduce_bytes_per_s, "--reduce-rate", true);
+  rate(host_cores, "--host-cores", true);
+  rate(stack_bytes_per_s, "--stack-rate", true);
+  if (nodes_per_host < 1) throw InputError(detail::cat("--nodes-per-host must be at least 1, got ", nodes_per_host));
   if (pair_bytes < 4) throw InputError("--kv-pair-bytes must hold at least one float");
   if (iterations < 2 || iterations > 100) {
     throw InputError(detail::cat("--iterations must be 2 to 100, got ", iterations));

@@ -46,6 +46,14 @@ struct SimConfig {
   bool time_rule = false;
   double reduce_bytes_per_s = 0;  // a server summing / stepping a contribution, a leader
                                   // summing its devices' gradients
+  // The host CPU, a bound on the iteration (as the link rate is): the nodes of one host
+  // share `host_cores` cores between their devices' compute threads and communication
+  // (network stack, MPI, copy and server threads), which spends one CPU second per
+  // `stack_bytes_per_s` bytes sent (the sender's and the receiver's work together).
+  // 0 cores: not modelled (each node has CPU to spare).
+  double host_cores = 0;
+  int nodes_per_host = 1;
+  double stack_bytes_per_s = 0;  // 0: the stack costs no CPU
   std::int64_t pair_bytes = 2 << 20;  // the information book's largest KV pair
   int iterations = 3;  // simulated; the first warms up, the rest are measured
 

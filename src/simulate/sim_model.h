@@ -25,6 +25,9 @@ struct SimModel {
   std::int64_t default_batch = 32;  // per device, as the paper ran the model
   std::int64_t profile_batch = 0;   // > 0: the layers carry measured times at this batch
   std::vector<SimLayer> layers;     // forward order, layers with parameters only
+  // CPU seconds the compute thread used per iteration at profile_batch (a profile's `cpu`
+  // line); < 0: not measured, the host CPU bound counts the compute's wall time instead.
+  double cpu_per_iteration_s = -1;
 
   ModelInfo info() const;
   double forwardFlopsPerExample() const;

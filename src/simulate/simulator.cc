@@ -101,6 +101,7 @@ class Simulation {
   void factorsArrived(int node, int layer, int iter, double now);
   void synced(int node, int layer, int iter, double now);
   void delivered(int id, double now);
+  double hostCpuBound(const SimModel& model, double compute_s) const;
 
   SimConfig c_;
   int N_, L_, T_;
@@ -320,6 +321,28 @@ void Simulation::synced(int node, int layer, int iter, double now) {
   if (n.waiting && !n.busy) proceed(node, now);
 }
 
+// The busiest host's CPU seconds per iteration over its cores: its nodes' devices'
+// compute threads (the profile's measured CPU time, else the compute's wall time) and the
+// network stack's work for the bytes they sent. A bound, as a link's rate is: the schedule
+// above does not slow a layer that shares its core with the stack, so the iteration is
+// the larger of the two (docs/SIMULATOR.md).
+double Simulation::hostCpuBound(const SimModel& model, double compute_s) const {
+  if (c_.host_cores <= 0) return 0;
+  const double cpu = model.cpu_per_iteration_s >= 0 && model.profile_batch > 0
+                         ? model.cpu_per_iteration_s * static_cast<double>(c_.batch) /
+                               static_cast<double>(model.profile_batch)
+                         : compute_s;
+  double busiest = 0;
+  for (int first = 0; first < N_; first += c_.nodes_per_host) {
+    double work = 0;
+    for (int node = first; node < std::min(N_, first + c_.nodes_per_host); ++node) {
+      work += c_.devices_per_node * cpu + cost(net_.sent()[node] / (T_ - 1), c_.stack_bytes_per_s);
+    }
+    busiest = std::max(busiest, work);
+  }
+  return busiest / c_.host_cores;
+}
+
 SimResult Simulation::run(const SimModel& model) {
   for (int node = 0; node < N_; ++node) proceed(node, 0.0);
   while (!events_.empty()) dispatch(events_.pop());
@@ -331,7 +354,9 @@ SimResult Simulation::run(const SimModel& model) {
   r.devices_per_node = c_.devices_per_node;
   r.batch = c_.batch;
   for (const auto& t : times_) r.compute_s += t.forward_s + t.backward_s;
-  r.iteration_s = (iter_end_[T_ - 1] - iter_end_[0]) / (T_ - 1);
+  r.schedule_s = (iter_end_[T_ - 1] - iter_end_[0]) / (T_ - 1);
+  r.cpu_bound_s = hostCpuBound(model, r.compute_s);
+  r.iteration_s = std::max(r.schedule_s, r.cpu_bound_s);
   r.images_per_s = static_cast<double>(N_) * c_.devices_per_node * c_.batch / r.iteration_s;
   const double window = r.iteration_s * (T_ - 1) * c_.bandwidth_bytes_per_s;
   for (int node = 0; node < N_; ++node) {

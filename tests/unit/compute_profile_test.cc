@@ -65,6 +65,17 @@ TEST(ComputeProfile, WithoutAnIterationSpanNothingIsOutside) {
   EXPECT_DOUBLE_EQ(p.layers.at("fc1").second, 0);  // no span: 0, not a missing layer
 }
 
+TEST(ComputeProfile, TheComputeThreadsCpuTimeReadsBackWhereSampled) {
+  std::map<std::string, std::vector<double>> spans = {{"forward conv0", {2}}, {"backward conv0", {4}}};
+  EXPECT_EQ(parse(profileText(twoLayers(), spans, 8, 1)).cpu_iteration_ms, 0);  // not sampled: absent
+  spans["cpu iteration"] = {3, 5, 4};
+  EXPECT_DOUBLE_EQ(parse(profileText(twoLayers(), spans, 8, 1)).cpu_iteration_ms, 4);  // the median
+  EXPECT_THROW(parse("batch 4\ncpu iteration_ms\n"), InputError);
+  EXPECT_THROW(parse("batch 4\ncpu wall_ms 3\n"), InputError);
+  EXPECT_THROW(parse("batch 4\ncpu iteration_ms -1\n"), InputError);
+  EXPECT_THROW(parse("batch 4\ncpu iteration_ms 3 4\n"), InputError);
+}
+
 TEST(ComputeProfile, OldProfilesWithoutShapesStillRead) {
   const ComputeProfile p = parse("batch 4\nlayer fc0 forward_ms 1 backward_ms 2\nother forward_ms 0.5 backward_ms 0\n");
   EXPECT_TRUE(p.shapes.empty());

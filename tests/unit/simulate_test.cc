@@ -72,6 +72,34 @@ TEST(Simulate, TwoNodesPsIsComputePlusBytesOverRatePlusLatency) {
   EXPECT_DOUBLE_EQ(r.layers[0].bytes_sent_per_node, 2 * kPairBytes);
 }
 
+TEST(Simulate, HostCpuBoundsTheIterationWhereNodesShareCores) {
+  // The schedule of the test above: 5.5 s, each node sending two pairs (4 MiB) per iteration.
+  SimModel m = model({layer("a", 2 * kPairFloats, 1.0, 2.0)});
+  m.cpu_per_iteration_s = 2.0;  // the compute thread's CPU time, less than its 3 s of wall time
+  SimConfig c = config(System::kWfbp, 2);
+  c.latency_s = 0.25;
+  c.host_cores = 1;
+  c.stack_bytes_per_s = kPairBytes;  // a pair per CPU second: 2 s of stack per node
+  SimResult r = simulate(m, c);  // a host per node: 2 + 2 = 4 s < 5.5 s
+  EXPECT_DOUBLE_EQ(r.schedule_s, 5.5);
+  EXPECT_DOUBLE_EQ(r.cpu_bound_s, 4.0);
+  EXPECT_DOUBLE_EQ(r.iteration_s, 5.5);
+  c.nodes_per_host = 2;  // both on one core: 2 x (2 + 2) = 8 s
+  r = simulate(m, c);
+  EXPECT_DOUBLE_EQ(r.cpu_bound_s, 8.0);
+  EXPECT_DOUBLE_EQ(r.iteration_s, 8.0);
+  EXPECT_DOUBLE_EQ(r.images_per_s, 2 * kBatch / 8.0);
+  c.host_cores = 4;  // four cores: 2 s
+  EXPECT_DOUBLE_EQ(simulate(m, c).iteration_s, 5.5);
+  c.host_cores = 1;
+  c.stack_bytes_per_s = 0;  // a free stack, no CPU profile: the compute's wall time, 2 x 3 s
+  m.cpu_per_iteration_s = -1;
+  EXPECT_DOUBLE_EQ(simulate(m, c).cpu_bound_s, 6.0);
+  c.batch = 2 * kBatch;  // a profile's CPU time scales with the batch: 2 x 2 x 2 s
+  m.cpu_per_iteration_s = 2.0;
+  EXPECT_DOUBLE_EQ(simulate(m, c).cpu_bound_s, 8.0);
+}
+
 TEST(Simulate, ServerCostIsChargedPerContributionAndStep) {
   const SimModel m = model({layer("a", 2 * kPairFloats, 1.0, 2.0)});
   SimConfig c = config(System::kWfbp, 2);
@@ -236,6 +264,12 @@ TEST(Simulate, CoarsePlacementScalesWorstOnVgg19_22k) {
 TEST(Simulate, BadConfigIsAnInputError) {
   SimConfig c;
   c.nodes = 0;
+  EXPECT_THROW(simulate(paperModel("vgg19"), c), InputError);
+  c = SimConfig();
+  c.host_cores = -1;
+  EXPECT_THROW(simulate(paperModel("vgg19"), c), InputError);
+  c.host_cores = 2;
+  c.nodes_per_host = 0;
   EXPECT_THROW(simulate(paperModel("vgg19"), c), InputError);
   EXPECT_THROW(parseSystem("horovod"), InputError);
   EXPECT_THROW(parseOrder("random"), InputError);
