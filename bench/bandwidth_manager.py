@@ -9,8 +9,13 @@ budget  `--max-bandwidth` on a faster link: each rank's sending rate during trai
 order   priority vs FIFO (`--send-order`), alternated in each round with the compute
         ceiling (as many plain processes as ranks, no communication): images/s, medians
         of --repeats rounds, and each order against the bound max(compute-only time,
-        bytes sent per rank per iteration / link rate). fcnet and convnet through the
-        CLI; torchvision models (alexnet, vgg19, resnet50, googlenet) through
+        bytes sent per rank per iteration / link rate), and against a host CPU bound:
+        the ceiling's time plus the ranks' bytes over the bytes Poseidon's communication
+        moves per host CPU second (measured first, common.comm_cpu_rate) and the host's
+        cores; with at least as many ranks as cores the ceiling keeps every core busy, so
+        communication's CPU can only add to it;
+        also the share of the host's cores busy in the priority runs (/proc/stat). fcnet
+        and convnet through the CLI; torchvision models (alexnet, vgg19, resnet50, googlenet) through
         bench/torchvision_step.py and the Python package.
 
   sudo bench/bandwidth_manager.py budget --budget 200mbit --link 1gbit
@@ -22,8 +27,10 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 
-from common import ENV, POSEIDON, ROOT, machine, median
+from common import ENV, POSEIDON, ROOT, busy_seconds, comm_cpu_rate, machine, median
 from suite import compute_ceiling
 
 PY = "/usr/bin/python3"
@@ -81,7 +88,14 @@ def budget(a):
 
 
 def order_run(a, model, system):
-    """images/s and bytes sent per rank per iteration of one system ('priority', 'fifo', 'compute')."""
+    """images/s, bytes sent per rank per iteration and the share of the host's cores busy
+    over the whole run, of one system ('priority', 'fifo', 'compute')."""
+    start, wall = busy_seconds(), time.perf_counter()
+    ips, sent = order_job(a, model, system)
+    return ips, sent, (busy_seconds() - start) / ((time.perf_counter() - wall) * (os.cpu_count() or 1))
+
+
+def order_job(a, model, system):
     if model in CLI_MODELS:
         if system == "compute":
             # The ceiling: every rank a plain process at once, no communication.
@@ -100,26 +114,34 @@ def order_run(a, model, system):
 def order(a):
     ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
     link = rate_of(a.link)
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        comm_cpu = comm_cpu_rate(a.poseidon, tmp)
     print(f"# priority vs FIFO, {a.ranks} ranks, {a.link} per rank, scheme {a.scheme}, {a.repeats} rounds; {machine()}")
     print(f"Made by: sudo bench/bandwidth_manager.py {' '.join(sys.argv[1:])}")
+    print(f"communication costs the host one CPU second per {comm_cpu / 1e9:.2f} GB sent; {cores} cores")
     print("| model | priority images/s | fifo images/s | priority / fifo (paired) | compute images/s | bound | "
-          "priority of bound | fifo of bound |")
-    print("|---|---|---|---|---|---|---|---|")
+          "priority of bound | fifo of bound | host CPU bound | priority of host CPU bound | host busy (priority) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
         seen = {"priority": [], "fifo": [], "compute": []}
-        sent = []
+        sent, busy = [], []
         for r in range(a.repeats):
             for system in ("priority", "fifo", "compute"):
-                ips, b = order_run(a, model, system)
+                ips, b, share = order_run(a, model, system)
                 seen[system].append(ips)
                 if system != "compute":
                     sent.append(b)
+                if system == "priority":
+                    busy.append(share)
                 print(f"{model} round {r + 1} {system:8s} {ips:.2f} images/s", file=sys.stderr, flush=True)
         pri, fifo, comp = (median(seen[s]) for s in ("priority", "fifo", "compute"))
         paired = median([p / f for p, f in zip(seen["priority"], seen["fifo"])])
-        bound = a.ranks * 32 / max(a.ranks * 32 / comp, median(sent) / link)
+        compute_s = a.ranks * 32 / comp
+        bound = a.ranks * 32 / max(compute_s, median(sent) / link)
+        host = a.ranks * 32 / max(compute_s + a.ranks * median(sent) / (comm_cpu * cores), median(sent) / link)
         print(f"| {model} | {pri:.2f} | {fifo:.2f} | {paired:.3f} | {comp:.2f} | {bound:.2f} | {pri / bound:.2f} | "
-              f"{fifo / bound:.2f} |", flush=True)
+              f"{fifo / bound:.2f} | {host:.2f} | {pri / host:.2f} | {100 * median(busy):.0f}% |", flush=True)
 
 
 def main():

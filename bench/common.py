@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -21,6 +22,43 @@ def run_json(cmd, timeout=1800):
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def busy_seconds():
+    """CPU seconds every core of the host has been busy (/proc/stat: user, nice, system,
+    irq, softirq; not idle, not waiting for I/O, not stolen by the hypervisor). The whole
+    host: run nothing else beside a measurement."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in f.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def comm_cpu_rate(poseidon, tmp):
+    """Bytes Poseidon's communication moves per CPU second of the host (the network stack,
+    MPI, the copy and server threads together): a 2-rank fcnet `--scheme ps` lab job on a
+    100 gbit link (the CPU, not tc, sets its pace), run for 6 and for 16 iterations; the
+    host's busy CPU of the 10 extra iterations, less the compute threads' own CPU time (the
+    profile's `cpu iteration_ms`), over the bytes the ranks sent in them. Median of 3."""
+    rates = []
+    for r in range(3):
+        busy, sent = {}, {}
+        for n in (6, 16):
+            profile = os.path.join(tmp, f"calibrate-{r}-{n}.prof")
+            start = busy_seconds()
+            j = run_json([poseidon, "lab", "--ranks", "2", "--bandwidth", "100gbit", "--", poseidon, "train",
+                          "--model", "fcnet", "--synthetic", "--no-eval", "--json", "--iterations", str(n),
+                          "--threads", "1", "--scheme", "ps", "--profile-out", profile])
+            busy[n] = busy_seconds() - start
+            sent[n] = 2 * j["bytes_sent_per_iter"]
+        with open(profile) as f:
+            m = re.search(r"^cpu iteration_ms (\S+)", f.read(), re.M)
+        if not m:
+            raise SystemExit(f"{profile} has no 'cpu iteration_ms' line: is {poseidon} older than this script?")
+        comm = (busy[16] - busy[6]) / 10 - 2 * float(m.group(1)) / 1e3
+        if comm <= 0:
+            raise SystemExit("communication's CPU time came out at or below zero: was something else running?")
+        rates.append(sent[16] / comm)
+    return median(rates)
 
 
 def mpirun(ranks, poseidon):

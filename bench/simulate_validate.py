@@ -19,9 +19,9 @@ else (no fitting to the measured images/s):
     (--gemm-rate): measured once before the grid (calibrate below: numpy, one thread),
     times cores/ranks when ranks outnumber cores (the cores are shared the same way the
     profile's compute was).
-  - the host's cores (--host-cores, all the ranks on them: --nodes-per-host) and the CPU
-    seconds Poseidon's communication costs per byte sent (--stack-rate), measured once
-    before the grid (comm_cpu_rate below): the simulator's host CPU bound, the busiest
+  - the host's cores (--host-cores, all the ranks on them: --nodes-per-host) and the bytes
+    Poseidon's communication moves per host CPU second (--stack-rate), measured once
+    before the grid (common.comm_cpu_rate): the simulator's host CPU bound, the busiest
     host's compute-thread CPU (each profile's `cpu iteration_ms`) plus its communication
     CPU, over its cores.
 Each case runs --repeats times; the table shows the median measured and the median of the
@@ -42,7 +42,7 @@ import time
 os.environ["OPENBLAS_NUM_THREADS"] = "1"  # before numpy loads OpenBLAS: one thread, as each rank runs
 import numpy as np  # noqa: E402
 
-from common import ENV, POSEIDON, ROOT, machine, median
+from common import ENV, POSEIDON, ROOT, comm_cpu_rate, machine, median
 
 SYSTEMS = {"poseidon": ["--scheme", "auto"], "wfbp": ["--scheme", "ps"], "ps": ["--scheme", "ps", "--no-wfbp"]}
 CLI_MODELS = ("fcnet", "convnet", "mlp")
@@ -91,36 +91,6 @@ def stack_rate(a):
     return median(rates)
 
 
-def busy_seconds():
-    """CPU seconds every core of the host has been busy (/proc/stat: not idle, not waiting for I/O)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def comm_cpu_rate(a, tmp):
-    """Bytes Poseidon's communication moves per CPU second of the host (the network stack,
-    MPI, the copy and server threads together): a 2-rank fcnet `--scheme ps` lab job on a
-    100 gbit link (the CPU, not tc, sets its pace), run for 6 and for 16 iterations; the
-    host's busy CPU of the 10 extra iterations, less the compute threads' own CPU time (the
-    profile's `cpu iteration_ms`), over the bytes the ranks sent in them. Median of 3."""
-    rates = []
-    for r in range(3):
-        busy, sent = {}, {}
-        for n in (6, 16):
-            profile = os.path.join(tmp, f"calibrate-{r}-{n}.prof")
-            start = busy_seconds()
-            j = run([a.poseidon, "lab", "--ranks", "2", "--bandwidth", "100gbit", "--", a.poseidon, "train", "--model",
-                     "fcnet", "--synthetic", "--no-eval", "--json", "--iterations", str(n), "--scheme", "ps",
-                     "--profile-out", profile])
-            busy[n] = busy_seconds() - start
-            sent[n] = 2 * j["bytes_sent_per_iter"]
-        with open(profile) as f:
-            compute_cpu = float(re.search(r"^cpu iteration_ms (\S+)", f.read(), re.M).group(1)) / 1e3
-        rates.append(sent[16] / ((busy[16] - busy[6]) / 10 - 2 * compute_cpu))
-    return median(rates)
-
-
 def run(cmd, timeout=1800):
     p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
     if p.returncode != 0:
@@ -157,7 +127,8 @@ def predict(a, model, ranks, link, system, profile, rates):
              "--reduce-rate", f"{sum_rate * share:.0f}B", "--gemm-rate", f"{gemm_rate * share:.4g}",
              "--host-cores", str(os.cpu_count() or 1), "--nodes-per-host", str(ranks),
              "--stack-rate", f"{comm_cpu:.0f}B"])
-    return j["runs"][0]["images_per_s"]
+    r = j["runs"][0]
+    return r["images_per_s"], r["cpu_bound_s"] > r["schedule_s"]
 
 
 # The default grid: every rank count, link and system of the issue at least once per model.
@@ -194,25 +165,27 @@ def main():
     sum_rate, gemm_rate = calibrate()
     stack = stack_rate(a)
     with tempfile.TemporaryDirectory() as tmp:
-        comm_cpu = comm_cpu_rate(a, tmp)
+        comm_cpu = comm_cpu_rate(a.poseidon, tmp)
     print(f"# `poseidon simulate` vs the lab; {machine()}")
     print(f"Made by: sudo bench/simulate_validate.py {' '.join(sys.argv[1:])}")
     print(f"calibration (one thread, this host): sum {sum_rate / 1e9:.2f} GB/s, GEMM {gemm_rate / 1e9:.1f} GFLOP/s, "
           f"network stack {stack / 1e9:.2f} GB/s, communication {comm_cpu / 1e9:.2f} GB per host CPU second; links at {PAYLOAD_SHARE:.3f} of the tc rate")
-    print("| model | ranks | link | system | measured images/s (range) | simulated | error |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | ranks | link | system | measured images/s (range) | simulated | error | host CPU bound binds |")
+    print("|---|---|---|---|---|---|---|---|")
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (model, ranks, link, system) in enumerate(cases(a)):
-            got, sim = [], []
+            got, sim, binds = [], [], 0
             for r in range(a.repeats):
                 profile = os.path.join(tmp, f"{i}-{r}.prof")
                 got.append(measure(a, model, ranks, link, system, profile)["images_per_s"])
-                sim.append(predict(a, model, ranks, link, system, profile, (sum_rate, gemm_rate, stack, comm_cpu)))
+                ips, bound = predict(a, model, ranks, link, system, profile, (sum_rate, gemm_rate, stack, comm_cpu))
+                sim.append(ips)
+                binds += bound
             err = (median(sim) - median(got)) / median(got)
             errors.append(abs(err))
             print(f"| {model} | {ranks} | {link} | {system} | {median(got):.1f} ({min(got):.1f}-{max(got):.1f}) | "
-                  f"{median(sim):.1f} | {100 * err:+.1f}% |", flush=True)
+                  f"{median(sim):.1f} | {100 * err:+.1f}% | {binds}/{a.repeats} |", flush=True)
     print(f"median absolute error {100 * median(errors):.1f}% (target <= 10%), worst {100 * max(errors):.1f}% "
           f"(target <= 20%) over {len(errors)} cases")
 

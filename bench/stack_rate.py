@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """The host's network stack rate between two lab ranks: rank 1 sends --megabytes over TCP to
-rank 0 across the lab's veth links (MTU 1500, the bridge), rank 0 prints bytes/s and bytes
-per CPU second of the whole host (every core's busy time in /proc/stat over the transfer:
-the sender's and the receiver's work together, softirqs included). Run by
+rank 0 across the lab's veth links (MTU 1500, the bridge), rank 0 prints bytes/s. Run by
 bench/simulate_validate.py inside `poseidon lab --ranks 2` on a link far faster than the
 stack, so that the CPU, not tc, sets the rate."""
 import os
@@ -11,14 +9,6 @@ import sys
 import time
 
 PORT = 47011
-
-
-def busy_seconds():
-    """CPU seconds every core of the host has been busy (not idle, not waiting for I/O)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def main():
@@ -32,14 +22,13 @@ def main():
         srv.bind((peer0, PORT))
         srv.listen(1)
         conn, _ = srv.accept()
-        got, start, cpu = 0, time.perf_counter(), busy_seconds()
+        got, start = 0, time.perf_counter()
         while True:
             n = conn.recv_into(buf)
             if n == 0:
                 break
             got += n
-        seconds, cpu = time.perf_counter() - start, busy_seconds() - cpu
-        print(f'{{"stack_bytes_per_s": {got / seconds:.0f}, "stack_bytes_per_cpu_s": {got / cpu:.0f}}}', flush=True)
+        print(f'{{"stack_bytes_per_s": {got / (time.perf_counter() - start):.0f}}}', flush=True)
         return
     c = None
     for _ in range(200):

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -147,7 +148,7 @@ class PyModel {
     timing_->span("compute", "wait begin", "wait", start, now);
     if (last_begin_) {
       timing_->span("loop", "iteration", "iteration", *last_begin_, start);
-      timing_->sample("cpu iteration", cpu - last_cpu_);  // this thread's CPU time: the host CPU bound's
+      timing_->sample("cpu iteration", std::max(0.0, cpu - last_cpu_));  // this thread's CPU time: the host CPU bound's
     }
     last_begin_ = start;
     last_cpu_ = cpu;

@@ -24,6 +24,7 @@ void Timeline::setOrigin(Clock::time_point origin) {
   std::lock_guard<std::mutex> lock(mu_);
   origin_ = origin;
   events_.clear();
+  samples_.clear();
 }
 
 int Timeline::trackId(const std::string& track) {

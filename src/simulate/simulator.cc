@@ -323,7 +323,7 @@ void Simulation::synced(int node, int layer, int iter, double now) {
 
 // The busiest host's CPU seconds per iteration over its cores: its nodes' devices'
 // compute threads (the profile's measured CPU time, else the compute's wall time) and the
-// network stack's work for the bytes they sent. A bound, as a link's rate is: the schedule
+// communication's work for the bytes they send and receive. A bound, as a link's rate is: the schedule
 // above does not slow a layer that shares its core with the stack, so the iteration is
 // the larger of the two (docs/SIMULATOR.md).
 double Simulation::hostCpuBound(const SimModel& model, double compute_s) const {
@@ -336,7 +336,10 @@ double Simulation::hostCpuBound(const SimModel& model, double compute_s) const {
   for (int first = 0; first < N_; first += c_.nodes_per_host) {
     double work = 0;
     for (int node = first; node < std::min(N_, first + c_.nodes_per_host); ++node) {
-      work += c_.devices_per_node * cpu + cost(net_.sent()[node] / (T_ - 1), c_.stack_bytes_per_s);
+      // The rate covers a byte's sending and its receiving: half of each side's bytes here,
+      // so traffic between hosts is charged to both, and a host's own traffic once.
+      const double bytes = (net_.sent()[node] + net_.received()[node]) / 2 / (T_ - 1);
+      work += c_.devices_per_node * cpu + cost(bytes, c_.stack_bytes_per_s);
     }
     busiest = std::max(busiest, work);
   }

@@ -1,6 +1,6 @@
 // A compute profile (`poseidon train --emulate-compute PROFILE`, `poseidon simulate
 // --profile`): `batch K`, `layer NAME forward_ms F backward_ms B`, `other forward_ms F
-// backward_ms B`, `shape NAME kind ...`, '#' comments. parseProfile
+// backward_ms B`, `cpu iteration_ms C`, `shape NAME kind ...`, '#' comments. parseProfile
 // (src/profile/compute_profile.cc) needs neither LibTorch nor the library, so run_fuzz.sh
 // compiles that file as it is, and each input is parsed in memory.
 #include <sstream>

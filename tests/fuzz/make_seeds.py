@@ -97,7 +97,7 @@ def compute_profiles():
     for layer, fwd, bwd in (("conv0", 0.41, 0.93), ("conv2", 2.5, 5.25), ("conv5", 1.75, 3.5),
                             ("fc9", 0.625, 1.25), ("fc11", 0.5, 1), ("fc13", 0.0125, 0.025)):
         text += f"layer {layer} forward_ms {fwd} backward_ms {bwd}\n"
-    seed("compute_profile_fuzz", "fcnet", (text + "other forward_ms 0.8 backward_ms 0\n").encode())
+    seed("compute_profile_fuzz", "fcnet", (text + "other forward_ms 0.8 backward_ms 0\ncpu iteration_ms 2.5\n").encode())
     seed("compute_profile_fuzz", "minimal", b"batch 1\nlayer fc0 forward_ms 0 backward_ms 1e-3\n")
     seed("compute_profile_fuzz", "shapes",
          b"batch 8\nlayer conv0 forward_ms 1 backward_ms 2\nlayer fc1 forward_ms 0.5 backward_ms 1\n"

@@ -987,6 +987,8 @@ def case_np2_timeline_and_emulated_compute(args):
         with open(profile) as f:
             text = f.read()
         check("layer fc1 forward_ms" in text and "batch 32" in text, text)
+        cpu = re.search(r"^cpu iteration_ms (\S+)$", text, re.M)
+        check(cpu and 0 < float(cpu.group(1)) < 60e3, f"no compute-thread CPU time in the profile:\n{text}")
         # Eight ranks on two cores: compute is waits from the profile, communication is real.
         r, out = train(args, 8, ["--model", "mlp", "--iterations", "5", "--json", "--scheme", "ps",
                                  "--emulate-compute", profile])

@@ -205,17 +205,23 @@ def test_write_profile_describes_the_model_for_the_simulator(tmp_path):
     shapes = [l.split() for l in lines if l.startswith("shape ")]
     assert [l[1] for l in layers] == [s[1] for s in shapes] == ["0", "1", "4", "6"]
     assert all(float(l[3]) > 0 and float(l[5]) > 0 for l in layers), lines  # forward_ms, backward_ms
+    cpu = [l.split() for l in lines if l.startswith("cpu ")]
+    assert len(cpu) == 1 and cpu[0][1] == "iteration_ms" and float(cpu[0][2]) > 0, lines
     assert shapes[2][2:] == ["kind", "fc", "M", "16", "N", "144", "rows", "1", "factorable", "1",
                              "tensor", "weight", "16x144", "tensor", "bias", "16"]
     binary = os.environ.get("POSEIDON_BIN")
     if not binary:
         pytest.skip("POSEIDON_BIN (the poseidon binary) not set: the simulator part cannot run")
     out = subprocess.run([binary, "simulate", "--profile", str(path), "--nodes", "2", "--bandwidth", "1gbit",
-                          "--gemm-rate", "10G", "--system", "poseidon", "--json"], capture_output=True, text=True)
+                          "--gemm-rate", "10G", "--system", "poseidon", "--json", "--host-cores", "1",
+                          "--nodes-per-host", "2", "--stack-rate", "1000MB"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     run = json.loads(out.stdout.strip().splitlines()[-1])["runs"][0]
     assert [l["name"] for l in run["layers"]] == ["0", "1", "4", "6"]
     assert run["images_per_s"] > 0
+    # Two nodes' compute threads on one core: at least twice the profile's CPU time.
+    assert run["cpu_bound_s"] >= 2 * float(cpu[0][2]) / 1e3 * 0.999
+    assert run["iteration_s"] == max(run["schedule_s"], run["cpu_bound_s"])
 
 
 def test_write_profile_needs_the_timeline(tmp_path):

@@ -70,10 +70,20 @@ TEST(ComputeProfile, TheComputeThreadsCpuTimeReadsBackWhereSampled) {
   EXPECT_EQ(parse(profileText(twoLayers(), spans, 8, 1)).cpu_iteration_ms, 0);  // not sampled: absent
   spans["cpu iteration"] = {3, 5, 4};
   EXPECT_DOUBLE_EQ(parse(profileText(twoLayers(), spans, 8, 1)).cpu_iteration_ms, 4);  // the median
-  EXPECT_THROW(parse("batch 4\ncpu iteration_ms\n"), InputError);
-  EXPECT_THROW(parse("batch 4\ncpu wall_ms 3\n"), InputError);
-  EXPECT_THROW(parse("batch 4\ncpu iteration_ms -1\n"), InputError);
-  EXPECT_THROW(parse("batch 4\ncpu iteration_ms 3 4\n"), InputError);
+  const std::string times = "batch 4\nlayer fc0 forward_ms 1 backward_ms 2\n";
+  EXPECT_DOUBLE_EQ(parse(times + "cpu iteration_ms 3\n").cpu_iteration_ms, 3);
+  const auto refuses = [&](const std::string& line, const std::string& words) {
+    try {
+      parse(times + line);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refuses("cpu iteration_ms\n", "expected 'batch K'");
+  refuses("cpu wall_ms 3\n", "expected 'batch K'");
+  refuses("cpu iteration_ms -1\n", "iteration_ms must be a number of milliseconds");
+  refuses("cpu iteration_ms 3 4\n", "unexpected '4'");
 }
 
 TEST(ComputeProfile, OldProfilesWithoutShapesStillRead) {

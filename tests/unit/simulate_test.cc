@@ -90,7 +90,9 @@ TEST(Simulate, HostCpuBoundsTheIterationWhereNodesShareCores) {
   EXPECT_DOUBLE_EQ(r.iteration_s, 8.0);
   EXPECT_DOUBLE_EQ(r.images_per_s, 2 * kBatch / 8.0);
   c.host_cores = 4;  // four cores: 2 s
-  EXPECT_DOUBLE_EQ(simulate(m, c).iteration_s, 5.5);
+  r = simulate(m, c);
+  EXPECT_DOUBLE_EQ(r.cpu_bound_s, 2.0);
+  EXPECT_DOUBLE_EQ(r.iteration_s, 5.5);
   c.host_cores = 1;
   c.stack_bytes_per_s = 0;  // a free stack, no CPU profile: the compute's wall time, 2 x 3 s
   m.cpu_per_iteration_s = -1;
@@ -265,12 +267,26 @@ TEST(Simulate, BadConfigIsAnInputError) {
   SimConfig c;
   c.nodes = 0;
   EXPECT_THROW(simulate(paperModel("vgg19"), c), InputError);
+  const auto refuses = [](const SimConfig& bad, const std::string& words) {
+    try {
+      bad.validate();
+      ADD_FAILURE() << "accepted a config without " << words;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
   c = SimConfig();
+  c.device_flops_per_s = 1e12;
   c.host_cores = -1;
-  EXPECT_THROW(simulate(paperModel("vgg19"), c), InputError);
+  refuses(c, "--host-cores");
   c.host_cores = 2;
   c.nodes_per_host = 0;
-  EXPECT_THROW(simulate(paperModel("vgg19"), c), InputError);
+  refuses(c, "--nodes-per-host");
+  c.nodes_per_host = 1;
+  c.stack_bytes_per_s = -1;
+  refuses(c, "--stack-rate");
+  c.stack_bytes_per_s = 1e9;
+  EXPECT_NO_THROW(c.validate());
   EXPECT_THROW(parseSystem("horovod"), InputError);
   EXPECT_THROW(parseOrder("random"), InputError);
 }
