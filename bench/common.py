@@ -9,6 +9,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POSEIDON = os.path.join(ROOT, "build/apps/poseidon")  # the default binary of every script
@@ -33,31 +34,42 @@ def busy_seconds():
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def host_cpu(poseidon, tmp, ranks=2, link="100gbit", extra=("--scheme", "ps"), name="calibrate"):
+    """What one training iteration costs the host: an fcnet lab job of `ranks` ranks on
+    `link`, run for 6 and for 16 iterations, so that start-up cancels. Returns the host's
+    busy CPU seconds per iteration (/proc/stat), the compute threads' CPU seconds per
+    iteration (all ranks: rank 0's profile `cpu iteration_ms` times ranks), the bytes all
+    ranks sent per iteration and the wall seconds per iteration."""
+    busy, wall = {}, {}
+    for n in (6, 16):
+        profile = os.path.join(tmp, f"{name}-{ranks}-{link}-{n}.prof")
+        if os.path.exists(profile):
+            os.remove(profile)
+        start, t = busy_seconds(), time.perf_counter()
+        j = run_json([poseidon, "lab", "--ranks", str(ranks), "--bandwidth", link, "--", poseidon, "train",
+                      "--model", "fcnet", "--synthetic", "--no-eval", "--json", "--iterations", str(n),
+                      "--threads", "1", "--profile-out", profile] + list(extra))
+        busy[n], wall[n] = busy_seconds() - start, time.perf_counter() - t
+    with open(profile) as f:
+        m = re.search(r"^cpu iteration_ms (\S+)", f.read(), re.M)
+    if not m:
+        raise SystemExit(f"{profile} has no 'cpu iteration_ms' line: is {poseidon} older than this script?")
+    return {"busy_s": (busy[16] - busy[6]) / 10, "compute_cpu_s": ranks * float(m.group(1)) / 1e3,
+            "sent_bytes": ranks * j["bytes_sent_per_iter"], "wall_s": (wall[16] - wall[6]) / 10}
+
+
 def comm_cpu_rate(poseidon, tmp):
     """Bytes Poseidon's communication moves per CPU second of the host (the network stack,
-    MPI, the copy and server threads together): a 2-rank fcnet `--scheme ps` lab job on a
-    100 gbit link (the CPU, not tc, sets its pace), run for 6 and for 16 iterations; the
-    host's busy CPU of the 10 extra iterations, less the compute threads' own CPU time (the
-    profile's `cpu iteration_ms`), over the bytes the ranks sent in them. Median of 3."""
+    MPI, the copy and server threads together): host_cpu's 2-rank fcnet `--scheme ps` job on
+    a 100 gbit link (the CPU, not tc, sets its pace); the host's busy CPU less the compute
+    threads' own, over the bytes the ranks sent. Median of 3."""
     rates = []
     for r in range(3):
-        busy, sent = {}, {}
-        for n in (6, 16):
-            profile = os.path.join(tmp, f"calibrate-{r}-{n}.prof")
-            start = busy_seconds()
-            j = run_json([poseidon, "lab", "--ranks", "2", "--bandwidth", "100gbit", "--", poseidon, "train",
-                          "--model", "fcnet", "--synthetic", "--no-eval", "--json", "--iterations", str(n),
-                          "--threads", "1", "--scheme", "ps", "--profile-out", profile])
-            busy[n] = busy_seconds() - start
-            sent[n] = 2 * j["bytes_sent_per_iter"]
-        with open(profile) as f:
-            m = re.search(r"^cpu iteration_ms (\S+)", f.read(), re.M)
-        if not m:
-            raise SystemExit(f"{profile} has no 'cpu iteration_ms' line: is {poseidon} older than this script?")
-        comm = (busy[16] - busy[6]) / 10 - 2 * float(m.group(1)) / 1e3
+        h = host_cpu(poseidon, tmp)
+        comm = h["busy_s"] - h["compute_cpu_s"]
         if comm <= 0:
             raise SystemExit("communication's CPU time came out at or below zero: was something else running?")
-        rates.append(sent[16] / comm)
+        rates.append(h["sent_bytes"] / comm)
     return median(rates)
 
 
