@@ -49,7 +49,8 @@ struct SimConfig {
   // The host CPU, a bound on the iteration (as the link rate is): the nodes of one host
   // share `host_cores` cores between their devices' compute threads and communication
   // (network stack, MPI, copy and server threads), which spends one CPU second per
-  // `stack_bytes_per_s` bytes sent (the sender's and the receiver's work together).
+  // `stack_bytes_per_s` bytes of a node's traffic (the mean of what it sends and receives:
+  // the sender's and the receiver's work together).
   // 0 cores: not modelled (each node has CPU to spare).
   double host_cores = 0;
   int nodes_per_host = 1;
