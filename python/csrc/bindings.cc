@@ -139,7 +139,7 @@ class PyModel {
   void beginForward(bool training) {
     Timeline* tl = training ? sync().session().timeline() : nullptr;
     const auto start = Clock::now();
-    const double cpu = Timeline::threadCpuMs();
+    const double cpu = tl ? Timeline::threadCpuMs() : 0;  // read only where the forward is timed
     sync().beginForward(training, false);  // waits for layers and makes the buffers equal
     if (!training) last_begin_.reset();    // an evaluation is no part of an iteration
     timing_ = tl;

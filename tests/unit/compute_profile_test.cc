@@ -34,6 +34,19 @@ ComputeProfile parse(const std::string& text) {
   return parseProfile(in, "test.prof");
 }
 
+// A profile's batch and one layer's times, so that only `line` can be what is refused.
+const std::string kTimes = "batch 4\nlayer fc0 forward_ms 1 backward_ms 2\n";
+
+// `line` after kTimes is refused with a message that holds `words`.
+void refuses(const std::string& line, const std::string& words) {
+  try {
+    parse(kTimes + line);
+    ADD_FAILURE() << "accepted: " << line;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
 TEST(ComputeProfile, TextFromSpansReadsBackWithShapesAndTheTimeOutsideTheLayers) {
   const ModelInfo model = twoLayers();
   // Three iterations: medians 2 and 6 (conv0), 1 and 3 (fc1), a ReLU of 0.5, waits of 1
@@ -70,16 +83,7 @@ TEST(ComputeProfile, TheComputeThreadsCpuTimeReadsBackWhereSampled) {
   EXPECT_EQ(parse(profileText(twoLayers(), spans, 8, 1)).cpu_iteration_ms, 0);  // not sampled: absent
   spans["cpu iteration"] = {3, 5, 4};
   EXPECT_DOUBLE_EQ(parse(profileText(twoLayers(), spans, 8, 1)).cpu_iteration_ms, 4);  // the median
-  const std::string times = "batch 4\nlayer fc0 forward_ms 1 backward_ms 2\n";
-  EXPECT_DOUBLE_EQ(parse(times + "cpu iteration_ms 3\n").cpu_iteration_ms, 3);
-  const auto refuses = [&](const std::string& line, const std::string& words) {
-    try {
-      parse(times + line);
-      ADD_FAILURE() << "accepted: " << line;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
+  EXPECT_DOUBLE_EQ(parse(kTimes + "cpu iteration_ms 3\n").cpu_iteration_ms, 3);
   refuses("cpu iteration_ms\n", "expected 'batch K'");
   refuses("cpu wall_ms 3\n", "expected 'batch K'");
   refuses("cpu iteration_ms -1\n", "iteration_ms must be a number of milliseconds");
@@ -93,15 +97,6 @@ TEST(ComputeProfile, OldProfilesWithoutShapesStillRead) {
 }
 
 TEST(ComputeProfile, RefusesMalformedShapeLines) {
-  const std::string times = "batch 4\nlayer fc0 forward_ms 1 backward_ms 2\n";
-  const auto refuses = [&](const std::string& shape, const std::string& words) {
-    try {
-      parse(times + shape);
-      ADD_FAILURE() << "accepted: " << shape;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
   refuses("shape fc0 kind fc tensor weight 3x4\n", "needs M and N");
   refuses("shape fc0 kind fc M 3 N 4\n", "at least one 'tensor");
   refuses("shape fc0 kind fc M 3 N 4 tensor weight 3x0\n", "integer from 1 to");
