@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "coordinator/cluster_info.h"
@@ -11,6 +12,8 @@
 #include "coordinator/units.h"
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
+#include "profile_model.h"
+#include "simulate/schedule_rule.h"
 
 namespace poseidon::app {
 
@@ -37,7 +40,11 @@ LayerInfo fcLayer(const std::string& name, long long M, long long N) {
   return l;
 }
 
-ModelInfo planModel(const PlanOptions& o, std::string& note) {
+ModelInfo planModel(const PlanOptions& o, const sim::SimModel* profiled, std::string& note) {
+  if (profiled) {
+    note = "layers and times from the profile";
+    return profiled->info();
+  }
   ModelInfo m;
   if (!o.layers.empty()) {
     m.name = "layers";
@@ -63,6 +70,28 @@ ModelInfo planModel(const PlanOptions& o, std::string& note) {
   return modelInfoFromSpec(o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file));
 }
 
+// The schedule rule: the plan whose simulated iteration (the profile's layer times, WFBP,
+// the link in priority order, the reconstruction on the device) is shortest.
+sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& model, const PlatformRates& rates) {
+  sim::SimConfig c;
+  c.nodes = o.nodes > 0 ? o.nodes : o.workers;
+  c.devices_per_node = o.nodes > 0 ? o.devices_per_node : 1;
+  c.batch = o.nodes > 0 ? o.batch / o.devices_per_node : o.batch;  // per device
+  c.bandwidth_bytes_per_s = rates.bandwidth_bytes_per_s;
+  c.gemm_flops_per_s = rates.gemm_flops_per_s;
+  c.iterations = 4;
+  return sim::chooseBySchedule(model, c);
+}
+
+void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
+  if (o.profile.empty()) {
+    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
+                     "(from `poseidon train --profile-out FILE`)");
+  }
+  if (!rates.known()) throw InputError("--cost-model schedule needs --bandwidth and --gflops");
+  if (o.servers != 0) throw InputError("--cost-model schedule simulates a shard on every worker: drop --servers");
+}
+
 }  // namespace
 
 CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
@@ -71,11 +100,14 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
   cmd->footer("Examples:\n"
               "  poseidon plan --model vgg19 --workers 8 --batch 32\n"
               "  poseidon plan --layer 4096x4096 --workers 8 --batch 32 --bandwidth 1gbit --gflops 50\n"
+              "  poseidon plan --profile fcnet.prof --nodes 4 --cost-model schedule --bandwidth 1gbit --gflops 50\n"
               "Floats are per node per iteration, what it sends plus what it receives (ATC'17 Table 1).");
   cmd->add_option("--model", o.model, "fcnet, convnet, mlp, or the papers' alexnet, vgg16, vgg19, vgg19-22k")
       ->capture_default_str();
   cmd->add_option("--model-file", o.model_file, "Sequential net described in a text file");
   cmd->add_option("--layer", o.layers, "An FC layer MxN (repeatable); replaces --model");
+  cmd->add_option("--profile", o.profile, "Layers and measured times from `poseidon train --profile-out FILE` (or "
+                                          "Python's write_profile); replaces --model, needed by --cost-model schedule");
   cmd->add_option("--workers", o.workers, "P1, the number of workers")->capture_default_str();
   cmd->add_option("--servers", o.servers, "P2, parameter-server shards (0: one per worker, co-located)");
   cmd->add_option("--batch", o.batch, "K, examples per worker per iteration")->capture_default_str();
@@ -84,7 +116,8 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
                   "--devices-per-node devices' share before the exchange");
   cmd->add_option("--devices-per-node", o.devices_per_node, "With --nodes: devices (ranks) per node; K per node is "
                   "this times --batch")->capture_default_str();
-  cmd->add_option("--cost-model", o.cost_model, "bytes (the paper's rule) or time (needs --bandwidth and --gflops)")
+  cmd->add_option("--cost-model", o.cost_model, "bytes (the paper's rule), time (needs --bandwidth and --gflops), or "
+                  "schedule (also --profile: the plan whose simulated iteration, with WFBP's overlap, is shortest)")
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s, for the SFB reconstruction time");
@@ -106,8 +139,14 @@ int runPlan(const PlanOptions& given) {
   if (o.workers < 1) throw InputError("--workers must be at least 1");
   if (o.batch < 1) throw InputError("--batch must be at least 1");
   if (o.servers < 0) throw InputError("--servers must not be negative");
+  if (!o.profile.empty() && !o.layers.empty()) throw InputError("give either --profile or --layer, not both");
+  std::unique_ptr<sim::SimModel> profiled;
+  if (!o.profile.empty()) {
+    const bool named = o.model != PlanOptions().model || !o.model_file.empty();
+    profiled = std::make_unique<sim::SimModel>(profiledModel(o.profile, named ? o.model : "", o.model_file));
+  }
   std::string note;
-  const ModelInfo model = planModel(o, note);
+  const ModelInfo model = planModel(o, profiled.get(), note);
   // Co-located: every worker holds a shard. Separate servers: extra server-only ranks.
   const int servers = o.servers == 0 ? o.workers : o.servers;
   const ClusterInfo cluster = o.servers == 0 ? ClusterInfo(o.workers, 0, 0) : ClusterInfo(o.workers + servers, servers, servers);
@@ -121,8 +160,18 @@ int runPlan(const PlanOptions& given) {
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");
   }
+  if (req.rule == CostRule::kSchedule) checkScheduleRule(o, req.rates);
   if (!req.rates.known()) req.rates = PlatformRates{};  // predicted times only with both
-  const auto plans = planSchemes(model, cluster, req);
+  auto plans = planSchemes(model, cluster, req);
+  sim::ScheduleChoice schedule;
+  if (req.rule == CostRule::kSchedule) {
+    schedule = scheduleChoice(o, *profiled, req.rates);
+    for (std::size_t l = 0; l < plans.size(); ++l) {
+      if (plans[l].scheme == Scheme::kAllreduce) continue;  // the simulator has no allreduce: kept as timed
+      if (schedule.schemes[l] != plans[l].scheme) plans[l].reason += "; schedule: the iteration is shorter";
+      plans[l].scheme = schedule.schemes[l];
+    }
+  }
 
   double ps_total = 0, sfb_total = 0, adam_total = 0, chosen_total = 0, chosen_s = 0;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
@@ -206,6 +255,12 @@ int runPlan(const PlanOptions& given) {
     j["total_adam_floats"] = adam_total;
     j["total_chosen_floats"] = chosen_total;
     if (req.rates.known()) j["total_chosen_seconds"] = chosen_s;
+    if (req.rule == CostRule::kSchedule) {
+      j["schedule"] = {{"iteration_s", schedule.iteration_s},
+                       {"time_rule_iteration_s", schedule.time_rule_s},
+                       {"plans_simulated", schedule.simulated},
+                       {"exhaustive", schedule.exhaustive}};
+    }
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -213,6 +268,12 @@ int runPlan(const PlanOptions& given) {
               "(%.1fx fewer than all ps)\n",
               ps_total, sfb_total, adam_total, chosen_total, chosen_total > 0 ? ps_total / chosen_total : 1.0);
   if (req.rates.known()) std::printf("predicted communication time per iteration, chosen schemes: %.4f s\n", chosen_s);
+  if (req.rule == CostRule::kSchedule) {
+    std::printf("schedule rule: simulated iteration %.4f s with the chosen plan, %.4f s with the time rule's (%d "
+                "plans simulated%s)\n",
+                schedule.iteration_s, schedule.time_rule_s, schedule.simulated,
+                schedule.exhaustive ? ", every combination" : ", one layer flipped at a time");
+  }
   return 0;
 }
 

@@ -11,13 +11,14 @@ namespace poseidon::app {
 struct PlanOptions {
   std::string model = "fcnet";
   std::string model_file;
+  std::string profile;  // measured layer times: the model's layers, and the schedule rule's input
   std::vector<std::string> layers;  // "MxN", repeatable
   int workers = 8;
   int servers = 0;  // 0: as many as workers (co-located)
   int nodes = 0;    // the devices level: P1 = nodes, K = devices_per_node * batch (0: flat)
   int devices_per_node = 1;
   long long batch = 32;
-  std::string cost_model = "bytes";
+  std::string cost_model = "bytes";  // bytes, time or schedule
   std::string bandwidth;
   double gflops = 0;
   bool json = false;

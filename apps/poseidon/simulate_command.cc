@@ -10,9 +10,9 @@
 #include "coordinator/units.h"
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
-#include "profile/compute_profile.h"
 #include "simulate/calibration.h"
 #include "simulate/paper_models.h"
+#include "profile_model.h"
 #include "simulate/simulator.h"
 
 namespace poseidon::app {
@@ -74,62 +74,6 @@ std::vector<int> parseSweep(const std::string& text) {
   return nodes;
 }
 
-// The model a profile describes: its own shape lines, or (older profiles, which carry
-// times only) the layers of --model / --model-file.
-ModelInfo profiledLayers(const SimulateOptions& o, const ComputeProfile& profile) {
-  if (!profile.shapes.empty()) {
-    if (!o.model.empty() || !o.model_file.empty()) {
-      throw InputError("--profile " + o.profile + " describes its model's layers: drop --model and --model-file");
-    }
-    ModelInfo info;
-    info.name = o.profile;
-    info.layers = profile.shapes;
-    return info;
-  }
-  if (o.model.empty() && o.model_file.empty()) {
-    throw InputError("--profile " + o.profile + " has times only (no shape lines): name the model that made it with "
-                     "--model or --model-file");
-  }
-  const ModelSpec spec = o.model_file.empty() ? builtinModel(o.model) : parseModelFile(o.model_file);
-  return modelInfoFromSpec(spec);
-}
-
-// A profile's measured times on the layers of the model that made it. Time spent outside
-// the layers with parameters (ReLU, pooling, the loop) is shared out in proportion to each
-// layer's.
-SimModel profiledModel(const SimulateOptions& o) {
-  const ComputeProfile profile = readProfile(o.profile);
-  const ModelInfo info = profiledLayers(o, profile);
-  SimModel m;
-  m.name = info.name;
-  m.profile_batch = profile.batch;
-  if (profile.cpu_iteration_ms > 0) m.cpu_per_iteration_s = profile.cpu_iteration_ms / 1e3;
-  m.default_batch = profile.batch;
-  double fwd = 0, bwd = 0;
-  for (const auto& layer : info.layers) {
-    const auto it = profile.layers.find(layer.name);
-    if (it == profile.layers.end()) {
-      throw InputError("--profile " + o.profile + " has no layer '" + layer.name + "': was it written for --model " +
-                       m.name + "?");
-    }
-    sim::SimLayer l;
-    l.info = layer;
-    l.forward_s = it->second.first / 1e3;
-    l.backward_s = it->second.second / 1e3;
-    fwd += l.forward_s;
-    bwd += l.backward_s;
-    m.layers.push_back(l);
-  }
-  // A forward that recorded no per-layer spans (a custom forward) has all its time in
-  // `other`: shared out evenly then, rather than lost.
-  const double layers = static_cast<double>(m.layers.size());
-  for (auto& l : m.layers) {
-    l.forward_s += profile.other_forward_ms / 1e3 * (fwd > 0 ? l.forward_s / fwd : 1 / layers);
-    l.backward_s += profile.other_backward_ms / 1e3 * (bwd > 0 ? l.backward_s / bwd : 1 / layers);
-  }
-  return m;
-}
-
 struct Plan {
   SimModel model;
   SimConfig base;
@@ -140,7 +84,7 @@ struct Plan {
 
 Plan makePlan(const SimulateOptions& o) {
   Plan p;
-  p.model = o.profile.empty() ? sim::paperModel(o.model.empty() ? kDefaultModel : o.model) : profiledModel(o);
+  p.model = o.profile.empty() ? sim::paperModel(o.model.empty() ? kDefaultModel : o.model) : profiledModel(o.profile, o.model, o.model_file);
   if (o.profile.empty() && !o.model_file.empty()) throw InputError("--model-file goes with --profile FILE");
   if (o.nodes != 0 && !o.sweep.empty()) throw InputError("give either --nodes N or --sweep LIST, not both");
   if (o.nodes < 0) throw InputError("--nodes must be at least 1");
@@ -178,7 +122,7 @@ Plan makePlan(const SimulateOptions& o) {
   if (c.host_cores == 0 && (o.nodes_per_host != 1 || c.stack_bytes_per_s > 0)) {
     throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
   }
-  c.time_rule = parseCostRule(o.cost_model) == CostRule::kTime;
+  c.rule = parseCostRule(o.cost_model);
   c.pair_bytes = o.kv_pair_bytes;
   c.iterations = o.iterations;
   c.validate();
@@ -281,8 +225,9 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--reconstruct", o.reconstruct, "Where SFB's reconstruction GEMM runs: device (between layers, "
                                                   "delaying them) or separate (overlapping the compute)")
       ->capture_default_str();
-  cmd->add_option("--cost-model", o.cost_model, "Poseidon's BestScheme: bytes (the paper's rule) or time (bytes "
-                                                "over --bandwidth plus the reconstruction over --gemm-rate)")
+  cmd->add_option("--cost-model", o.cost_model, "Poseidon's BestScheme: bytes (the paper's rule), time (bytes "
+                                                "over --bandwidth plus the reconstruction over --gemm-rate), or schedule "
+                                                "(the SFB/PS combination this simulation runs fastest)")
       ->capture_default_str();
   cmd->add_option("--reduce-rate", o.reduce_rate, "Bytes/s a server sums a contribution (and steps) at, or a leader "
                                                   "sums its devices' gradients; 0: free")->capture_default_str();

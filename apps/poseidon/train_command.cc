@@ -57,8 +57,9 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "FC factors to the servers, full matrices back)")
       ->capture_default_str();
   cmd->add_option("--cost-model", o.session.cost_model,
-                  "How auto decides: bytes (the paper's rule: fewest floats moved) or time (bytes over the link "
-                  "bandwidth plus the SFB reconstruction GEMM)")
+                  "How auto decides: bytes (the paper's rule: fewest floats moved), time (bytes over the link "
+                  "bandwidth plus the SFB reconstruction GEMM), or schedule (the SFB/PS plan whose simulated iteration, "
+                  "with WFBP's overlap, is shortest; needs --profile or --emulate-compute)")
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate for --cost-model time, e.g. 1gbit (default: measured)");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s for --cost-model time (default: measured)");
@@ -132,6 +133,8 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--emulate-compute", o.emulate_compute,
                   "Replace every layer's forward and backward by a wait from this profile (communication stays "
                   "real): many ranks on few cores. Needs --iterations");
+  cmd->add_option("--profile", o.profile,
+                  "Measured layer times (a --profile-out file of this model at this batch) for --cost-model schedule");
   cmd->add_option("--profile-out", o.profile_out,
                   "Write this run's per-layer forward/backward times (rank 0, medians) as a profile for "
                   "--emulate-compute");

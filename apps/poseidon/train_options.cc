@@ -7,6 +7,8 @@
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "poseidon/errors.h"
+#include "profile/compute_profile.h"
+#include "profile_model.h"
 
 namespace poseidon::app {
 
@@ -85,7 +87,15 @@ void TrainOptions::validate() const {
   parseDevicesPerNode(devices_per_node);
   requireOneOf("--intra-node", intra_node, {"memory", "messages"});
   parseSchemeMode(session.scheme);  // a bad name fails here, before any data is read
-  parseCostRule(session.cost_model);
+  const CostRule rule = parseCostRule(session.cost_model);
+  if (!profile.empty() && rule != CostRule::kSchedule) {
+    throw InputError("--profile " + profile + " is the schedule rule's input: add --cost-model schedule (or drop it)");
+  }
+  if (!profile.empty()) readProfile(profile);  // a missing or malformed file fails here, before MPI
+  if (rule == CostRule::kSchedule && profile.empty() && emulate_compute.empty()) {
+    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
+                     "(written by an earlier `poseidon train --profile-out FILE`)");
+  }
   requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
   requireOneOf("--optimizer", optimizer, {"sgd", "adam", "adamw"});
   requireOneOf("--buffers", session.buffers, {"broadcast", "average"});
@@ -123,6 +133,9 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   o.node_memory = intra_node == "memory";
   o.lr_decay_iterations = lr_schedule == "linear" ? total : 0;
   o.timeline = !timeline.empty() || !profile_out.empty();
+  // The schedule rule simulates the given profile, or the one whose compute is emulated.
+  const std::string times = !profile.empty() ? profile : emulate_compute;
+  if (!times.empty()) o.schedule_plan = schedulePlanFrom(times, batch);
   return o;
 }
 

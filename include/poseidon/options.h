@@ -3,7 +3,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace poseidon {
 
@@ -28,9 +31,17 @@ struct Options {
   std::int64_t lr_decay_iterations = 0;
   // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "allreduce" (MPI
   // collectives among the workers), "auto" (the cheapest per layer) or "adam"; "auto"
-  // decides by "bytes" (the paper's rule) or "time".
+  // decides by "bytes" (the paper's rule), "time", or "schedule" (the plan whose simulated
+  // iteration, WFBP's overlap included, is shortest; needs schedule_plan below).
   std::string scheme = "auto";
   std::string cost_model = "bytes";
+  // The schedule rule's plan: asked with the cluster the session found (nodes, devices per
+  // node) and the rates (link bytes/s, GEMM flop/s), it names every layer in model order
+  // with its scheme, "ps" or "sfb". Only a run's measured layer times can answer, so the
+  // CLI sets it from a profile (`poseidon train --profile FILE`).
+  using SchedulePlan = std::function<std::vector<std::pair<std::string, std::string>>(
+      int nodes, int devices_per_node, double bandwidth, double gemm_flops)>;
+  SchedulePlan schedule_plan;
   // Examples per worker per iteration (K in the cost model).
   std::int64_t batch = 32;
   // For the time cost model: link bandwidth (bytes/s per node) and GEMM rate (flop/s);

@@ -104,6 +104,36 @@ void checkNodeOptions(const Options& o, SchemeMode mode) {
   }
 }
 
+// The schedule rule (Options::schedule_plan) over the time rule's plan: every layer named
+// in model order, SFB only where the planner offers it. Allreduce layers stay: the
+// simulator behind the rule runs PS and SFB only.
+void applySchedulePlan(const Options& o, const ModelInfo& model, int nodes, int per_node, const PlatformRates& rates,
+                       std::vector<LayerPlan>& plan) {
+  if (!o.schedule_plan) {
+    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
+                     "(written by an earlier `poseidon train --profile-out FILE`)");
+  }
+  const auto chosen = o.schedule_plan(nodes, per_node, rates.bandwidth_bytes_per_s, rates.gemm_flops_per_s);
+  if (chosen.size() != model.layers.size()) {
+    throw InputError(detail::cat("the profile has ", chosen.size(), " layers with parameters and the model ",
+                                 model.layers.size(), ": was it written for this model?"));
+  }
+  for (std::size_t l = 0; l < plan.size(); ++l) {
+    const auto& [name, scheme] = chosen[l];
+    if (name != model.layers[l].name) {
+      throw InputError(detail::cat("the profile's layer '", name, "' stands where the model has '",
+                                   model.layers[l].name, "': was it written for this model?"));
+    }
+    if (scheme != "ps" && scheme != "sfb") throw InputError("the schedule rule chose '" + scheme + "' for " + name);
+    if (scheme == "sfb" && plan[l].sfb_floats <= 0) {
+      throw InputError("the schedule rule chose sfb for '" + name + "', which cannot go by sufficient factors");
+    }
+    const Scheme s = scheme == "sfb" ? Scheme::kSFB : plan[l].scheme == Scheme::kAllreduce ? Scheme::kAllreduce : Scheme::kPS;
+    if (s != plan[l].scheme) plan[l].reason += "; schedule rule: a shorter simulated iteration";
+    plan[l].scheme = s;
+  }
+}
+
 }  // namespace
 
 // How long a closing session waits for its last sends to leave (a live peer takes them in
@@ -258,7 +288,10 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   }
   // HybComm: the scheme of every layer, the same on every rank.
   s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
-  if (mode == SchemeMode::kAuto && rule == CostRule::kTime && !s.rates.known()) {
+  if (rule == CostRule::kSchedule && (options.server_ranks > 0 || options.shards > 0)) {
+    throw InputError("--cost-model schedule simulates a shard on every node: drop --server-ranks and --shards");
+  }
+  if (mode == SchemeMode::kAuto && rule != CostRule::kBytes && !s.rates.known()) {
     // With nodes, SFB reconstructs from every device's factors: K = the node's batch.
     s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch * per_node, s.rates);
   }
@@ -266,6 +299,9 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   const PlanRequest request{mode, rule, options.batch, s.rates};
   s.plan = s.nodes.hierarchical() ? planForNodes(model, s.nodes.nodes(), per_node, request)
                                   : planSchemes(model, cluster, request);
+  if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {
+    applySchedulePlan(options, model, cluster.workers(), per_node, s.rates, s.plan);
+  }
   for (std::size_t l = 0; s.nodes.hierarchical() && l < s.plan.size(); ++l) {
     if (model.layers[l].numel() == 0) {
       throw InputError(detail::cat("layer '", model.layers[l].name, "' holds no values, which the devices level cannot "

@@ -19,7 +19,8 @@ SchemeMode parseSchemeMode(const std::string& name) {
 CostRule parseCostRule(const std::string& name) {
   if (name == "bytes") return CostRule::kBytes;
   if (name == "time") return CostRule::kTime;
-  throw InputError("--cost-model " + name + ": use bytes or time");
+  if (name == "schedule") return CostRule::kSchedule;
+  throw InputError("--cost-model " + name + ": use bytes, time or schedule");
 }
 
 const char* schemeModeName(SchemeMode mode) {
@@ -33,7 +34,14 @@ const char* schemeModeName(SchemeMode mode) {
   return "?";
 }
 
-const char* costRuleName(CostRule rule) { return rule == CostRule::kTime ? "time" : "bytes"; }
+const char* costRuleName(CostRule rule) {
+  switch (rule) {
+    case CostRule::kBytes: return "bytes";
+    case CostRule::kTime: return "time";
+    case CostRule::kSchedule: return "schedule";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -50,8 +58,9 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
   const int P2 = cluster.shards();
   // The role of a typical worker, for Table 1's per-node counts.
   const PsRole role = cluster.hasShard(0) ? PsRole::kServerAndWorker : PsRole::kWorkerOnly;
-  if (req.rule == CostRule::kTime && req.mode == SchemeMode::kAuto && !req.rates.known()) {
-    throw InputError("the time cost model needs the link bandwidth and the GEMM rate");
+  const bool time_rule = req.rule != CostRule::kBytes;  // the schedule rule starts from the time rule's choice
+  if (time_rule && req.mode == SchemeMode::kAuto && !req.rates.known()) {
+    throw InputError(detail::cat("the ", costRuleName(req.rule), " cost model needs the link bandwidth and the GEMM rate"));
   }
   // The collectives run among all ranks, so every rank must train.
   const bool allreduce_ok = P1 > 1 && cluster.serverOnly() == 0;
@@ -105,9 +114,8 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       // Even with one worker: the collectives are trivial, but the engine path is the
       // same, which is what a one-rank benchmark of the designs measures.
       case SchemeMode::kAllreduce: p.scheme = Scheme::kAllreduce; break;
-      case SchemeMode::kAuto: p.scheme = req.rule == CostRule::kTime ? p.time_choice : p.bytes_choice; break;
+      case SchemeMode::kAuto: p.scheme = time_rule ? p.time_choice : p.bytes_choice; break;
     }
-    const bool time_rule = req.rule == CostRule::kTime;
     if (P1 == 1 && req.mode != SchemeMode::kAllreduce) {
       p.reason = "one worker: nothing to exchange";
     } else if (req.mode != SchemeMode::kAuto) {

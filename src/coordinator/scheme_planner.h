@@ -16,7 +16,12 @@
 namespace poseidon {
 
 enum class SchemeMode { kPS, kSFB, kAuto, kAdam, kAllreduce };
-enum class CostRule { kBytes, kTime };
+// kSchedule compares whole plans, not layers: the combination of per-layer choices whose
+// simulated iteration (WFBP's overlap with the backward and the next forward, the order on
+// the link, the reconstruction on the device) is shortest. It needs measured layer times,
+// so it lives in the simulator (sim::chooseBySchedule); planSchemes gives the time rule's
+// per-layer choice for it, the search's starting point.
+enum class CostRule { kBytes, kTime, kSchedule };
 
 // Throw InputError on an unknown name.
 SchemeMode parseSchemeMode(const std::string& name);

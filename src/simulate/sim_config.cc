@@ -69,6 +69,9 @@ void SimConfig::validate() const {
   rate(stack_bytes_per_s, "--stack-rate", true);
   if (nodes_per_host < 1) throw InputError(detail::cat("--nodes-per-host must be at least 1, got ", nodes_per_host));
   if (pair_bytes < 4) throw InputError("--kv-pair-bytes must hold at least one float");
+  for (Scheme s : schemes) {
+    if (s != Scheme::kPS && s != Scheme::kSFB) throw InputError("the simulator runs PS and SFB layers only");
+  }
   if (iterations < 2 || iterations > 100) {
     throw InputError(detail::cat("--iterations must be 2 to 100, got ", iterations));
   }

@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/cost_model.h"
+#include "coordinator/scheme_planner.h"
+
 namespace poseidon::sim {
 
 // The systems of ATC'17's comparison:
@@ -41,9 +44,12 @@ struct SimConfig {
   // Where the reconstruction GEMM runs: on the device, between two layers of compute (a GPU
   // kernel, or the CPU cores the compute uses), or on a resource of its own (overlapping).
   bool reconstruct_on_device = true;
-  // Poseidon's BestScheme: the paper's bytes rule, or the planner's time rule (bytes over
-  // the link rate plus the reconstruction GEMM over gemmRate()).
-  bool time_rule = false;
+  // Poseidon's BestScheme: the paper's bytes rule, the planner's time rule (bytes over the
+  // link rate plus the reconstruction GEMM over gemmRate()), or the schedule rule (the
+  // combination this simulation runs fastest, sim::chooseBySchedule).
+  CostRule rule = CostRule::kBytes;
+  // Poseidon's scheme per layer, fixed (PS or SFB); empty: the rule above decides.
+  std::vector<Scheme> schemes;
   double reduce_bytes_per_s = 0;  // a server summing / stepping a contribution, a leader
                                   // summing its devices' gradients
   // The host CPU, a bound on the iteration (as the link rate is): the nodes of one host

@@ -2,16 +2,35 @@
 
 #include "coordinator/information_book.h"
 #include "coordinator/scheme_planner.h"
+#include "poseidon/errors.h"
+#include "simulate/schedule_rule.h"
 
 namespace poseidon::sim {
 
 namespace {
 
-std::vector<Scheme> schemes(const ModelInfo& info, const SimConfig& c) {
+// Fixed schemes (the schedule rule's trials, or a plan given whole): SFB only where the
+// planner offers it, on a factorable FC layer.
+std::vector<Scheme> fixedSchemes(const ModelInfo& info, const SimConfig& c) {
+  if (c.schemes.size() != info.layers.size()) {
+    throw InputError(detail::cat("a plan of ", c.schemes.size(), " schemes for a model of ", info.layers.size(), " layers"));
+  }
+  for (std::size_t l = 0; l < info.layers.size(); ++l) {
+    const LayerInfo& layer = info.layers[l];
+    if (c.schemes[l] == Scheme::kSFB && !(layer.kind == LayerKind::kFC && layer.factorable)) {
+      throw InputError("layer '" + layer.name + "' cannot go by SFB: it is not a factorable FC layer");
+    }
+  }
+  return c.schemes;
+}
+
+std::vector<Scheme> schemes(const SimModel& model, const ModelInfo& info, const SimConfig& c) {
+  if (c.system == System::kPoseidon && !c.schemes.empty()) return fixedSchemes(info, c);
+  if (c.system == System::kPoseidon && c.rule == CostRule::kSchedule) return chooseBySchedule(model, c).schemes;
   PlanRequest req;
   // Only Poseidon chooses per layer; the others send every layer through the PS.
   req.mode = c.system == System::kPoseidon ? SchemeMode::kAuto : SchemeMode::kPS;
-  req.rule = c.time_rule ? CostRule::kTime : CostRule::kBytes;
+  req.rule = c.rule == CostRule::kBytes ? CostRule::kBytes : CostRule::kTime;
   req.rates = PlatformRates{c.bandwidth_bytes_per_s, c.gemmRate()};
   req.batch = c.batch;
   std::vector<Scheme> out;
@@ -38,7 +57,7 @@ std::vector<LayerSync> planSync(const SimModel& model, const SimConfig& c) {
   std::vector<LayerSync> out(info.layers.size());
   for (std::size_t l = 0; l < out.size(); ++l) out[l].floats = info.layers[l].numel();
   if (c.nodes == 1) return out;
-  const std::vector<Scheme> chosen = schemes(info, c);
+  const std::vector<Scheme> chosen = schemes(model, info, c);
   const std::int64_t K = c.batch * c.devices_per_node;
   std::vector<bool> on_ps(out.size());
   for (std::size_t l = 0; l < out.size(); ++l) {

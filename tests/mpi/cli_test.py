@@ -1004,6 +1004,54 @@ def case_np2_timeline_and_emulated_compute(args):
         shutil.rmtree(tmp)
 
 
+def case_np2_schedule_rule(args):
+    # An mlp profile whose first layer's backward is made long (200 ms): the middle layer's
+    # PS sync hides behind it, so the schedule rule keeps that layer on PS where the time
+    # rule, pricing it alone, takes SFB (at 80 mbit and 1 GFLOP/s: PS 13.2 ms on the link,
+    # SFB 4.9 ms plus 2.1 ms of reconstruction on the compute thread).
+    tmp = tempfile.mkdtemp()
+    try:
+        measured, profile = f"{tmp}/measured.prof", f"{tmp}/mlp.prof"
+        train(args, 0, ["--model", "mlp", "--iterations", "4", "--no-eval", "--profile-out", measured])
+        with open(measured) as f:
+            text = f.read()
+        names = re.findall(r"^shape (\S+)", text, re.M)
+        check(len(names) == 3, f"an mlp profile with three shape lines:\n{text}")
+        text = re.sub(rf"^layer {names[0]} forward_ms (\S+) backward_ms \S+$", rf"layer {names[0]} forward_ms \1 backward_ms 200",
+                      text, flags=re.M)
+        with open(profile, "w") as f:
+            f.write(text)
+        rates = ["--bandwidth", "80mbit", "--gflops", "1"]
+        j = json.loads(plan(args, ["--profile", profile, "--workers", "2", "--cost-model", "schedule", "--json"] + rates))
+        chosen = [l["scheme"] for l in j["layers"]]
+        timed = [l["time_choice"] for l in j["layers"]]
+        check(timed[1] == "sfb" and chosen[1] == "ps", f"time rule {timed}, schedule rule {chosen}")
+        check(chosen[0] == "sfb" and timed[0] == "sfb", f"the exposed first layer stays on SFB: {chosen}")
+        check(j["schedule"]["iteration_s"] < j["schedule"]["time_rule_iteration_s"], j["schedule"])
+        table = plan(args, ["--profile", profile, "--workers", "2", "--cost-model", "schedule"] + rates)
+        check("schedule rule: simulated iteration" in table and "every combination" in table, table)
+        # Training takes the same plan, and says why the layer differs from the time rule's.
+        r, out = train(args, 2, ["--model", "mlp", "--iterations", "6", "--no-eval", "--json", "--cost-model", "schedule",
+                                 "--profile", profile] + rates)
+        check([l["scheme"] for l in r["layers"]] == chosen, f"trained {r['layers']}, planned {chosen}")
+        check("schedule rule" in r["layers"][1]["reason"] and r["cost_model"] == "schedule", r["layers"][1])
+        check(math.isfinite(r["train_loss"]), r)
+        # Bad input: no profile, a profile without the rule, a profile of another model.
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2",
+                                          "--cost-model", "schedule"] + rates, "--profile")
+        expect_failure(args, [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--profile", profile],
+                       "--cost-model schedule")
+        with open(f"{tmp}/other.prof", "w") as f:
+            f.write(text.replace(f" {names[1]} ", " other "))
+        expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2",
+                                          "--cost-model", "schedule", "--profile", f"{tmp}/other.prof"] + rates,
+                       "written for this model")
+        rc, out, err, _ = run([args.poseidon, "plan", "--workers", "2", "--cost-model", "schedule"] + rates)
+        check(rc != 0 and "--profile" in err, err)
+    finally:
+        shutil.rmtree(tmp)
+
+
 def leftovers(args, iterations="--iterations 400"):
     time.sleep(1)
     return subprocess.run(["pgrep", "-f", args.poseidon + " train --model mlp " + iterations],

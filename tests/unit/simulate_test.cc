@@ -1,6 +1,5 @@
-// The simulator against hand-computed timelines: with a link of 2 MiB/s a 2 MiB KV pair
-// takes exactly one second on the wire, so each expected iteration time can be written
-// down message by message.
+// The simulator against hand-computed timelines (the fixtures' link carries one 2 MiB KV
+// pair per second).
 #include "simulate/simulator.h"
 
 #include <gtest/gtest.h>
@@ -11,42 +10,10 @@
 #include "simulate/calibration.h"
 #include "simulate/paper_models.h"
 #include "simulate/sync_plan.h"
+#include "sim_fixtures.h"
 
 namespace poseidon::sim {
 namespace {
-
-constexpr double kPairBytes = 2 << 20;
-constexpr std::int64_t kPairFloats = (2 << 20) / 4;
-constexpr std::int64_t kBatch = 32;
-
-// A layer of `floats` parameters in one tensor, with measured times (profile style).
-SimLayer layer(const std::string& name, std::int64_t floats, double fwd, double bwd) {
-  SimLayer l;
-  l.info.name = name;
-  l.info.kind = LayerKind::kConv;
-  l.info.tensors = {{"weight", {floats}}};
-  l.forward_s = fwd;
-  l.backward_s = bwd;
-  return l;
-}
-
-SimModel model(std::vector<SimLayer> layers) {
-  SimModel m;
-  m.name = "hand";
-  m.profile_batch = kBatch;
-  m.layers = std::move(layers);
-  return m;
-}
-
-SimConfig config(System system, int nodes) {
-  SimConfig c;
-  c.system = system;
-  c.nodes = nodes;
-  c.batch = kBatch;
-  c.bandwidth_bytes_per_s = kPairBytes;  // one pair per second
-  c.iterations = 4;
-  return c;
-}
 
 TEST(Simulate, OneNodeIsComputeOnly) {
   const SimModel m = model({layer("a", 4 * kPairFloats, 1.0, 2.0), layer("b", kPairFloats, 0.5, 1.0)});
@@ -159,9 +126,7 @@ TEST(Simulate, SwitchCapacityBottleneck) {
 }
 
 TEST(Simulate, SfbExchangesFactorsDuringTheBackwardThenReconstructs) {
-  SimLayer fc = layer("fc", 4096 * 4096, 1.0, 2.0);
-  fc.info.kind = LayerKind::kFC;
-  fc.info.M = fc.info.N = 4096;
+  const SimLayer fc = fcLayer("fc", 4096, 4096, 1.0, 2.0);
   const SimModel m = model({fc});
   SimConfig c = config(System::kPoseidon, 2);
   const double factor_bytes = 32.0 * (4096 + 4096) * 4;  // K (M + N) floats
@@ -179,9 +144,7 @@ TEST(Simulate, SfbExchangesFactorsDuringTheBackwardThenReconstructs) {
 TEST(Simulate, ReconstructionOnTheDeviceDelaysTheBackwardBelow) {
   // An FC layer (1 s of factors, 1 s of reconstruction) above a one-float conv layer whose
   // backward takes 4 s. The factors are in at 3; the FC's backward ends at 4.
-  SimLayer fc = layer("fc", 4096 * 4096, 1.0, 2.0);
-  fc.info.kind = LayerKind::kFC;
-  fc.info.M = fc.info.N = 4096;
+  const SimLayer fc = fcLayer("fc", 4096, 4096, 1.0, 2.0);
   const SimModel m = model({layer("conv", 1, 1.0, 4.0), fc});
   SimConfig c = config(System::kPoseidon, 2);
   c.bandwidth_bytes_per_s = 32.0 * (4096 + 4096) * 4;
@@ -230,7 +193,7 @@ TEST(Simulate, BestSchemeTurnsSfbBackToPsAsNodesGrow) {
   c.device_flops_per_s = calibratedDeviceRate();
   int bytes128 = 0, time128 = 0;
   for (const auto& s : planSync(m, c)) bytes128 += s.scheme == Scheme::kSFB;
-  c.time_rule = true;
+  c.rule = CostRule::kTime;
   for (const auto& s : planSync(m, c)) time128 += s.scheme == Scheme::kSFB;
   EXPECT_EQ(bytes128, 3);
   EXPECT_LT(time128, bytes128);

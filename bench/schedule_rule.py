@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Issue 13, build item 4: the schedule rule against the time rule, in the lab (needs root).
+
+The time rule prices each layer's sync alone, as if all of it were exposed. The schedule
+rule (`--cost-model schedule --profile FILE`) keeps the SFB/PS plan whose simulated
+iteration (WFBP's overlap, the link in priority order, SFB's reconstruction on the compute
+thread) is shortest. This script
+ 1. writes a profile of the model: one rank, one thread, --synthetic;
+ 2. per link, asks `poseidon plan --profile P --cost-model schedule` for both plans and their
+    simulated iterations, with the link's rate and one GEMM rate (--gflops, or measured by
+    one short `--cost-model time` run), the rates both rules then train with;
+ 3. where the plans differ, trains both in the lab, alternated, --repeats rounds: images/s
+    medians and the paired ratio schedule / time (the median of the rounds' ratios).
+Where the plans are the same there is nothing to measure: the row says so.
+
+  sudo bench/schedule_rule.py --model fcnet --ranks 4 --links 1gbit,2gbit --repeats 3
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from common import ENV, POSEIDON, machine, median, mpirun, run_json
+
+
+def measured_gflops(a):
+    """The GEMM rate the time rule measures at start-up on this host (2 ranks, one thread)."""
+    p = subprocess.run(mpirun(2, a.poseidon) + ["train", "--model", a.model, "--synthetic", "--no-eval",
+                       "--iterations", "1", "--threads", "1", "--cost-model", "time"],
+                       capture_output=True, text=True, env=ENV, timeout=600)
+    m = re.search(r"GEMM ([0-9.]+) GFLOP/s", p.stdout)
+    if p.returncode != 0 or not m:
+        raise SystemExit(f"could not measure the GEMM rate:\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
+    return float(m.group(1))
+
+
+def write_profile(a, path):
+    run_json([a.poseidon, "train", "--model", a.model, "--synthetic", "--no-eval", "--json", "--threads", "1",
+              "--iterations", "16", "--batch", str(a.batch), "--profile-out", path])
+
+
+def plans(a, profile, link, gflops):
+    """(time rule's schemes, schedule rule's schemes, their simulated iterations)."""
+    out = run_json([a.poseidon, "plan", "--profile", profile, "--workers", str(a.ranks), "--batch", str(a.batch),
+                    "--cost-model", "schedule", "--bandwidth", link, "--gflops", f"{gflops:g}", "--json"])
+    time_rule = [l["time_choice"] for l in out["layers"]]
+    schedule = [l["scheme"] for l in out["layers"]]
+    return time_rule, schedule, out["schedule"]["time_rule_iteration_s"], out["schedule"]["iteration_s"]
+
+
+def train(a, link, rule, profile, gflops):
+    job = [a.poseidon, "train", "--model", a.model, "--synthetic", "--no-eval", "--json", "--threads", "1",
+           "--iterations", str(a.iterations), "--batch", str(a.batch), "--cost-model", rule,
+           "--bandwidth", link, "--gflops", f"{gflops:g}"] + (["--profile", profile] if rule == "schedule" else [])
+    j = run_json([a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", link, "--"] + job, timeout=3600)
+    return j["images_per_s"], [l["scheme"] for l in j["layers"]]
+
+
+def short(schemes):
+    return ",".join(s for s in schemes)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="fcnet")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--links", default="1gbit,2gbit")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--iterations", type=int, default=16)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--gflops", type=float, default=0, help="GEMM rate for both rules (default: measured)")
+    p.add_argument("--poseidon", default=POSEIDON)
+    a = p.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("the lab needs root: run with sudo")
+    gflops = a.gflops or measured_gflops(a)
+    print(f"# {machine()}; {a.model}, {a.ranks} ranks, batch {a.batch}, {a.iterations} iterations, GEMM "
+          f"{gflops:g} GFLOP/s, {a.repeats} rounds (time rule, then schedule rule)", flush=True)
+    tmp = tempfile.mkdtemp()
+    profile = os.path.join(tmp, f"{a.model}.prof")
+    write_profile(a, profile)
+    print(f"{'link':>6} {'time rule plan':>28} {'schedule plan':>28} {'sim time':>9} {'sim sched':>9} "
+          f"{'img/s time':>10} {'img/s sched':>11} {'paired':>7} {'sim ratio':>9}", flush=True)
+    for link in a.links.split(","):
+        time_plan, sched_plan, sim_time, sim_sched = plans(a, profile, link, gflops)
+        row = f"{link:>6} {short(time_plan):>28} {short(sched_plan):>28} {sim_time:9.3f} {sim_sched:9.3f}"
+        if time_plan == sched_plan:
+            print(row + "  (same plan: nothing to measure)", flush=True)
+            continue
+        rounds = []
+        for r in range(a.repeats):
+            t, t_plan = train(a, link, "time", profile, gflops)
+            s, s_plan = train(a, link, "schedule", profile, gflops)
+            if s_plan != sched_plan or t_plan != time_plan:
+                sys.exit(f"the runs trained other plans than `plan` printed: {t_plan} / {s_plan}")
+            rounds.append((t, s))
+            print(f"#   round {r + 1}: time rule {t:.1f} img/s, schedule rule {s:.1f} img/s, {s / t:.3f}", flush=True)
+        paired = median([s / t for t, s in rounds])
+        print(row + f" {median([t for t, _ in rounds]):10.1f} {median([s for _, s in rounds]):11.1f} "
+              f"{paired:7.3f} {sim_time / sim_sched:9.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
