@@ -12,6 +12,9 @@ thread) is shortest. This script
  3. where the plans differ, trains both in the lab, alternated, --repeats rounds: images/s
     medians and the paired ratio schedule / time (the median of the rounds' ratios).
 Where the plans are the same there is nothing to measure: the row says so.
+Each link is planned twice: without a host CPU bound, and with one (`--stack-rate`: the
+bytes communication moves per host CPU second, measured first by common.comm_cpu_rate; the
+host's cores shared by all the lab's ranks), as the lab's ranks all share this host.
 
   sudo bench/schedule_rule.py --model fcnet --ranks 4 --links 1gbit,2gbit --repeats 3
 """
@@ -23,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from common import ENV, POSEIDON, machine, median, mpirun, run_json
+from common import ENV, POSEIDON, comm_cpu_rate, machine, median, mpirun, run_json
 
 
 def measured_gflops(a):
@@ -42,19 +45,22 @@ def write_profile(a, path):
               "--iterations", "16", "--batch", str(a.batch), "--profile-out", path])
 
 
-def plans(a, profile, link, gflops):
+def plans(a, profile, link, gflops, stack):
     """(time rule's schemes, schedule rule's schemes, their simulated iterations)."""
+    host = ["--host-cores", str(os.cpu_count()), "--nodes-per-host", str(a.ranks), "--stack-rate", stack] if stack else []
     out = run_json([a.poseidon, "plan", "--profile", profile, "--workers", str(a.ranks), "--batch", str(a.batch),
-                    "--cost-model", "schedule", "--bandwidth", link, "--gflops", f"{gflops:g}", "--json"])
+                    "--cost-model", "schedule", "--bandwidth", link, "--gflops", f"{gflops:g}", "--json"] + host)
     time_rule = [l["time_choice"] for l in out["layers"]]
     schedule = [l["scheme"] for l in out["layers"]]
     return time_rule, schedule, out["schedule"]["time_rule_iteration_s"], out["schedule"]["iteration_s"]
 
 
-def train(a, link, rule, profile, gflops):
+def train(a, link, rule, profile, gflops, stack):
     job = [a.poseidon, "train", "--model", a.model, "--synthetic", "--no-eval", "--json", "--threads", "1",
            "--iterations", str(a.iterations), "--batch", str(a.batch), "--cost-model", rule,
-           "--bandwidth", link, "--gflops", f"{gflops:g}"] + (["--profile", profile] if rule == "schedule" else [])
+           "--bandwidth", link, "--gflops", f"{gflops:g}"]
+    if rule == "schedule":
+        job += ["--profile", profile] + (["--stack-rate", stack] if stack else [])
     j = run_json([a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", link, "--"] + job, timeout=3600)
     return j["images_per_s"], [l["scheme"] for l in j["layers"]]
 
@@ -72,28 +78,31 @@ def main():
     p.add_argument("--iterations", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--gflops", type=float, default=0, help="GEMM rate for both rules (default: measured)")
+    p.add_argument("--stack-rate", default="", help="bytes per host CPU second, e.g. 500MB (default: measured)")
     p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("the lab needs root: run with sudo")
     gflops = a.gflops or measured_gflops(a)
-    print(f"# {machine()}; {a.model}, {a.ranks} ranks, batch {a.batch}, {a.iterations} iterations, GEMM "
-          f"{gflops:g} GFLOP/s, {a.repeats} rounds (time rule, then schedule rule)", flush=True)
     tmp = tempfile.mkdtemp()
+    stack = a.stack_rate or f"{comm_cpu_rate(a.poseidon, tmp) / 1e6:.0f}MB"
+    print(f"# {machine()}; {a.model}, {a.ranks} ranks, batch {a.batch}, {a.iterations} iterations, GEMM "
+          f"{gflops:g} GFLOP/s, stack rate {stack} per CPU second, {a.repeats} rounds (time rule, then schedule rule)",
+          flush=True)
     profile = os.path.join(tmp, f"{a.model}.prof")
     write_profile(a, profile)
-    print(f"{'link':>6} {'time rule plan':>28} {'schedule plan':>28} {'sim time':>9} {'sim sched':>9} "
+    print(f"{'link':>6} {'host CPU':>8} {'time rule plan':>28} {'schedule plan':>28} {'sim time':>9} {'sim sched':>9} "
           f"{'img/s time':>10} {'img/s sched':>11} {'paired':>7} {'sim ratio':>9}", flush=True)
-    for link in a.links.split(","):
-        time_plan, sched_plan, sim_time, sim_sched = plans(a, profile, link, gflops)
-        row = f"{link:>6} {short(time_plan):>28} {short(sched_plan):>28} {sim_time:9.3f} {sim_sched:9.3f}"
+    for link, bound in [(l, b) for l in a.links.split(",") for b in ("", stack)]:
+        time_plan, sched_plan, sim_time, sim_sched = plans(a, profile, link, gflops, bound)
+        row = f"{link:>6} {'yes' if bound else 'no':>8} {short(time_plan):>28} {short(sched_plan):>28} {sim_time:9.3f} {sim_sched:9.3f}"
         if time_plan == sched_plan:
             print(row + "  (same plan: nothing to measure)", flush=True)
             continue
         rounds = []
         for r in range(a.repeats):
-            t, t_plan = train(a, link, "time", profile, gflops)
-            s, s_plan = train(a, link, "schedule", profile, gflops)
+            t, t_plan = train(a, link, "time", profile, gflops, bound)
+            s, s_plan = train(a, link, "schedule", profile, gflops, bound)
             if s_plan != sched_plan or t_plan != time_plan:
                 sys.exit(f"the runs trained other plans than `plan` printed: {t_plan} / {s_plan}")
             rounds.append((t, s))

@@ -80,6 +80,9 @@ sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& mo
   c.bandwidth_bytes_per_s = rates.bandwidth_bytes_per_s;
   c.gemm_flops_per_s = rates.gemm_flops_per_s;
   c.iterations = 4;
+  c.host_cores = o.host_cores;
+  c.nodes_per_host = o.nodes_per_host;
+  c.stack_bytes_per_s = o.stack_rate == "0" ? 0 : parseBandwidth(o.stack_rate, "--stack-rate");
   return sim::chooseBySchedule(model, c);
 }
 
@@ -90,6 +93,9 @@ void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
   }
   if (!rates.known()) throw InputError("--cost-model schedule needs --bandwidth and --gflops");
   if (o.servers != 0) throw InputError("--cost-model schedule simulates a shard on every worker: drop --servers");
+  if (o.host_cores == 0 && (o.nodes_per_host != 1 || o.stack_rate != "0")) {
+    throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
+  }
 }
 
 }  // namespace
@@ -121,6 +127,12 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s, for the SFB reconstruction time");
+  cmd->add_option("--host-cores", o.host_cores, "With --cost-model schedule: bound each simulated iteration by a "
+                  "host's cores, shared by its nodes' compute, reconstruction and communication (0: not modelled)")
+      ->capture_default_str();
+  cmd->add_option("--nodes-per-host", o.nodes_per_host, "With --host-cores: nodes sharing one host")->capture_default_str();
+  cmd->add_option("--stack-rate", o.stack_rate, "With --host-cores: bytes communication moves per CPU second, e.g. "
+                  "500MB (bench/host_cpu.py measures it)")->capture_default_str();
   cmd->add_flag("--json", o.json, "One JSON object instead of the table");
   return cmd;
 }
@@ -161,6 +173,10 @@ int runPlan(const PlanOptions& given) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");
   }
   if (req.rule == CostRule::kSchedule) checkScheduleRule(o, req.rates);
+  if (req.rule != CostRule::kSchedule && (o.host_cores != 0 || o.nodes_per_host != 1 || o.stack_rate != "0")) {
+    throw InputError("--host-cores, --nodes-per-host and --stack-rate bound the schedule rule's simulated iterations: "
+                     "add --cost-model schedule");
+  }
   if (!req.rates.known()) req.rates = PlatformRates{};  // predicted times only with both
   auto plans = planSchemes(model, cluster, req);
   sim::ScheduleChoice schedule;

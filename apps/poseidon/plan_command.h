@@ -21,6 +21,9 @@ struct PlanOptions {
   std::string cost_model = "bytes";  // bytes, time or schedule
   std::string bandwidth;
   double gflops = 0;
+  double host_cores = 0;  // the schedule rule's host CPU bound (0: not modelled)
+  int nodes_per_host = 1;
+  std::string stack_rate = "0";
   bool json = false;
 };
 

@@ -1,5 +1,9 @@
 #include "profile_model.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
 #include "profile/compute_profile.h"
@@ -67,8 +71,19 @@ sim::SimModel profiledModel(const std::string& path, const std::string& model, c
   return m;
 }
 
-Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t batch) {
-  return [path, batch](int nodes, int devices, double bandwidth, double gemm_flops) {
+namespace {
+
+// The ranks mpirun started on this host (1 without mpirun).
+int localRanks() {
+  const char* text = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int n = text ? std::atoi(text) : 1;
+  return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t batch, double stack_bytes_per_s) {
+  return [path, batch, stack_bytes_per_s](int nodes, int devices, double bandwidth, double gemm_flops) {
     const sim::SimModel model = profiledModel(path, "", "");
     sim::SimConfig c;
     c.nodes = nodes;
@@ -77,6 +92,11 @@ Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t bat
     c.bandwidth_bytes_per_s = bandwidth;
     c.gemm_flops_per_s = gemm_flops;
     c.iterations = 4;
+    if (stack_bytes_per_s > 0) {
+      c.host_cores = std::max(1u, std::thread::hardware_concurrency());
+      c.nodes_per_host = std::max(1, localRanks() / devices);
+      c.stack_bytes_per_s = stack_bytes_per_s;
+    }
     const sim::ScheduleChoice choice = sim::chooseBySchedule(model, c);
     std::vector<std::pair<std::string, std::string>> plan;
     for (std::size_t l = 0; l < model.layers.size(); ++l) {

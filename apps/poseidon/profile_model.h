@@ -16,7 +16,9 @@ namespace poseidon::app {
 sim::SimModel profiledModel(const std::string& path, const std::string& model, const std::string& model_file);
 
 // The schedule rule for a training session: the profile at `path` (with shape lines),
-// simulated at `batch` per device on the cluster and rates the session found.
-Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t batch);
+// simulated at `batch` per device on the cluster and rates the session found. With a
+// `stack_bytes_per_s` > 0 each simulated iteration is also bounded by the host's CPU: this
+// host's cores shared by the nodes mpirun started on it (OMPI_COMM_WORLD_LOCAL_SIZE).
+Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t batch, double stack_bytes_per_s);
 
 }  // namespace poseidon::app

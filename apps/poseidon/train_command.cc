@@ -135,6 +135,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "real): many ranks on few cores. Needs --iterations");
   cmd->add_option("--profile", o.profile,
                   "Measured layer times (a --profile-out file of this model at this batch) for --cost-model schedule");
+  cmd->add_option("--stack-rate", o.stack_rate,
+                  "With --cost-model schedule: bytes the host's communication moves per CPU second (e.g. 500MB; "
+                  "bench/host_cpu.py measures it), to bound each simulated iteration by the host's cores; 0: not "
+                  "modelled")->capture_default_str();
   cmd->add_option("--profile-out", o.profile_out,
                   "Write this run's per-layer forward/backward times (rank 0, medians) as a profile for "
                   "--emulate-compute");

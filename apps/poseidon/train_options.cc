@@ -92,6 +92,10 @@ void TrainOptions::validate() const {
     throw InputError("--profile " + profile + " is the schedule rule's input: add --cost-model schedule (or drop it)");
   }
   if (!profile.empty()) readProfile(profile);  // a missing or malformed file fails here, before MPI
+  if (stack_rate != "0" && (rule != CostRule::kSchedule || parseBandwidth(stack_rate, "--stack-rate") <= 0)) {
+    throw InputError("--stack-rate " + stack_rate + " bounds the schedule rule's iterations by the host's CPU: give "
+                     "a rate such as 500MB with --cost-model schedule");
+  }
   if (rule == CostRule::kSchedule && profile.empty() && emulate_compute.empty()) {
     throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
                      "(written by an earlier `poseidon train --profile-out FILE`)");
@@ -135,7 +139,8 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   o.timeline = !timeline.empty() || !profile_out.empty();
   // The schedule rule simulates the given profile, or the one whose compute is emulated.
   const std::string times = !profile.empty() ? profile : emulate_compute;
-  if (!times.empty()) o.schedule_plan = schedulePlanFrom(times, batch);
+  const double stack = stack_rate == "0" ? 0 : parseBandwidth(stack_rate, "--stack-rate");
+  if (!times.empty()) o.schedule_plan = schedulePlanFrom(times, batch, stack);
   return o;
 }
 

@@ -45,6 +45,7 @@ struct TrainOptions {
   std::string emulate_compute;      // replace compute by the waits of this profile
   std::string profile_out;          // write this run's per-layer compute times here
   std::string profile;              // measured layer times for --cost-model schedule
+  std::string stack_rate = "0";     // the schedule rule's host CPU bound: bytes per CPU second
   // Also set by flags: lr, momentum, weight_decay, gradient_mode, buffers,
   // backward_passes_per_step, scheme, cost_model, server_ranks, shards, kvstore*,
   // fusion_bytes, kv_pair_bytes, staleness, send_order, send_window_bytes.

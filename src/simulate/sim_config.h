@@ -53,7 +53,8 @@ struct SimConfig {
   double reduce_bytes_per_s = 0;  // a server summing / stepping a contribution, a leader
                                   // summing its devices' gradients
   // The host CPU, a bound on the iteration (as the link rate is): the nodes of one host
-  // share `host_cores` cores between their devices' compute threads and communication
+  // share `host_cores` cores between their devices' compute threads, SFB's reconstruction
+  // (the devices are the host's cores here) and communication
   // (network stack, MPI, copy and server threads), which spends one CPU second per
   // `stack_bytes_per_s` bytes of a node's traffic (the mean of what it sends and receives:
   // the sender's and the receiver's work together).

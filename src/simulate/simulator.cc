@@ -332,6 +332,10 @@ double Simulation::hostCpuBound(const SimModel& model, double compute_s) const {
                          ? model.cpu_per_iteration_s * static_cast<double>(c_.batch) /
                                static_cast<double>(model.profile_batch)
                          : compute_s;
+  // SFB's reconstruction is CPU work too where the devices are the host's cores (measured
+  // profiles: this project trains on CPUs), beside the compute the profile's cpu line counts.
+  double reconstruct = 0;
+  for (const auto& s : sync_) reconstruct += cost(s.reconstruct_flops, c_.gemmRate());
   double busiest = 0;
   for (int first = 0; first < N_; first += c_.nodes_per_host) {
     double work = 0;
@@ -339,7 +343,7 @@ double Simulation::hostCpuBound(const SimModel& model, double compute_s) const {
       // The rate covers a byte's sending and its receiving: half of each side's bytes here,
       // so traffic between hosts is charged to both, and a host's own traffic once.
       const double bytes = (net_.sent()[node] + net_.received()[node]) / 2 / (T_ - 1);
-      work += c_.devices_per_node * cpu + cost(bytes, c_.stack_bytes_per_s);
+      work += c_.devices_per_node * cpu + reconstruct + cost(bytes, c_.stack_bytes_per_s);
     }
     busiest = std::max(busiest, work);
   }

@@ -156,6 +156,23 @@ TEST(Simulate, ReconstructionOnTheDeviceDelaysTheBackwardBelow) {
   EXPECT_NEAR(simulate(m, c).iteration_s, 8.0, 1e-4);
 }
 
+TEST(Simulate, HostCpuBoundChargesSfbReconstruction) {
+  // The SFB layer above: 4 s of schedule, 1 s of reconstruction per node. Two nodes on one
+  // core, 3 s of compute CPU each: (3 + 1) x 2 = 8 s of the core's time.
+  SimModel m = model({fcLayer("fc", 4096, 4096, 1.0, 2.0)});
+  m.cpu_per_iteration_s = 3.0;
+  SimConfig c = config(System::kPoseidon, 2);
+  c.bandwidth_bytes_per_s = 32.0 * (4096 + 4096) * 4;
+  c.gemm_flops_per_s = 2.0 * 4096 * 4096 * 32;
+  c.host_cores = 1;
+  c.nodes_per_host = 2;
+  const SimResult r = simulate(m, c);
+  ASSERT_EQ(r.layers[0].scheme, Scheme::kSFB);
+  EXPECT_DOUBLE_EQ(r.schedule_s, 4.0);
+  EXPECT_DOUBLE_EQ(r.cpu_bound_s, 8.0);
+  EXPECT_DOUBLE_EQ(r.iteration_s, 8.0);
+}
+
 TEST(Simulate, CalibrationReproducesVgg19AndIsOneRate) {
   SimConfig c;
   c.device_flops_per_s = calibratedDeviceRate();
