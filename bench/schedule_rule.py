@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""Issue 13, build item 4: the schedule rule against the time rule, in the lab (needs root).
+"""Issue 13, build item 4: the schedule rule against the byte and time rules. Two parts:
+
+lab       (needs root) measured in the lab, as below.
+simulate  `poseidon simulate --cost-model bytes|time|schedule` on the papers' models (GPU
+          nodes, the calibrated device rate): predicted speedups per rule, seconds to run.
 
 The time rule prices each layer's sync alone, as if all of it were exposed. The schedule
 rule (`--cost-model schedule --profile FILE`) keeps the SFB/PS plan whose simulated
@@ -16,7 +20,8 @@ Each link is planned twice: without a host CPU bound, and with one (`--stack-rat
 bytes communication moves per host CPU second, measured first by common.comm_cpu_rate; the
 host's cores shared by all the lab's ranks), as the lab's ranks all share this host.
 
-  sudo bench/schedule_rule.py --model fcnet --ranks 4 --links 1gbit,2gbit --repeats 3
+  sudo bench/schedule_rule.py lab --model fcnet --ranks 4 --links 1gbit,2gbit --repeats 3
+  bench/schedule_rule.py simulate --models vgg19-22k,vgg19,alexnet --links 10gbit,40gbit
 """
 import argparse
 import json
@@ -69,11 +74,32 @@ def short(schemes):
     return ",".join(s for s in schemes)
 
 
+def simulated(a):
+    """Speedup over one node per rule, from `poseidon simulate --system poseidon`."""
+    print(f"# poseidon simulate, system poseidon, calibrated device rate; speedup over one node (SFB layers)")
+    print(f"{'model':>10} {'link':>7} {'nodes':>5} {'bytes':>13} {'time':>13} {'schedule':>13} {'schedule/best':>13}")
+    for model in a.models.split(","):
+        for link in a.links.split(","):
+            runs = {}
+            for rule in ("bytes", "time", "schedule"):
+                j = run_json([a.poseidon, "simulate", "--model", model, "--sweep", a.nodes, "--system", "poseidon",
+                              "--bandwidth", link, "--cost-model", rule, "--json"])
+                runs[rule] = {r["nodes"]: r for r in j["runs"]}
+            for n in sorted(runs["bytes"]):
+                cells = [f"{runs[r][n]['speedup']:7.2f}x ({runs[r][n]['sfb_layers']})" for r in ("bytes", "time", "schedule")]
+                best = max(runs["bytes"][n]["speedup"], runs["time"][n]["speedup"])
+                print(f"{model:>10} {link:>7} {n:5d} {cells[0]:>13} {cells[1]:>13} {cells[2]:>13} "
+                      f"{runs['schedule'][n]['speedup'] / best:13.3f}", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="fcnet")
+    p.add_argument("part", choices=["lab", "simulate"])
+    p.add_argument("--models", default="vgg19-22k,vgg19,alexnet", help="simulate: built-in models")
+    p.add_argument("--nodes", default="8,32,128", help="simulate: node counts")
+    p.add_argument("--model", default="fcnet", help="lab: the CLI model")
     p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--links", default="1gbit,2gbit")
+    p.add_argument("--links", default="", help="lab: 1gbit,2gbit; simulate: 10gbit,40gbit")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--iterations", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
@@ -81,6 +107,10 @@ def main():
     p.add_argument("--stack-rate", default="", help="bytes per host CPU second, e.g. 500MB (default: measured)")
     p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
+    if a.part == "simulate":
+        a.links = a.links or "10gbit,40gbit"
+        return simulated(a)
+    a.links = a.links or "1gbit,2gbit"
     if os.geteuid() != 0:
         raise SystemExit("the lab needs root: run with sudo")
     gflops = a.gflops or measured_gflops(a)
