@@ -70,10 +70,6 @@ def train(a, link, rule, profile, gflops, stack):
     return j["images_per_s"], [l["scheme"] for l in j["layers"]]
 
 
-def short(schemes):
-    return ",".join(s for s in schemes)
-
-
 def simulated(a):
     """Speedup over one node per rule, from `poseidon simulate --system poseidon`."""
     print(f"# poseidon simulate, system poseidon, calibrated device rate; speedup over one node (SFB layers)")
@@ -125,7 +121,7 @@ def main():
           f"{'img/s time':>10} {'img/s sched':>11} {'paired':>7} {'sim ratio':>9}", flush=True)
     for link, bound in [(l, b) for l in a.links.split(",") for b in ("", stack)]:
         time_plan, sched_plan, sim_time, sim_sched = plans(a, profile, link, gflops, bound)
-        row = f"{link:>6} {'yes' if bound else 'no':>8} {short(time_plan):>28} {short(sched_plan):>28} {sim_time:9.3f} {sim_sched:9.3f}"
+        row = f"{link:>6} {'yes' if bound else 'no':>8} {','.join(time_plan):>28} {','.join(sched_plan):>28} {sim_time:9.3f} {sim_sched:9.3f}"
         if time_plan == sched_plan:
             print(row + "  (same plan: nothing to measure)", flush=True)
             continue

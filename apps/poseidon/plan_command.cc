@@ -13,7 +13,6 @@
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
 #include "profile_model.h"
-#include "simulate/schedule_rule.h"
 
 namespace poseidon::app {
 
@@ -71,19 +70,29 @@ ModelInfo planModel(const PlanOptions& o, const sim::SimModel* profiled, std::st
 }
 
 // The schedule rule: the plan whose simulated iteration (the profile's layer times, WFBP,
-// the link in priority order, the reconstruction on the device) is shortest.
+// the link in priority order, the reconstruction on the device) is shortest. `o.batch` is
+// a node's by now (runPlan multiplied it by the devices).
 sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& model, const PlatformRates& rates) {
-  sim::SimConfig c;
+  ScheduleCluster c;
   c.nodes = o.nodes > 0 ? o.nodes : o.workers;
   c.devices_per_node = o.nodes > 0 ? o.devices_per_node : 1;
-  c.batch = o.nodes > 0 ? o.batch / o.devices_per_node : o.batch;  // per device
+  c.batch = o.batch / c.devices_per_node;
   c.bandwidth_bytes_per_s = rates.bandwidth_bytes_per_s;
   c.gemm_flops_per_s = rates.gemm_flops_per_s;
-  c.iterations = 4;
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = o.stack_rate == "0" ? 0 : parseBandwidth(o.stack_rate, "--stack-rate");
-  return sim::chooseBySchedule(model, c);
+  return scheduleOf(model, c);
+}
+
+// The schedule rule's choice over the time rule's plan; allreduce layers stay (the
+// simulator has no collectives), as in the session.
+void applySchedule(const sim::ScheduleChoice& schedule, std::vector<LayerPlan>& plans) {
+  for (std::size_t l = 0; l < plans.size(); ++l) {
+    if (plans[l].scheme == Scheme::kAllreduce) continue;
+    if (schedule.schemes[l] != plans[l].scheme) plans[l].reason += "; schedule rule: a shorter simulated iteration";
+    plans[l].scheme = schedule.schemes[l];
+  }
 }
 
 void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
@@ -144,6 +153,7 @@ int runPlan(const PlanOptions& given) {
   if (given.nodes > 0 && given.servers != 0) throw InputError("--nodes puts a shard on every node: drop --servers");
   // A node is one worker of the exchange with its devices' whole batch (planForNodes).
   PlanOptions o = given;
+  if (o.model.empty() && o.profile.empty()) o.model = "fcnet";
   if (o.nodes > 0) {
     o.workers = o.nodes;
     o.batch *= o.devices_per_node;
@@ -154,8 +164,7 @@ int runPlan(const PlanOptions& given) {
   if (!o.profile.empty() && !o.layers.empty()) throw InputError("give either --profile or --layer, not both");
   std::unique_ptr<sim::SimModel> profiled;
   if (!o.profile.empty()) {
-    const bool named = o.model != PlanOptions().model || !o.model_file.empty();
-    profiled = std::make_unique<sim::SimModel>(profiledModel(o.profile, named ? o.model : "", o.model_file));
+    profiled = std::make_unique<sim::SimModel>(profiledModel(o.profile, o.model, o.model_file));
   }
   std::string note;
   const ModelInfo model = planModel(o, profiled.get(), note);
@@ -182,11 +191,7 @@ int runPlan(const PlanOptions& given) {
   sim::ScheduleChoice schedule;
   if (req.rule == CostRule::kSchedule) {
     schedule = scheduleChoice(o, *profiled, req.rates);
-    for (std::size_t l = 0; l < plans.size(); ++l) {
-      if (plans[l].scheme == Scheme::kAllreduce) continue;  // the simulator has no allreduce: kept as timed
-      if (schedule.schemes[l] != plans[l].scheme) plans[l].reason += "; schedule: the iteration is shorter";
-      plans[l].scheme = schedule.schemes[l];
-    }
+    applySchedule(schedule, plans);
   }
 
   double ps_total = 0, sfb_total = 0, adam_total = 0, chosen_total = 0, chosen_s = 0;

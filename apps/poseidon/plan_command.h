@@ -9,7 +9,7 @@
 namespace poseidon::app {
 
 struct PlanOptions {
-  std::string model = "fcnet";
+  std::string model;  // empty: fcnet, or the --profile's own layers
   std::string model_file;
   std::string profile;  // measured layer times: the model's layers, and the schedule rule's input
   std::vector<std::string> layers;  // "MxN", repeatable

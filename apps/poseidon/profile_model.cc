@@ -1,13 +1,12 @@
 #include "profile_model.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
 #include "profile/compute_profile.h"
-#include "simulate/schedule_rule.h"
+#include "threads.h"
 
 namespace poseidon::app {
 
@@ -34,13 +33,9 @@ ModelInfo profiledLayers(const std::string& path, const std::string& model, cons
   return modelInfoFromSpec(spec);
 }
 
-}  // namespace
-
-// Time spent outside the layers with parameters (ReLU, pooling, the loop) is shared out in
-// proportion to each layer's.
-sim::SimModel profiledModel(const std::string& path, const std::string& model, const std::string& model_file) {
-  const ComputeProfile profile = readProfile(path);
-  const ModelInfo info = profiledLayers(path, model, model_file, profile);
+// A profile's times on `info`'s layers, found by name. Time spent outside the layers with
+// parameters (ReLU, pooling, the loop) is shared out in proportion to each layer's.
+sim::SimModel timedLayers(const std::string& path, const ComputeProfile& profile, const ModelInfo& info) {
   sim::SimModel m;
   m.name = info.name;
   m.profile_batch = profile.batch;
@@ -71,37 +66,68 @@ sim::SimModel profiledModel(const std::string& path, const std::string& model, c
   return m;
 }
 
-namespace {
-
-// The ranks mpirun started on this host (1 without mpirun).
-int localRanks() {
-  const char* text = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const int n = text ? std::atoi(text) : 1;
-  return n > 0 ? n : 1;
+// A profile with shape lines must describe `live`'s layers, name for name and size for size.
+void checkShapes(const std::string& path, const ComputeProfile& profile, const ModelInfo& live) {
+  if (profile.shapes.empty()) return;
+  const std::string other = "--profile " + path + " was written for another model: ";
+  if (profile.shapes.size() != live.layers.size()) {
+    throw InputError(detail::cat(other, profile.shapes.size(), " layers with parameters, the model has ",
+                                 live.layers.size()));
+  }
+  for (std::size_t l = 0; l < live.layers.size(); ++l) {
+    const LayerInfo& p = profile.shapes[l];
+    const LayerInfo& m = live.layers[l];
+    if (p.name != m.name || p.numel() != m.numel()) {
+      throw InputError(detail::cat(other, "its layer '", p.name, "' (", p.numel(), " values) stands where the model has '",
+                                   m.name, "' (", m.numel(), ")"));
+    }
+  }
 }
 
 }  // namespace
 
+sim::SimModel profiledModel(const std::string& path, const std::string& model, const std::string& model_file) {
+  const ComputeProfile profile = readProfile(path);
+  return timedLayers(path, profile, profiledLayers(path, model, model_file, profile));
+}
+
+sim::SimModel profiledModel(const std::string& path, const ModelInfo& live) {
+  const ComputeProfile profile = readProfile(path);
+  checkShapes(path, profile, live);
+  return timedLayers(path, profile, live);
+}
+
+sim::ScheduleChoice scheduleOf(const sim::SimModel& model, const ScheduleCluster& cluster) {
+  sim::SimConfig c;
+  c.nodes = cluster.nodes;
+  c.devices_per_node = cluster.devices_per_node;
+  c.batch = cluster.batch;
+  c.bandwidth_bytes_per_s = cluster.bandwidth_bytes_per_s;
+  c.gemm_flops_per_s = cluster.gemm_flops_per_s;
+  c.host_cores = cluster.host_cores;
+  c.nodes_per_host = cluster.nodes_per_host;
+  c.stack_bytes_per_s = cluster.stack_bytes_per_s;
+  c.iterations = kScheduleIterations;
+  return sim::chooseBySchedule(model, c);
+}
+
 Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t batch, double stack_bytes_per_s) {
-  return [path, batch, stack_bytes_per_s](int nodes, int devices, double bandwidth, double gemm_flops) {
-    const sim::SimModel model = profiledModel(path, "", "");
-    sim::SimConfig c;
-    c.nodes = nodes;
-    c.devices_per_node = devices;
-    c.batch = batch;
-    c.bandwidth_bytes_per_s = bandwidth;
-    c.gemm_flops_per_s = gemm_flops;
-    c.iterations = 4;
+  return [path, batch, stack_bytes_per_s](const ModelInfo& live, int nodes, int devices, double bandwidth,
+                                          double gemm_flops) {
+    ScheduleCluster cluster;
+    cluster.nodes = nodes;
+    cluster.devices_per_node = devices;
+    cluster.batch = batch;
+    cluster.bandwidth_bytes_per_s = bandwidth;
+    cluster.gemm_flops_per_s = gemm_flops;
     if (stack_bytes_per_s > 0) {
-      c.host_cores = std::max(1u, std::thread::hardware_concurrency());
-      c.nodes_per_host = std::max(1, localRanks() / devices);
-      c.stack_bytes_per_s = stack_bytes_per_s;
+      cluster.host_cores = std::max(1u, std::thread::hardware_concurrency());
+      cluster.nodes_per_host = std::max(1, localRanks() / devices);
+      cluster.stack_bytes_per_s = stack_bytes_per_s;
     }
-    const sim::ScheduleChoice choice = sim::chooseBySchedule(model, c);
-    std::vector<std::pair<std::string, std::string>> plan;
-    for (std::size_t l = 0; l < model.layers.size(); ++l) {
-      plan.emplace_back(model.layers[l].info.name, choice.schemes[l] == Scheme::kSFB ? "sfb" : "ps");
-    }
+    const sim::ScheduleChoice choice = scheduleOf(profiledModel(path, live), cluster);
+    std::vector<std::string> plan;
+    for (Scheme s : choice.schemes) plan.push_back(s == Scheme::kSFB ? "sfb" : "ps");
     return plan;
   };
 }

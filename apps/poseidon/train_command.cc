@@ -134,7 +134,8 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "Replace every layer's forward and backward by a wait from this profile (communication stays "
                   "real): many ranks on few cores. Needs --iterations");
   cmd->add_option("--profile", o.profile,
-                  "Measured layer times (a --profile-out file of this model at this batch) for --cost-model schedule");
+                  "Measured layer times of this model (a --profile-out file; times scale linearly to --batch) for "
+                  "--cost-model schedule");
   cmd->add_option("--stack-rate", o.stack_rate,
                   "With --cost-model schedule: bytes the host's communication moves per CPU second (e.g. 500MB; "
                   "bench/host_cpu.py measures it), to bound each simulated iteration by the host's cores; 0: not "

@@ -87,19 +87,7 @@ void TrainOptions::validate() const {
   parseDevicesPerNode(devices_per_node);
   requireOneOf("--intra-node", intra_node, {"memory", "messages"});
   parseSchemeMode(session.scheme);  // a bad name fails here, before any data is read
-  const CostRule rule = parseCostRule(session.cost_model);
-  if (!profile.empty() && rule != CostRule::kSchedule) {
-    throw InputError("--profile " + profile + " is the schedule rule's input: add --cost-model schedule (or drop it)");
-  }
-  if (!profile.empty()) readProfile(profile);  // a missing or malformed file fails here, before MPI
-  if (stack_rate != "0" && (rule != CostRule::kSchedule || parseBandwidth(stack_rate, "--stack-rate") <= 0)) {
-    throw InputError("--stack-rate " + stack_rate + " bounds the schedule rule's iterations by the host's CPU: give "
-                     "a rate such as 500MB with --cost-model schedule");
-  }
-  if (rule == CostRule::kSchedule && profile.empty() && emulate_compute.empty()) {
-    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
-                     "(written by an earlier `poseidon train --profile-out FILE`)");
-  }
+  validateScheduleRule();
   requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
   requireOneOf("--optimizer", optimizer, {"sgd", "adam", "adamw"});
   requireOneOf("--buffers", session.buffers, {"broadcast", "average"});
@@ -120,6 +108,31 @@ void TrainOptions::validate() const {
   } else {
     requireNewFile("--profile-out", profile_out);
   }
+}
+
+void TrainOptions::validateScheduleRule() const {
+  const CostRule rule = parseCostRule(session.cost_model);
+  if (rule != CostRule::kSchedule) {
+    if (!profile.empty()) {
+      throw InputError("--profile " + profile + " is the schedule rule's input: add --cost-model schedule (or drop it)");
+    }
+    if (stack_rate != "0") throw InputError("--stack-rate goes with --cost-model schedule");
+    return;
+  }
+  if (profile.empty() && emulate_compute.empty()) {
+    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
+                     "(written by an earlier `poseidon train --profile-out FILE`)");
+  }
+  if (!profile.empty()) readProfile(profile);  // a missing or malformed file fails here, before MPI
+  if (stack_rate != "0" && parseBandwidth(stack_rate, "--stack-rate") <= 0) {
+    throw InputError("--stack-rate " + stack_rate + ": give the bytes per CPU second, e.g. 500MB, or 0");
+  }
+  // The rule simulates WFBP with the bandwidth manager's priority order; a run without them
+  // would train a plan chosen for overlap it does not have.
+  if (no_wfbp || session.send_order != "priority") {
+    throw InputError("--cost-model schedule simulates WFBP in priority order: drop --no-wfbp and --send-order fifo");
+  }
+  if (session.scheme != "auto") throw InputError("--cost-model schedule decides for --scheme auto: drop --scheme " + session.scheme);
 }
 
 Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) const {

@@ -54,6 +54,7 @@ struct TrainOptions {
   // Every check of the flags and their combinations that needs no data and no MPI, so a
   // mistake ends the run before anything starts; throws InputError (one line).
   void validate() const;
+  void validateScheduleRule() const;  // --cost-model schedule, --profile, --stack-rate
   // Whether the optimizer steps on the workers (on the mean gradient) instead of the
   // parameter servers.
   bool gradientMode() const { return optimizer != "sgd" || session.gradient_mode; }

@@ -5,10 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace poseidon {
+
+struct ModelInfo;
 
 struct Options {
   // Server-side optimizer: SGD with momentum and weight decay (PyTorch semantics).
@@ -35,12 +36,14 @@ struct Options {
   // iteration, WFBP's overlap included, is shortest; needs schedule_plan below).
   std::string scheme = "auto";
   std::string cost_model = "bytes";
-  // The schedule rule's plan: asked with the cluster the session found (nodes, devices per
-  // node) and the rates (link bytes/s, GEMM flop/s), it names every layer in model order
-  // with its scheme, "ps" or "sfb". Only a run's measured layer times can answer, so the
-  // CLI sets it from a profile (`poseidon train --profile FILE`).
-  using SchedulePlan = std::function<std::vector<std::pair<std::string, std::string>>(
-      int nodes, int devices_per_node, double bandwidth, double gemm_flops)>;
+  // The schedule rule's plan: asked on rank 0 (its answer, or its error, goes to every
+  // rank) with the model, the cluster the session found (nodes, devices per node) and the
+  // rates (link bytes/s, GEMM flop/s); it gives each layer's scheme in model order, "ps" or
+  // "sfb". Only a run's measured layer times can answer, so the CLI sets it from a profile
+  // (`poseidon train --profile FILE`).
+  using SchedulePlan = std::function<std::vector<std::string>(const ModelInfo& model, int nodes,
+                                                              int devices_per_node, double bandwidth,
+                                                              double gemm_flops)>;
   SchedulePlan schedule_plan;
   // Examples per worker per iteration (K in the cost model).
   std::int64_t batch = 32;

@@ -104,31 +104,52 @@ void checkNodeOptions(const Options& o, SchemeMode mode) {
   }
 }
 
-// The schedule rule (Options::schedule_plan) over the time rule's plan: every layer named
-// in model order, SFB only where the planner offers it. Allreduce layers stay: the
-// simulator behind the rule runs PS and SFB only.
-void applySchedulePlan(const Options& o, const ModelInfo& model, int nodes, int per_node, const PlatformRates& rates,
-                       std::vector<LayerPlan>& plan) {
-  if (!o.schedule_plan) {
-    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
-                     "(written by an earlier `poseidon train --profile-out FILE`)");
+// The schedule rule's plan (Options::schedule_plan), asked on rank 0 only, so that every
+// rank trains the same plan whatever its host (its cores, its copy of the profile) says;
+// rank 0's answer, or its error, reaches every rank.
+std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me, const Options& o,
+                                                const ModelInfo& model, int nodes, int per_node,
+                                                const PlatformRates& rates) {
+  std::string answer;
+  if (me == 0) {
+    try {
+      if (!o.schedule_plan) {
+        throw InputError("the schedule cost model needs Options::schedule_plan, set by `poseidon train --profile "
+                         "FILE` (the Python package has no schedule rule yet)");
+      }
+      answer = "plan:";
+      for (const auto& scheme : o.schedule_plan(model, nodes, per_node, rates.bandwidth_bytes_per_s,
+                                                rates.gemm_flops_per_s)) {
+        answer += scheme + ",";
+      }
+    } catch (const InputError& e) {
+      answer = std::string("error:") + e.what();
+    }
   }
-  const auto chosen = o.schedule_plan(nodes, per_node, rates.bandwidth_bytes_per_s, rates.gemm_flops_per_s);
+  answer = control.broadcast(answer, 0, "the schedule rule's plan");
+  if (answer.rfind("error:", 0) == 0) throw InputError(answer.substr(6));
+  std::vector<std::string> plan;
+  for (std::size_t at = 5, comma; (comma = answer.find(',', at)) != std::string::npos; at = comma + 1) {
+    plan.push_back(answer.substr(at, comma - at));
+  }
+  return plan;
+}
+
+// The schedule rule's choice over the time rule's plan: SFB only where the planner offers
+// it. Allreduce layers stay: the simulator behind the rule runs PS and SFB only.
+void applySchedulePlan(const std::vector<std::string>& chosen, const ModelInfo& model, std::vector<LayerPlan>& plan) {
   if (chosen.size() != model.layers.size()) {
-    throw InputError(detail::cat("the profile has ", chosen.size(), " layers with parameters and the model ",
-                                 model.layers.size(), ": was it written for this model?"));
+    throw InputError(detail::cat("the schedule rule gave ", chosen.size(), " schemes for a model of ",
+                                 model.layers.size(), " layers with parameters"));
   }
   for (std::size_t l = 0; l < plan.size(); ++l) {
-    const auto& [name, scheme] = chosen[l];
-    if (name != model.layers[l].name) {
-      throw InputError(detail::cat("the profile's layer '", name, "' stands where the model has '",
-                                   model.layers[l].name, "': was it written for this model?"));
-    }
-    if (scheme != "ps" && scheme != "sfb") throw InputError("the schedule rule chose '" + scheme + "' for " + name);
-    if (scheme == "sfb" && plan[l].sfb_floats <= 0) {
+    const std::string& name = model.layers[l].name;
+    if (chosen[l] != "ps" && chosen[l] != "sfb") throw InputError("the schedule rule chose '" + chosen[l] + "' for " + name);
+    if (chosen[l] == "sfb" && plan[l].sfb_floats <= 0) {
       throw InputError("the schedule rule chose sfb for '" + name + "', which cannot go by sufficient factors");
     }
-    const Scheme s = scheme == "sfb" ? Scheme::kSFB : plan[l].scheme == Scheme::kAllreduce ? Scheme::kAllreduce : Scheme::kPS;
+    if (plan[l].scheme == Scheme::kAllreduce) continue;
+    const Scheme s = chosen[l] == "sfb" ? Scheme::kSFB : Scheme::kPS;
     if (s != plan[l].scheme) plan[l].reason += "; schedule rule: a shorter simulated iteration";
     plan[l].scheme = s;
   }
@@ -300,7 +321,8 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   s.plan = s.nodes.hierarchical() ? planForNodes(model, s.nodes.nodes(), per_node, request)
                                   : planSchemes(model, cluster, request);
   if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {
-    applySchedulePlan(options, model, cluster.workers(), per_node, s.rates, s.plan);
+    applySchedulePlan(schedulePlanOfRankZero(s.control, me, options, model, cluster.workers(), per_node, s.rates),
+                      model, s.plan);
   }
   for (std::size_t l = 0; s.nodes.hierarchical() && l < s.plan.size(); ++l) {
     if (model.layers[l].numel() == 0) {

@@ -332,10 +332,10 @@ double Simulation::hostCpuBound(const SimModel& model, double compute_s) const {
                          ? model.cpu_per_iteration_s * static_cast<double>(c_.batch) /
                                static_cast<double>(model.profile_batch)
                          : compute_s;
-  // SFB's reconstruction is CPU work too where the devices are the host's cores (measured
-  // profiles: this project trains on CPUs), beside the compute the profile's cpu line counts.
+  // SFB's reconstruction is CPU work too where the devices are the host's cores: measured
+  // profiles (this project trains on CPUs), not the built-in models' GPUs.
   double reconstruct = 0;
-  for (const auto& s : sync_) reconstruct += cost(s.reconstruct_flops, c_.gemmRate());
+  for (const auto& s : sync_) reconstruct += model.profile_batch > 0 ? cost(s.reconstruct_flops, c_.gemmRate()) : 0;
   double busiest = 0;
   for (int first = 0; first < N_; first += c_.nodes_per_host) {
     double work = 0;

@@ -1036,7 +1036,22 @@ def case_np2_schedule_rule(args):
         check([l["scheme"] for l in r["layers"]] == chosen, f"trained {r['layers']}, planned {chosen}")
         check("schedule rule" in r["layers"][1]["reason"] and r["cost_model"] == "schedule", r["layers"][1])
         check(math.isfinite(r["train_loss"]), r)
-        # Bad input: no profile, a profile without the rule, a profile of another model.
+        # A profile without shape lines gives the live model's layers their times alike.
+        with open(f"{tmp}/times.prof", "w") as f:
+            f.write("".join(l for l in text.splitlines(True) if not l.startswith("shape ")))
+        r, out = train(args, 2, ["--model", "mlp", "--iterations", "2", "--no-eval", "--json", "--cost-model", "schedule",
+                                 "--profile", f"{tmp}/times.prof"] + rates)
+        check([l["scheme"] for l in r["layers"]] == chosen, f"shape-less profile: trained {r['layers']}")
+        # With the host CPU bound: this host's cores, shared by the two ranks, as plan is told.
+        host = ["--stack-rate", "500MB"]
+        j = json.loads(plan(args, ["--profile", profile, "--workers", "2", "--cost-model", "schedule", "--json",
+                                   "--host-cores", str(os.cpu_count()), "--nodes-per-host", "2"] + host + rates))
+        r, out = train(args, 2, ["--model", "mlp", "--iterations", "2", "--no-eval", "--json", "--cost-model", "schedule",
+                                 "--profile", profile] + host + rates)
+        check([l["scheme"] for l in r["layers"]] == [l["scheme"] for l in j["layers"]], f"{r['layers']} vs {j['layers']}")
+        check(j["schedule"]["iteration_s"] > 0, j)
+        # Bad input: no profile, a profile without the rule, a profile of another model, a
+        # rate that is none, a run without the overlap the rule simulates.
         expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2",
                                           "--cost-model", "schedule"] + rates, "--profile")
         expect_failure(args, [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--profile", profile],
@@ -1045,7 +1060,11 @@ def case_np2_schedule_rule(args):
             f.write(text.replace(f" {names[1]} ", " other "))
         expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2",
                                           "--cost-model", "schedule", "--profile", f"{tmp}/other.prof"] + rates,
-                       "written for this model")
+                       "written for another model")
+        for bad, phrase in [(["--stack-rate", "fast"], "--stack-rate"), (["--no-wfbp"], "--no-wfbp"),
+                            (["--scheme", "ps"], "--scheme auto")]:
+            expect_failure(args, [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--cost-model",
+                                  "schedule", "--profile", profile] + bad + rates, phrase)
         rc, out, err, _ = run([args.poseidon, "plan", "--workers", "2", "--cost-model", "schedule"] + rates)
         check(rc != 0 and "--profile" in err, err)
     finally:

@@ -84,17 +84,25 @@ TEST(ScheduleRule, NeverSlowerThanTheByteOrTimeRule) {
 }
 
 TEST(ScheduleRule, DescendsWhereThereAreTooManyFcLayersToTryAll) {
-  std::vector<SimLayer> layers;
+  // Nine 512 x 512 FC layers above a conv whose backward takes 20 s. Each FC's PS sync (0.5 s
+  // of pushes and pulls on each uplink) hides behind that backward; by SFB its factors take
+  // 0.0625 s and its reconstruction 0.1 s of the device. The time rule takes SFB for all
+  // nine (0.1625 s against 0.5 s); the descent flips them to PS one by one, 0.1 s each.
+  std::vector<SimLayer> layers{layer("conv", 1, 1.0, 20.0)};
   for (int l = 0; l <= kExhaustiveLayers; ++l) layers.push_back(fcLayer("fc" + std::to_string(l), 512, 512, 0.1, 0.2));
   const SimModel m = model(layers);
-  SimConfig c = config(System::kPoseidon, 4);
-  c.gemm_flops_per_s = 1e9;
+  SimConfig c = config(System::kPoseidon, 2);
+  c.gemm_flops_per_s = 2.0 * 512 * 512 * 32 / 0.1;
   const ScheduleChoice choice = chooseBySchedule(m, c);
   EXPECT_FALSE(choice.exhaustive);
-  EXPECT_LE(choice.iteration_s, choice.time_rule_s);
-  // At least one pass over the layers, far fewer than the 2^9 combinations.
-  EXPECT_GE(choice.simulated, 1 + kExhaustiveLayers + 1);
-  EXPECT_LT(choice.simulated, 1 << (kExhaustiveLayers + 1));
+  for (int l = 1; l <= kExhaustiveLayers + 1; ++l) {
+    EXPECT_EQ(choice.time_rule_schemes[l], Scheme::kSFB) << l;
+    EXPECT_EQ(choice.schemes[l], Scheme::kPS) << l;
+  }
+  EXPECT_NEAR(choice.time_rule_s - choice.iteration_s, (kExhaustiveLayers + 1) * 0.1, 1e-3);
+  // One pass that flips every layer and one that finds nothing more: far fewer plans than
+  // the 2^9 combinations.
+  EXPECT_EQ(choice.simulated, 1 + 2 * (kExhaustiveLayers + 1));
 }
 
 TEST(ScheduleRule, OneNodeHasNothingToChoose) {
