@@ -13,6 +13,7 @@
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
 #include "profile_model.h"
+#include "simulate/profiled_model.h"
 
 namespace poseidon::app {
 
@@ -73,7 +74,7 @@ ModelInfo planModel(const PlanOptions& o, const sim::SimModel* profiled, std::st
 // the link in priority order, the reconstruction on the device) is shortest. `o.batch` is
 // a node's by now (runPlan multiplied it by the devices).
 sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& model, const PlatformRates& rates) {
-  ScheduleCluster c;
+  sim::ScheduleCluster c;
   c.nodes = o.nodes > 0 ? o.nodes : o.workers;
   c.devices_per_node = o.nodes > 0 ? o.devices_per_node : 1;
   c.batch = o.batch / c.devices_per_node;
@@ -82,7 +83,7 @@ sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& mo
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = o.stack_rate == "0" ? 0 : parseBandwidth(o.stack_rate, "--stack-rate");
-  return scheduleOf(model, c);
+  return sim::scheduleOf(model, c);
 }
 
 // The schedule rule's choice over the time rule's plan; allreduce layers stay (the

@@ -8,7 +8,8 @@
 #include "coordinator/units.h"
 #include "poseidon/errors.h"
 #include "profile/compute_profile.h"
-#include "profile_model.h"
+#include "simulate/profiled_model.h"
+#include "threads.h"
 
 namespace poseidon::app {
 
@@ -153,7 +154,7 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   // The schedule rule simulates the given profile, or the one whose compute is emulated.
   const std::string times = !profile.empty() ? profile : emulate_compute;
   const double stack = stack_rate == "0" ? 0 : parseBandwidth(stack_rate, "--stack-rate");
-  if (!times.empty()) o.schedule_plan = schedulePlanFrom(times, batch, stack);
+  if (!times.empty()) o.schedule_plan = sim::schedulePlanFrom(times, stack, localRanks());
   return o;
 }
 

@@ -37,13 +37,14 @@ struct Options {
   std::string scheme = "auto";
   std::string cost_model = "bytes";
   // The schedule rule's plan: asked on rank 0 (its answer, or its error, goes to every
-  // rank) with the model, the cluster the session found (nodes, devices per node) and the
-  // rates (link bytes/s, GEMM flop/s); it gives each layer's scheme in model order, "ps" or
-  // "sfb". Only a run's measured layer times can answer, so the CLI sets it from a profile
-  // (`poseidon train --profile FILE`).
-  using SchedulePlan = std::function<std::vector<std::string>(const ModelInfo& model, int nodes,
-                                                              int devices_per_node, double bandwidth,
-                                                              double gemm_flops)>;
+  // rank) with the model, the batch per worker, the cluster the session found (nodes,
+  // devices per node) and the rates (link bytes/s, GEMM flop/s); it gives each layer's
+  // scheme in model order, "ps" or "sfb". Only a run's measured layer times can answer:
+  // sim::schedulePlanFrom makes one from a profile (`poseidon train --profile FILE`,
+  // Python's DistributedModel(profile=FILE)).
+  using SchedulePlan = std::function<std::vector<std::string>(const ModelInfo& model, std::int64_t batch,
+                                                              int nodes, int devices_per_node,
+                                                              double bandwidth, double gemm_flops)>;
   SchedulePlan schedule_plan;
   // Examples per worker per iteration (K in the cost model).
   std::int64_t batch = 32;

@@ -28,6 +28,7 @@
 #include "comm/transport.h"
 #include "poseidon/runtime.h"
 #include "profile/compute_profile.h"
+#include "simulate/profiled_model.h"
 #include "torch/autograd_sync.h"
 
 namespace py = pybind11;
@@ -318,7 +319,14 @@ void bindOptions(py::module_& m) {
       .def_readwrite("straggler_timeout", &Options::straggler_timeout)
       .def_readwrite("timeline", &Options::timeline)
       .def_readwrite("start_iteration", &Options::start_iteration)
-      .def_readwrite("agreement", &Options::agreement);
+      .def_readwrite("agreement", &Options::agreement)
+      .def(
+          "use_schedule_profile",
+          [](Options& o, const std::string& path, double stack_bytes_per_s, int local_ranks) {
+            readProfile(path);  // a missing or malformed file fails here, before the session
+            o.schedule_plan = sim::schedulePlanFrom(path, stack_bytes_per_s, local_ranks);
+          },
+          "The schedule rule's plan from the profile at `path` (cost_model \"schedule\")");
 }
 
 void bindModel(py::module_& m) {

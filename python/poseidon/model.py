@@ -79,7 +79,11 @@ class DistributedModel(torch.nn.Module):
     scheme: per-layer synchronisation: "auto" (HybComm's cheapest per layer), "ps",
         "sfb" (FC layers by sufficient factors, others by PS) or "allreduce".
     mode: where the optimizer runs: "auto", "server" or "gradient".
-    cost_model: how "auto" compares schemes: "bytes" (the paper's rule) or "time".
+    cost_model: how "auto" compares schemes: "bytes" (the paper's rule), "time", or
+        "schedule": the SFB/PS plan whose simulated iteration, WFBP's overlap included, is
+        shortest; it needs `profile`, the file an earlier run's write_profile() wrote, and
+        takes `stack_rate` (bytes communication moves per CPU second, e.g. "500MB") where
+        ranks share a host's cores, to bound each simulated iteration by them.
     buffers: BatchNorm statistics before each training forward: rank 0's ("broadcast", as
         DDP) or the workers' mean ("average").
     backward_passes_per_step: backward passes accumulated per optimizer.step() (Horovod's
@@ -105,7 +109,7 @@ class DistributedModel(torch.nn.Module):
                  buffers="broadcast", backward_passes_per_step=1, fusion_bytes=2 << 20, kvstore="concurrent",
                  kv_pair_bytes=2 << 20, send_order="priority", max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
                  wfbp=True, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None,
-                 checkpoint_every=0, resume=False, checkpoint_objects=()):
+                 checkpoint_every=0, resume=False, checkpoint_objects=(), profile=None, stack_rate=0):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")
@@ -115,7 +119,8 @@ class DistributedModel(torch.nn.Module):
             raise TypeError("pass the module's torch.optim optimizer: poseidon.DistributedModel(model, optimizer)")
         _check_choice("scheme", scheme, SCHEMES)
         _check_choice("mode", mode, MODES)
-        _check_choice("cost_model", cost_model, ("bytes", "time"))
+        _check_choice("cost_model", cost_model, ("bytes", "time", "schedule"))
+        _check_schedule_rule(cost_model, scheme, send_order, wfbp, profile, stack_rate)
         _check_choice("buffers", buffers, BUFFERS)
         _check_choice("send_order", send_order, ("priority", "fifo"))
         if int(backward_passes_per_step) < 1:
@@ -191,6 +196,10 @@ class DistributedModel(torch.nn.Module):
         o.bandwidth, o.gemm_flops = float(a["bandwidth"]), float(a["gemm_flops"])
         o.lr_decay_iterations = int(a["lr_decay_iterations"])
         o.agreement = f"python mode={self.mode}"
+        if a["cost_model"] == "schedule":
+            rate = a["stack_rate"]
+            stack = _C.parse_bandwidth(rate, "stack_rate") if isinstance(rate, str) else float(rate or 0)
+            o.use_schedule_profile(str(a["profile"]), stack, runtime.local_size())
         return o
 
     def _start(self, args, kwargs):
@@ -363,6 +372,20 @@ class DistributedModel(torch.nn.Module):
     def _started(self):
         if self._core is None:
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
+
+
+def _check_schedule_rule(cost_model, scheme, send_order, wfbp, profile, stack_rate):
+    """cost_model="schedule" simulates WFBP in priority order from a profile's layer times."""
+    if cost_model != "schedule":
+        if profile is not None or stack_rate:
+            raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
+        return
+    if profile is None:
+        raise ValueError('cost_model="schedule" simulates iterations from measured layer times: give profile=FILE '
+                         '(written by an earlier run\'s write_profile)')
+    if scheme != "auto" or send_order != "priority" or not wfbp:
+        raise ValueError('cost_model="schedule" decides for scheme="auto" and simulates WFBP in priority order: '
+                         'drop scheme, send_order="fifo" and wfbp=False')
 
 
 def _check_choice(what, value, choices):

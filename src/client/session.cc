@@ -114,11 +114,11 @@ std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me,
   if (me == 0) {
     try {
       if (!o.schedule_plan) {
-        throw InputError("the schedule cost model needs Options::schedule_plan, set by `poseidon train --profile "
-                         "FILE` (the Python package has no schedule rule yet)");
+        throw InputError("the schedule cost model needs the model's measured layer times: a profile (`poseidon train "
+                         "--profile FILE`, DistributedModel(profile=FILE) in Python)");
       }
       answer = "plan:";
-      for (const auto& scheme : o.schedule_plan(model, nodes, per_node, rates.bandwidth_bytes_per_s,
+      for (const auto& scheme : o.schedule_plan(model, o.batch, nodes, per_node, rates.bandwidth_bytes_per_s,
                                                 rates.gemm_flops_per_s)) {
         answer += scheme + ",";
       }

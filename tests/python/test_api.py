@@ -224,6 +224,46 @@ def test_write_profile_describes_the_model_for_the_simulator(tmp_path):
     assert run["iteration_s"] == max(run["schedule_s"], run["cpu_bound_s"])
 
 
+def test_schedule_rule_takes_a_profile_of_the_same_model(tmp_path):
+    """cost_model="schedule" plans from a profile of this model (a job of one has nothing to
+    choose: every layer stays on PS; the choice among schemes is tested under mpirun by
+    cli_test's np2_schedule_rule). Bad input is one clear error."""
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, timeline=True)
+    train(model, optimizer, data(n=3))
+    path = tmp_path / "small.prof"
+    model.write_profile(path)
+    model.close()
+    rates = dict(bandwidth=125e6, gemm_flops=10e9)
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, cost_model="schedule", profile=str(path), stack_rate="500MB",
+                                      **rates)
+    train(model, optimizer, data(n=2))
+    assert [l["scheme"] for l in model.plan()] == ["ps"] * 4
+    model.close()
+    def wrap(**options):
+        fresh = small_net()
+        return poseidon.DistributedModel(fresh, torch.optim.SGD(fresh.parameters(), lr=0.05), **options)
+
+    with pytest.raises(ValueError, match="profile=FILE"):
+        wrap(cost_model="schedule", **rates)
+    with pytest.raises(ValueError, match="add it, or drop them"):
+        wrap(profile=str(path))
+    with pytest.raises(ValueError, match="scheme"):
+        wrap(cost_model="schedule", profile=str(path), scheme="ps")
+    with pytest.raises(Exception, match="cannot read the profile"):
+        wrap(cost_model="schedule", profile=str(tmp_path / "none.prof"))
+    # A profile of another model: its first forward fails naming the mismatch.
+    other = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    optimizer = torch.optim.SGD(other.parameters(), lr=0.05)
+    model = poseidon.DistributedModel(other, optimizer, cost_model="schedule", profile=str(path), **rates)
+    with pytest.raises(Exception, match="written for another model"):
+        train(model, optimizer, data(n=1))
+    model.close()
+
+
 def test_write_profile_needs_the_timeline(tmp_path):
     net = small_net()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
