@@ -122,7 +122,7 @@ std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me,
                                                 rates.gemm_flops_per_s)) {
         answer += scheme + ",";
       }
-    } catch (const InputError& e) {
+    } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
       answer = std::string("error:") + e.what();
     }
   }
