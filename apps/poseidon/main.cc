@@ -12,16 +12,14 @@
 #include "lab_command.h"
 #include "plan_command.h"
 #include "simulate_command.h"
+#include "threads.h"
 #include "train_command.h"
 #include "train_loop.h"
 
 namespace {
 
 // Under mpirun every rank parses the same flags; only rank 0 reports a usage error.
-bool isLeadRank() {
-  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
-  return r == nullptr || std::atoi(r) == 0;
-}
+bool isLeadRank() { return poseidon::app::worldRank() == 0; }
 
 }  // namespace
 

@@ -14,6 +14,11 @@ int localRanks() {
   return v ? std::max(1, std::atoi(v)) : 1;
 }
 
+int worldRank() {
+  const char* v = std::getenv("OMPI_COMM_WORLD_RANK");
+  return v ? std::atoi(v) : 0;
+}
+
 int setComputeThreads(int requested) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = requested > 0 ? requested : std::max(1, cores / localRanks());

@@ -124,7 +124,9 @@ void TrainOptions::validateScheduleRule() const {
     throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
                      "(written by an earlier `poseidon train --profile-out FILE`)");
   }
-  if (!profile.empty()) readProfile(profile);  // a missing or malformed file fails here, before MPI
+  // Rank 0 alone reads it (it sends the plan to the others, whose hosts may have no copy):
+  // a missing or malformed file fails there, before MPI.
+  if (!profile.empty() && worldRank() == 0) readProfile(profile);
   if (stack_rate != "0" && parseBandwidth(stack_rate, "--stack-rate") <= 0) {
     throw InputError("--stack-rate " + stack_rate + ": give the bytes per CPU second, e.g. 500MB, or 0");
   }
@@ -154,7 +156,7 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   // The schedule rule simulates the given profile, or the one whose compute is emulated.
   const std::string times = !profile.empty() ? profile : emulate_compute;
   const double stack = stack_rate == "0" ? 0 : parseBandwidth(stack_rate, "--stack-rate");
-  if (!times.empty()) o.schedule_plan = sim::schedulePlanFrom(times, stack, localRanks());
+  if (!times.empty()) o.schedule_plan = sim::schedulePlanFrom(times, session.kv_pair_bytes, stack, localRanks());
   return o;
 }
 

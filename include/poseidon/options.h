@@ -40,8 +40,9 @@ struct Options {
   // rank) with the model, the batch per worker, the cluster the session found (nodes,
   // devices per node) and the rates (link bytes/s, GEMM flop/s); it gives each layer's
   // scheme in model order, "ps" or "sfb". Only a run's measured layer times can answer:
-  // sim::schedulePlanFrom makes one from a profile (`poseidon train --profile FILE`,
-  // Python's DistributedModel(profile=FILE)).
+  // the CLI (`poseidon train --profile FILE`) and Python (DistributedModel(profile=FILE))
+  // set it with sim::schedulePlanFrom (src/simulate, not part of the installed package: a
+  // C++ user of the installed library writes this callback).
   using SchedulePlan = std::function<std::vector<std::string>(const ModelInfo& model, std::int64_t batch,
                                                               int nodes, int devices_per_node,
                                                               double bandwidth, double gemm_flops)>;

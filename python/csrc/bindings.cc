@@ -322,9 +322,11 @@ void bindOptions(py::module_& m) {
       .def_readwrite("agreement", &Options::agreement)
       .def(
           "use_schedule_profile",
-          [](Options& o, const std::string& path, double stack_bytes_per_s, int local_ranks) {
-            readProfile(path);  // a missing or malformed file fails here, before the session
-            o.schedule_plan = sim::schedulePlanFrom(path, stack_bytes_per_s, local_ranks);
+          [](Options& o, const std::string& path, double stack_bytes_per_s, int local_ranks, bool read_now) {
+            // Rank 0 reads it now (a missing or malformed file fails before the session) and
+            // alone simulates it: the other ranks' hosts need no copy.
+            if (read_now) readProfile(path);
+            o.schedule_plan = sim::schedulePlanFrom(path, o.kv_pair_bytes, stack_bytes_per_s, local_ranks);
           },
           "The schedule rule's plan from the profile at `path` (cost_model \"schedule\")");
 }

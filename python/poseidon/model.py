@@ -197,9 +197,8 @@ class DistributedModel(torch.nn.Module):
         o.lr_decay_iterations = int(a["lr_decay_iterations"])
         o.agreement = f"python mode={self.mode}"
         if a["cost_model"] == "schedule":
-            rate = a["stack_rate"]
-            stack = _C.parse_bandwidth(rate, "stack_rate") if isinstance(rate, str) else float(rate or 0)
-            o.use_schedule_profile(str(a["profile"]), stack, runtime.local_size())
+            o.use_schedule_profile(str(a["profile"]), _stack_rate(a["stack_rate"]), runtime.local_size(),
+                                   runtime.rank() == 0)
         return o
 
     def _start(self, args, kwargs):
@@ -374,10 +373,17 @@ class DistributedModel(torch.nn.Module):
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
 
 
+def _stack_rate(rate):
+    """Bytes per CPU second from "500MB" or a number; "0", 0 and None are none."""
+    if isinstance(rate, str):
+        return 0.0 if rate.strip() == "0" else _C.parse_bandwidth(rate, "stack_rate")
+    return float(rate or 0)
+
+
 def _check_schedule_rule(cost_model, scheme, send_order, wfbp, profile, stack_rate):
     """cost_model="schedule" simulates WFBP in priority order from a profile's layer times."""
     if cost_model != "schedule":
-        if profile is not None or stack_rate:
+        if profile is not None or _stack_rate(stack_rate):
             raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
         return
     if profile is None:

@@ -104,6 +104,21 @@ void checkNodeOptions(const Options& o, SchemeMode mode) {
   }
 }
 
+// The schedule rule simulates BSP with WFBP in priority order, a shard on every node, for
+// --scheme auto: a run without them would train a plan chosen for another system.
+void checkScheduleOptions(const Options& o, SchemeMode mode) {
+  const char* what = mode != SchemeMode::kAuto                        ? "a forced scheme (use --scheme auto)"
+                     : !o.wfbp                                        ? "--no-wfbp"
+                     : o.send_order != "priority"                     ? "--send-order fifo"
+                     : o.server_ranks > 0 || o.shards > 0             ? "--server-ranks and --shards"
+                     : o.staleness > 0 || o.straggler_timeout.count() > 0 ? "--staleness and --straggler-timeout"
+                                                                      : nullptr;
+  if (what) {
+    throw InputError(detail::cat("--cost-model schedule simulates BSP with WFBP in priority order and a shard on "
+                                 "every node; it does not work with ", what));
+  }
+}
+
 // The schedule rule's plan (Options::schedule_plan), asked on rank 0 only, so that every
 // rank trains the same plan whatever its host (its cores, its copy of the profile) says;
 // rank 0's answer, or its error, reaches every rank.
@@ -124,6 +139,8 @@ std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me,
       }
     } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
       answer = std::string("error:") + e.what();
+    } catch (...) {
+      answer = "error:the schedule rule's plan failed with an unknown exception";
     }
   }
   answer = control.broadcast(answer, 0, "the schedule rule's plan");
@@ -309,9 +326,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   }
   // HybComm: the scheme of every layer, the same on every rank.
   s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
-  if (rule == CostRule::kSchedule && (options.server_ranks > 0 || options.shards > 0)) {
-    throw InputError("--cost-model schedule simulates a shard on every node: drop --server-ranks and --shards");
-  }
+  if (rule == CostRule::kSchedule) checkScheduleOptions(options, mode);
   if (mode == SchemeMode::kAuto && rule != CostRule::kBytes && !s.rates.known()) {
     // With nodes, SFB reconstructs from every device's factors: K = the node's batch.
     s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch * per_node, s.rates);

@@ -78,12 +78,14 @@ ScheduleChoice scheduleOf(const SimModel& model, const ScheduleCluster& cluster)
   c.host_cores = cluster.host_cores;
   c.nodes_per_host = cluster.nodes_per_host;
   c.stack_bytes_per_s = cluster.stack_bytes_per_s;
+  c.pair_bytes = cluster.pair_bytes;
   c.iterations = kScheduleIterations;
   return chooseBySchedule(model, c);
 }
 
-Options::SchedulePlan schedulePlanFrom(const std::string& path, double stack_bytes_per_s, int local_ranks) {
-  return [path, stack_bytes_per_s, local_ranks](const ModelInfo& live, std::int64_t batch, int nodes, int devices,
+Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t pair_bytes, double stack_bytes_per_s,
+                                       int local_ranks) {
+  return [path, pair_bytes, stack_bytes_per_s, local_ranks](const ModelInfo& live, std::int64_t batch, int nodes, int devices,
                                                 double bandwidth, double gemm_flops) {
     ScheduleCluster cluster;
     cluster.nodes = nodes;
@@ -91,6 +93,7 @@ Options::SchedulePlan schedulePlanFrom(const std::string& path, double stack_byt
     cluster.batch = batch;
     cluster.bandwidth_bytes_per_s = bandwidth;
     cluster.gemm_flops_per_s = gemm_flops;
+    cluster.pair_bytes = pair_bytes;
     if (stack_bytes_per_s > 0) {
       cluster.host_cores = std::max(1u, std::thread::hardware_concurrency());
       cluster.nodes_per_host = std::max(1, local_ranks / devices);

@@ -32,15 +32,17 @@ struct ScheduleCluster {
   double host_cores = 0;
   int nodes_per_host = 1;
   double stack_bytes_per_s = 0;
+  std::int64_t pair_bytes = 2 << 20;  // the information book's largest KV pair
 };
 // Iterations each plan is simulated for: one to warm up, three measured.
 constexpr int kScheduleIterations = 4;
 ScheduleChoice scheduleOf(const SimModel& model, const ScheduleCluster& cluster);
 
 // The schedule rule for a training session (Options::schedule_plan): the profile at `path`
-// on the session's model, batch, cluster and rates. With `stack_bytes_per_s` > 0 each
-// simulated iteration is also bounded by the host's CPU: this host's cores, shared by the
-// `local_ranks` ranks started on it.
-Options::SchedulePlan schedulePlanFrom(const std::string& path, double stack_bytes_per_s, int local_ranks);
+// on the session's model, batch, cluster and rates, with the session's KV pairs of at most
+// `pair_bytes`. With `stack_bytes_per_s` > 0 each simulated iteration is also bounded by the
+// host's CPU: this host's cores, shared by the `local_ranks` ranks started on it.
+Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t pair_bytes, double stack_bytes_per_s,
+                                       int local_ranks);
 
 }  // namespace poseidon::sim

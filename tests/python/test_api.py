@@ -255,6 +255,11 @@ def test_schedule_rule_takes_a_profile_of_the_same_model(tmp_path):
         wrap(cost_model="schedule", profile=str(path), scheme="ps")
     with pytest.raises(Exception, match="cannot read the profile"):
         wrap(cost_model="schedule", profile=str(tmp_path / "none.prof"))
+    # What the rule does not simulate (SSP here) fails at the first forward, in the session.
+    model = wrap(cost_model="schedule", profile=str(path), staleness=1, **rates)
+    with pytest.raises(Exception, match="does not work with --staleness"):
+        train(model, model.optimizer, data(n=1))
+    model.close()
     # A profile of another model: its first forward fails naming the mismatch.
     other = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
     optimizer = torch.optim.SGD(other.parameters(), lr=0.05)
