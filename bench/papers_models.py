@@ -106,25 +106,32 @@ def cell(row, key):
 
 def rows_from_logs(paths):
     """The per-model tables this script printed ("| model | link | <systems> | vs DDP | ..."),
-    back into rows; the systems are those of the first table that has them all."""
-    rows, systems = [], []
+    back into rows, each with the number of rounds its log ran ("<model> <link> round N ...");
+    a later log's row replaces an earlier one's for the same model and link. The systems
+    are those of the tables, in this script's order."""
+    rows, systems, rounds = {}, [], {}
     for path in paths:
         header = None
         with open(path) as f:
             for line in f:
                 cells = [c.strip() for c in line.strip().strip("|").split("|")]
-                if line.startswith("| model |"):
+                words = line.split()
+                if len(words) > 3 and words[2] == "round" and words[3].isdigit():
+                    key = (path, words[0], words[1])
+                    rounds[key] = max(rounds.get(key, 0), int(words[3]))
+                elif line.startswith("| model |"):
                     header = cells[2:-4]
                     systems += [s for s in header if s not in systems]
                 elif line.startswith("| ") and header:
-                    row = {"model": cells[0], "link": cells[1], "repeats": None}
+                    row = {"model": cells[0], "link": cells[1], "repeats": rounds.get((path, cells[0], cells[1]))}
                     row.update({s: float(v) for s, v in zip(header, cells[2:]) if v != "-"})
                     for key, v in zip(COLUMNS, cells[2 + len(header):]):
                         if v != "-":
                             row[key] = float(v.rstrip("x%")) / (100 if v.endswith("%") else 1)
-                    rows.append(row)
+                    rows.pop((row["model"], row["link"]), None)
+                    rows[(row["model"], row["link"])] = row
     order = [s for s in SYSTEMS if s in systems]
-    return rows, order
+    return list(rows.values()), order
 
 
 def print_row(row, systems):
@@ -141,16 +148,16 @@ def write(out, rows, systems, a):
     host = machine()
     with open(stem + ".md", "w") as f:
         f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n{host}; batch 32 "
-                f"per rank, {a.iterations} iterations per run, medians of {a.repeats} alternated rounds; images/s "
+                f"per rank, {a.iterations} iterations per run, medians of the alternated rounds (column rounds); images/s "
                 f"of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS "
                 f"{ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system"
                 + (f"; rebuilt from {', '.join(os.path.basename(p) for p in a.from_log)}" if a.from_log else "")
                 + ".\n\n")
         f.write(f"Made by: `sudo bench/papers_models.py {' '.join(sys.argv[1:])}`\n\n")
-        f.write("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
-        f.write("|---" * (len(systems) + 6) + "|\n")
+        f.write("| model | link | rounds | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
+        f.write("|---" * (len(systems) + 7) + "|\n")
         for row in rows:
-            f.write(f"| {row['model']} | {row['link']} | "
+            f.write(f"| {row['model']} | {row['link']} | {row.get('repeats') or '-'} | "
                     + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |\n")
     plot(stem + ".png", rows, systems, host)
     print(f"wrote {stem}.md, .csv and .png")

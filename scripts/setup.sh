@@ -17,6 +17,7 @@ packages=(
   python3-pytest python3-pip python3-setuptools  # the Python package's tests (pip install . too)
   clang libclang-rt-14-dev                   # libFuzzer and sanitizers for the decoding fuzz test
   iproute2 util-linux                        # ip/tc for the bandwidth lab, setpriv for its tests
+  python3-matplotlib                         # the benchmarks' plots (docs/benchmarks/*.png)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -19,8 +19,12 @@ more than --tolerance (relative: |a - b| / |a| per module's parameters or buffer
 import argparse
 import copy
 import datetime
+import gc
+import os
+import shutil
 import socket
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -74,6 +78,27 @@ def train(model, optimizer, data, seed, after_first):
     return first
 
 
+def ddp_run(initial, kind, args, data, rank, scale=None):
+    """DDP's states after STRICT_STEPS steps and at the end, from a copy of initial (every
+    weight times scale, if given); the copy, DDP's buckets and the optimizer are freed on
+    return, so that only one training's memory is held at a time."""
+    reference = copy.deepcopy(initial)
+    if scale is not None:
+        with torch.no_grad():
+            for p in reference.parameters():
+                p.mul_(scale)
+    ddp = torch.nn.parallel.DistributedDataParallel(reference)
+    first = train(ddp, optimizer_for(kind, reference.parameters(), args.lr), data, 7 + rank, ddp_snapshot(reference))
+    # As model.synchronize() does: every rank ends with rank 0's buffers (DDP's own broadcast
+    # happens at the start of each forward, so the last forward's updates differ).
+    for b in reference.buffers():
+        dist.broadcast(b.data, 0)
+    final = state(reference)
+    del ddp, reference
+    gc.collect()
+    return first, final
+
+
 def ddp_snapshot(module):
     """module's state with rank 0's buffers, as the next forward would start from."""
     def snap():
@@ -83,11 +108,19 @@ def ddp_snapshot(module):
     return snap
 
 
-def poseidon_snapshot(model, module):
+def poseidon_snapshot(model, module, store):
+    """As ddp_snapshot, but the state goes to a file in store (its path is returned): the
+    session's own buffers are still held when it is taken."""
     def snap():
         model.synchronize()
-        return state(module)
+        return spill(state(module), store, "first")
     return snap
+
+
+def spill(tensors, store, name):
+    path = os.path.join(store, name + ".pt")
+    torch.save(tensors, path)
+    return path
 
 
 def state(module):
@@ -145,62 +178,65 @@ def main():
     initial = build_model(args.model, args.classes, args.channels)
     data = batches(args, args.classes, rank)
     failures = []
-    for setup in args.setups.split(","):
-        kind, mode = SETUPS[setup]
-        reference = copy.deepcopy(initial)
-        ddp = torch.nn.parallel.DistributedDataParallel(reference)
-        first_expected = train(ddp, optimizer_for(kind, reference.parameters(), args.lr), data, 7 + rank,
-                               ddp_snapshot(reference))
-        # As model.synchronize() below: every rank ends with rank 0's buffers (DDP's own
-        # broadcast happens at the start of each forward, so the last forward's updates differ).
-        for b in reference.buffers():
-            dist.broadcast(b.data, 0)
-        expected = state(reference)
-        if args.control:
-            # DDP against itself with every weight changed in its last bits: how far rounding
-            # alone can move this training (a scale for the differences below).
-            noisy = copy.deepcopy(initial)
-            with torch.no_grad():
-                for p in noisy.parameters():
-                    p.mul_(1 + 1e-7)
-            first_noisy = train(torch.nn.parallel.DistributedDataParallel(noisy),
-                                optimizer_for(kind, noisy.parameters(), args.lr), data, 7 + rank, ddp_snapshot(noisy))
-            for b in noisy.buffers():
-                dist.broadcast(b.data, 0)
-            control = worst(expected, state(noisy))[0]
-            first_control = worst(first_expected, first_noisy)[0]
-            if rank == 0:
-                print(f"{args.model} np{size} {setup:12s} control: DDP vs DDP with weights x (1 + 1e-7): "
-                      f"after {STRICT_STEPS} steps {first_control:.2e}, after {args.iterations} {control:.2e}",
-                      flush=True)
-        # Rounding alone moves a chaotic training (Adam's first steps are nearly sign(g)):
-        # then the bound is ten times what it moved DDP itself.
-        bound = max(args.tolerance, 10 * control) if args.control else args.tolerance
-        first_bound = max(args.tolerance, 10 * first_control) if args.control else args.tolerance
-        for scheme in args.schemes.split(","):
-            net = copy.deepcopy(initial)
-            optimizer = optimizer_for(kind, net.parameters(), args.lr)
-            nodes = args.devices_per_node if args.devices_per_node == "host" else int(args.devices_per_node)
-            model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode, devices_per_node=nodes)
-            first_rel = worst(first_expected, train(model, optimizer, data, 7 + rank, poseidon_snapshot(model, net)))[0]
-            model.synchronize()
-            sfb = sum(1 for p in model.plan() if p["scheme"] == "sfb")
-            model.close()
-            rel, name = worst(expected, state(net))
-            moved = worst(state(initial), expected)[0]
-            # SFB asked for and possible (every model here ends in a Linear): it must be in use.
-            # After a few steps rounding has not been amplified yet: the strict tolerance.
-            ok = first_rel <= first_bound and rel <= bound and moved > 0 and (scheme != "sfb" or size == 1 or sfb > 0)
-            if rank == 0:
-                print(f"{args.model} np{size} {setup:12s} {scheme:9s} sfb layers {sfb:2d}: worst relative "
-                      f"difference after {STRICT_STEPS} steps {first_rel:.2e}, after {args.iterations} {rel:.2e} ({name}); moved from initial {moved:.2e} (bounds {first_bound:.0e}, {bound:.0e}) {'ok' if ok else 'FAIL'}",
-                      flush=True)
-            if not ok:
-                failures.append(f"{setup}/{scheme}")
+    store = tempfile.mkdtemp(prefix=f"ddp-parity-{rank}-")
+    try:
+        for setup in args.setups.split(","):
+            check_setup(args, setup, initial, data, rank, size, store, failures)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
     dist.destroy_process_group()
     if failures:
         print(f"rank {rank}: differs from DDP beyond the bound: {', '.join(failures)}", file=sys.stderr)
         sys.exit(1)
+
+
+def check_setup(args, setup, initial, data, rank, size, store, failures):
+    """DDP once (and once more with perturbed weights for --control), then each scheme."""
+    kind, mode = SETUPS[setup]
+    first_expected, expected = ddp_run(initial, kind, args, data, rank)
+    moved = worst(state(initial), expected)[0]
+    control = first_control = 0.0
+    if args.control:
+        # DDP against itself with every weight changed in its last bits: how far rounding
+        # alone can move this training (a scale for the differences below).
+        first_noisy, noisy = ddp_run(initial, kind, args, data, rank, scale=1 + 1e-7)
+        control, first_control = worst(expected, noisy)[0], worst(first_expected, first_noisy)[0]
+        del first_noisy, noisy
+        if rank == 0:
+            print(f"{args.model} np{size} {setup:12s} control: DDP vs DDP with weights x (1 + 1e-7): "
+                  f"after {STRICT_STEPS} steps {first_control:.2e}, after {args.iterations} {control:.2e}",
+                  flush=True)
+    # On disk while Poseidon trains: VGG-11 holds 0.5 GB per state, and 4 ranks share 24 GiB.
+    expected_path = spill(expected, store, "expected")
+    first_expected_path = spill(first_expected, store, "first_expected")
+    del expected, first_expected
+    # Rounding alone moves a chaotic training (Adam's first steps are nearly sign(g)):
+    # then the bound is ten times what it moved DDP itself.
+    bound = max(args.tolerance, 10 * control)
+    first_bound = max(args.tolerance, 10 * first_control)
+    for scheme in args.schemes.split(","):
+        net = copy.deepcopy(initial)
+        optimizer = optimizer_for(kind, net.parameters(), args.lr)
+        nodes = args.devices_per_node if args.devices_per_node == "host" else int(args.devices_per_node)
+        model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode, devices_per_node=nodes)
+        first_path = train(model, optimizer, data, 7 + rank, poseidon_snapshot(model, net, store))
+        model.synchronize()
+        sfb = sum(1 for p in model.plan() if p["scheme"] == "sfb")
+        model.close()
+        first_rel = worst(torch.load(first_expected_path), torch.load(first_path))[0]
+        rel, name = worst(torch.load(expected_path), state(net))
+        # SFB asked for and possible (every model here ends in a Linear): it must be in use.
+        # After a few steps rounding has not been amplified yet: the strict tolerance.
+        ok = first_rel <= first_bound and rel <= bound and moved > 0 and (scheme != "sfb" or size == 1 or sfb > 0)
+        if rank == 0:
+            print(f"{args.model} np{size} {setup:12s} {scheme:9s} sfb layers {sfb:2d}: worst relative "
+                  f"difference after {STRICT_STEPS} steps {first_rel:.2e}, after {args.iterations} {rel:.2e} ({name}); "
+                  f"moved from initial {moved:.2e} (bounds {first_bound:.0e}, {bound:.0e}) {'ok' if ok else 'FAIL'}",
+                  flush=True)
+        if not ok:
+            failures.append(f"{setup}/{scheme}")
+        del model, net, optimizer  # before the next copy: VGG-11 at 4 ranks fills 24 GiB otherwise
+        gc.collect()
 
 
 if __name__ == "__main__":
