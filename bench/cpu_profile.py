@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Where the host's CPU goes while a torchvision model trains on 4 ranks in the lab, per
-system (bench/torchvision_step.py): `perf record -a` samples every core for --seconds
-while the job is past its start, then the samples are grouped by thread name and by
-kernel or user space. Poseidon names its threads (poseidon-mpi: the MPI progress thread,
-which drives the sockets; poseidon-server: the shard; poseidon-sync-N: the layer syncers);
-DDP's gloo threads keep the interpreter's name (python3), so for DDP communication and
-compute are not told apart. Needs root (the lab) and perf.
+"""Where the host's CPU goes while a torchvision model trains in the lab, per system
+(bench/torchvision_step.py): `perf record -e cpu-clock -a` samples every core for
+--seconds while the job is past its start, then the samples are grouped by thread name and
+by kernel or user space, and each group's hottest functions are listed. Poseidon names its
+threads (poseidon-mpi: the MPI progress thread, which drives the sockets; poseidon-server:
+the shard; poseidon-sync-N: the layer syncers); DDP's gloo threads keep the interpreter's
+name (python3), so for DDP communication and compute are not told apart. Needs root (the
+lab) and perf.
 
 Core-seconds per iteration are each group's share of the samples times the cores times
-the job's median seconds per iteration; idle shows as "swapper".
+the job's median seconds per iteration (cpu-clock samples idle cores too: "swapper").
 
   sudo bench/cpu_profile.py --model resnet50 --link 10gbit --systems ddp,poseidon
 """
@@ -17,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,13 +28,17 @@ from common import ENV, POSEIDON, ROOT, machine
 
 import papers_models
 
-LINE = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+(\S.*?)\s*$")
+# "  2.34%  poseidon-mpi  [kernel.kallsyms]  [k] _raw_spin_unlock_irqrestore" (a DSO may hold
+# spaces: "[JIT] tid 21191"); [k] marks kernel space, modules ([veth], [sch_tbf]) included.
+LINE = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+(.+?)\s+\[([.k])\]\s+(.*?)\s*$")
+TOP_SYMBOLS = 4
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--link", default="10gbit")
+    ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--systems", default="ddp,poseidon")
     ap.add_argument("--iterations", type=int, default=24, help="long enough to outlast --delay + --seconds")
     ap.add_argument("--delay", type=float, default=30, help="seconds from the launch to the first sample")
@@ -44,48 +50,78 @@ def main():
     papers_models.like_poseidon()
     ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
     cores = os.cpu_count() or 1
-    print(f"# CPU by thread, {a.model} on 4 ranks, {a.link} lab; {machine()}")
-    print(f"Made by: bench/cpu_profile.py {' '.join(sys.argv[1:])}\n")
+    print(f"# CPU by thread, {a.model} on {a.ranks} ranks, {a.link} lab; {machine()}")
+    print(f"Made by: sudo bench/cpu_profile.py {' '.join(sys.argv[1:])}\n")
     with tempfile.TemporaryDirectory() as tmp:
         for system in a.systems.split(","):
             s_per_iter, groups = profile(a, system, tmp)
             print(f"## {system}: {s_per_iter:.3f} s/iteration (median)\n")
-            print("| threads | space | share of samples | core-s per iteration |")
-            print("|---|---|---|---|")
-            for (name, space), share in sorted(groups.items(), key=lambda kv: -kv[1]):
-                if share >= 0.5:
-                    print(f"| {name} | {space} | {share:.1f}% | {share / 100 * cores * s_per_iter:.3f} |")
-            print(flush=True)
+            print_groups(groups, cores * s_per_iter)
+
+
+def print_groups(groups, core_s):
+    """Groups of at least 0.5% of the samples, the rest as "others"; per group its hottest
+    functions."""
+    print("| threads | space | share of samples | core-s per iteration | hottest functions (share) |")
+    print("|---|---|---|---|---|")
+    others = 0.0
+    for (name, space), (share, symbols) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        if share < 0.5:
+            others += share
+            continue
+        top = sorted(symbols.items(), key=lambda kv: -kv[1])[:TOP_SYMBOLS]
+        hot = ", ".join(f"{sym[:48]} {s:.1f}%" for sym, s in top if s >= 0.1)
+        print(f"| {name} | {space} | {share:.1f}% | {share / 100 * core_s:.3f} | {hot} |")
+    print(f"| others | | {others:.1f}% | {others / 100 * core_s:.3f} | |\n", flush=True)
 
 
 def profile(a, system, tmp):
+    """Runs the job, samples it; returns its median s/iteration and the samples' shares per
+    (thread group, space), each with its shares per function."""
     data = os.path.join(tmp, f"{system}.data")
-    cmd = [a.poseidon, "lab", "--ranks", "4", "--bandwidth", a.link, "--", "/usr/bin/python3",
+    cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", a.link, "--", "/usr/bin/python3",
            os.path.join(ROOT, "bench/torchvision_step.py"), "--system", system, "--model", a.model,
            "--image-size", str(papers_models.SIZES.get(a.model, 32)), "--iterations", str(a.iterations)]
-    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    time.sleep(a.delay)
-    subprocess.run(["perf", "record", "-a", "-F", "499", "-o", data, "--", "sleep", str(a.seconds)],
-                   capture_output=True, check=True)
-    still_running = job.poll() is None
-    out, err = job.communicate()
+    out_path, err_path = os.path.join(tmp, "job.out"), os.path.join(tmp, "job.err")
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        # Files, not pipes: nobody reads while perf samples. Its own session: stopped whole.
+        job = subprocess.Popen(cmd, stdout=out, stderr=err, env=ENV, start_new_session=True)
+        try:
+            time.sleep(a.delay)
+            subprocess.run(["perf", "record", "-e", "cpu-clock", "-a", "-F", "499", "-o", data, "--", "sleep",
+                            str(a.seconds)], capture_output=True, check=True)
+            still_running = job.poll() is None
+            job.wait()
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGTERM)
+                job.wait()
+    with open(out_path) as f:
+        stdout = f.read()
     if job.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({job.returncode}):\n{out[-1500:]}\n{err[-2500:]}")
+        with open(err_path) as f:
+            sys.exit(f"{' '.join(cmd)} failed ({job.returncode}):\n{stdout[-1500:]}\n{f.read()[-2500:]}")
     if not still_running:
         sys.exit(f"{system}: the job ended before the samples did: raise --iterations")
-    s_per_iter = json.loads(out.strip().splitlines()[-1])["s_per_iter_median"]
-    report = subprocess.run(["perf", "report", "-i", data, "--sort", "comm,dso", "--stdio"], capture_output=True,
-                            text=True, check=True).stdout
+    s_per_iter = json.loads(stdout.strip().splitlines()[-1])["s_per_iter_median"]
+    report = subprocess.run(["perf", "report", "-i", data, "--sort", "comm,dso,sym", "--stdio"],
+                            capture_output=True, text=True, check=True).stdout
+    return s_per_iter, group(report)
+
+
+def group(report):
     groups = {}
     for line in report.splitlines():
         m = LINE.match(line)
         if not m:
             continue
-        share, comm, dso = float(m.group(1)), m.group(2), m.group(3)
+        share, comm, space, sym = float(m.group(1)), m.group(2), m.group(4), m.group(5)
         name = "poseidon-sync-*" if comm.startswith("poseidon-sync") else comm
-        space = "kernel" if "kernel" in dso else "user"
-        groups[(name, space)] = groups.get((name, space), 0.0) + share
-    return s_per_iter, groups
+        space = "kernel" if space == "k" else "user"
+        total, symbols = groups.setdefault((name, space), [0.0, {}])
+        groups[(name, space)][0] = total + share
+        symbols[sym] = symbols.get(sym, 0.0) + share
+    return {k: (v[0], v[1]) for k, v in groups.items()}
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ def measure(a, model, bw, systems):
             print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s", flush=True)
     row = {"model": model, "link": bw, "repeats": a.repeats}  # (the md says how many)
     row.update({s: median(v) for s, v in seen.items()})
+    row["paired"] = paired(seen)
     if "poseidon" in row and "ddp" in row:
         variants = [row[s] for s in ("ddp", "ddp-fp16", "ddp-powersgd") if s in row]
         row["vs_ddp"] = row["poseidon"] / row["ddp"]
@@ -93,6 +94,20 @@ def measure(a, model, bw, systems):
 
 
 COLUMNS = ("vs_ddp", "vs_best_ddp", "bound", "of_bound")
+VARIANTS = ("ddp", "ddp-fp16", "ddp-powersgd")
+
+
+def paired(seen):
+    """Per round: Poseidon over DDP, and over the best DDP variant of that round ([] when
+    a system is missing)."""
+    rounds = min((len(v) for v in seen.values()), default=0)
+    if "poseidon" not in seen or "ddp" not in seen:
+        return []
+    out = []
+    for r in range(rounds):
+        best = max(seen[s][r] for s in VARIANTS if s in seen)
+        out.append((seen["poseidon"][r] / seen["ddp"][r], seen["poseidon"][r] / best))
+    return out
 
 
 def cell(row, key):
@@ -107,9 +122,9 @@ def cell(row, key):
 def rows_from_logs(paths):
     """The per-model tables this script printed ("| model | link | <systems> | vs DDP | ..."),
     back into rows, each with the number of rounds its log ran ("<model> <link> round N ...");
-    a later log's row replaces an earlier one's for the same model and link. The systems
+    a later log's row replaces an earlier one's for the same model and link, in its place. The systems
     are those of the tables, in this script's order."""
-    rows, systems, rounds = {}, [], {}
+    rows, systems, rounds, seen = {}, [], {}, {}
     for path in paths:
         header = None
         with open(path) as f:
@@ -119,17 +134,19 @@ def rows_from_logs(paths):
                 if len(words) > 3 and words[2] == "round" and words[3].isdigit():
                     key = (path, words[0], words[1])
                     rounds[key] = max(rounds.get(key, 0), int(words[3]))
+                    seen.setdefault(key, {}).setdefault(words[4], []).append(float(words[5]))
                 elif line.startswith("| model |"):
                     header = cells[2:-4]
                     systems += [s for s in header if s not in systems]
                 elif line.startswith("| ") and header:
-                    row = {"model": cells[0], "link": cells[1], "repeats": rounds.get((path, cells[0], cells[1]))}
+                    key = (path, cells[0], cells[1])
+                    row = {"model": cells[0], "link": cells[1], "repeats": rounds.get(key),
+                           "paired": paired(seen.get(key, {}))}
                     row.update({s: float(v) for s, v in zip(header, cells[2:]) if v != "-"})
                     for key, v in zip(COLUMNS, cells[2 + len(header):]):
                         if v != "-":
                             row[key] = float(v.rstrip("x%")) / (100 if v.endswith("%") else 1)
-                    rows.pop((row["model"], row["link"]), None)
-                    rows[(row["model"], row["link"])] = row
+                    rows[(row["model"], row["link"])] = row  # in the place of the first
     order = [s for s in SYSTEMS if s in systems]
     return list(rows.values()), order
 
@@ -143,23 +160,38 @@ def print_row(row, systems):
 def write(out, rows, systems, a):
     os.makedirs(out, exist_ok=True)
     stem = os.path.join(out, "papers-models")
-    keys = ["model", "link", "repeats"] + systems + ["bytes_per_iter"] + list(COLUMNS)
+    for row in rows:
+        row["rounds"] = row.get("repeats")
+    keys = ["model", "link", "rounds"] + systems + ["bytes_per_iter"] + list(COLUMNS)
     write_csv(stem + ".csv", rows, keys)
     host = machine()
     with open(stem + ".md", "w") as f:
-        f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n{host}; batch 32 "
-                f"per rank, {a.iterations} iterations per run, medians of the alternated rounds (column rounds); images/s "
-                f"of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS "
-                f"{ENV.get('OPENBLAS_CORETYPE', 'as detected')} for every system"
-                + (f"; rebuilt from {', '.join(os.path.basename(p) for p in a.from_log)}" if a.from_log else "")
-                + ".\n\n")
+        f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n")
+        if a.from_log:
+            # The logs do not record their hosts or settings: only the rounds can be told.
+            f.write(f"Rebuilt from {', '.join(os.path.basename(p) for p in a.from_log)}; each row from the last log "
+                    "that has it, medians of its alternated rounds (column rounds); batch 32 per rank; images/s of "
+                    "all ranks. The hosts and settings are those of the logs' runs (docs/benchmarks/README.md "
+                    f"says which), not this rebuild's ({host}).\n\n")
+        else:
+            f.write(f"{host}; batch 32 per rank, {a.iterations} iterations per run, medians of {a.repeats} "
+                    f"alternated rounds; images/s of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/"
+                    f"{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS {ENV.get('OPENBLAS_CORETYPE', 'as detected')} for "
+                    "every system.\n\n")
         f.write(f"Made by: `sudo bench/papers_models.py {' '.join(sys.argv[1:])}`\n\n")
         f.write("| model | link | rounds | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
         f.write("|---" * (len(systems) + 7) + "|\n")
         for row in rows:
-            f.write(f"| {row['model']} | {row['link']} | {row.get('repeats') or '-'} | "
+            f.write(f"| {row['model']} | {row['link']} | {row.get('rounds') or '-'} | "
                     + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |\n")
-    plot(stem + ".png", rows, systems, host)
+        f.write("\nPer round, where a row has more than one (Poseidon over DDP in the same round; over the "
+                "round's best DDP variant):\n\n")
+        for row in rows:
+            if len(row.get("paired") or []) > 1:
+                f.write(f"- {row['model']} {row['link']}: " + ", ".join(f"{d:.2f}" for d, _ in row["paired"])
+                        + "; " + ", ".join(f"{b:.2f}" for _, b in row["paired"]) + "\n")
+    plot(stem + ".png", rows, systems, "rows from the runs of " + ", ".join(map(os.path.basename, a.from_log))
+         if a.from_log else host)
     print(f"wrote {stem}.md, .csv and .png")
 
 

@@ -15,6 +15,8 @@ distance where it is larger than --tolerance.
 Each (scheme, setup) is its own Poseidon session in the same processes (one after another);
 DDP runs once per setup. Exits 1 naming every case whose worst tensor differs from DDP's by
 more than --tolerance (relative: |a - b| / |a| per module's parameters or buffers, 2-norms); prints the figures.
+A rank holds one training's memory at a time: DDP's reference states wait in a directory
+under $TMPDIR (three states per rank: 1.5 GB for VGG-11) while Poseidon trains.
 """
 import argparse
 import copy
@@ -22,6 +24,7 @@ import datetime
 import gc
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -64,7 +67,8 @@ STRICT_STEPS = 3  # momentum, Adam's moments and gradient clearing all in play b
 
 
 def train(model, optimizer, data, seed, after_first):
-    """Trains; returns after_first()'s snapshot, taken after STRICT_STEPS steps."""
+    """Trains; returns what after_first() returns after STRICT_STEPS steps (a state, or the
+    path of one on disk)."""
     torch.manual_seed(seed)  # the same dropout masks for DDP and Poseidon
     model.train()
     first = None
@@ -123,9 +127,12 @@ def spill(tensors, store, name):
     return path
 
 
-def state(module):
-    return {**{"param " + n: p.detach().clone() for n, p in module.named_parameters()},
-            **{"buffer " + n: b.detach().clone() for n, b in module.named_buffers() if b.is_floating_point()}}
+def state(module, clone=True):
+    """Parameters and floating-point buffers by name; copies unless clone=False (a view of
+    the live tensors, for a comparison made at once)."""
+    keep = (lambda t: t.detach().clone()) if clone else (lambda t: t.detach())
+    return {**{"param " + n: keep(p) for n, p in module.named_parameters()},
+            **{"buffer " + n: keep(b) for n, b in module.named_buffers() if b.is_floating_point()}}
 
 
 def worst(a, b):
@@ -177,11 +184,13 @@ def main():
     torch.manual_seed(0)
     initial = build_model(args.model, args.classes, args.channels)
     data = batches(args, args.classes, rank)
-    failures = []
     store = tempfile.mkdtemp(prefix=f"ddp-parity-{rank}-")
+    # mpirun stops the other ranks with SIGTERM when one fails: exit through the cleanup.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    failures = []
     try:
         for setup in args.setups.split(","):
-            check_setup(args, setup, initial, data, rank, size, store, failures)
+            failures += check_setup(args, setup, initial, data, store)
     finally:
         shutil.rmtree(store, ignore_errors=True)
     dist.destroy_process_group()
@@ -190,53 +199,60 @@ def main():
         sys.exit(1)
 
 
-def check_setup(args, setup, initial, data, rank, size, store, failures):
-    """DDP once (and once more with perturbed weights for --control), then each scheme."""
-    kind, mode = SETUPS[setup]
+def check_setup(args, setup, initial, data, store):
+    """DDP once (and once more with perturbed weights for --control), then every scheme;
+    returns the cases that differ beyond the bound."""
+    kind, _ = SETUPS[setup]
+    rank, size = poseidon.rank(), poseidon.size()
     first_expected, expected = ddp_run(initial, kind, args, data, rank)
-    moved = worst(state(initial), expected)[0]
+    moved = worst(state(initial, clone=False), expected)[0]
+    # To disk before anything else trains: VGG-11 holds 0.5 GB per state.
+    reference = {"first": spill(first_expected, store, "first_expected"), "end": spill(expected, store, "expected")}
+    del first_expected, expected
     control = first_control = 0.0
     if args.control:
         # DDP against itself with every weight changed in its last bits: how far rounding
         # alone can move this training (a scale for the differences below).
         first_noisy, noisy = ddp_run(initial, kind, args, data, rank, scale=1 + 1e-7)
-        control, first_control = worst(expected, noisy)[0], worst(first_expected, first_noisy)[0]
+        first_control = worst(torch.load(reference["first"]), first_noisy)[0]
+        control = worst(torch.load(reference["end"]), noisy)[0]
         del first_noisy, noisy
         if rank == 0:
             print(f"{args.model} np{size} {setup:12s} control: DDP vs DDP with weights x (1 + 1e-7): "
                   f"after {STRICT_STEPS} steps {first_control:.2e}, after {args.iterations} {control:.2e}",
                   flush=True)
-    # On disk while Poseidon trains: VGG-11 holds 0.5 GB per state, and 4 ranks share 24 GiB.
-    expected_path = spill(expected, store, "expected")
-    first_expected_path = spill(first_expected, store, "first_expected")
-    del expected, first_expected
     # Rounding alone moves a chaotic training (Adam's first steps are nearly sign(g)):
     # then the bound is ten times what it moved DDP itself.
-    bound = max(args.tolerance, 10 * control)
-    first_bound = max(args.tolerance, 10 * first_control)
-    for scheme in args.schemes.split(","):
-        net = copy.deepcopy(initial)
-        optimizer = optimizer_for(kind, net.parameters(), args.lr)
-        nodes = args.devices_per_node if args.devices_per_node == "host" else int(args.devices_per_node)
-        model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode, devices_per_node=nodes)
-        first_path = train(model, optimizer, data, 7 + rank, poseidon_snapshot(model, net, store))
-        model.synchronize()
-        sfb = sum(1 for p in model.plan() if p["scheme"] == "sfb")
-        model.close()
-        first_rel = worst(torch.load(first_expected_path), torch.load(first_path))[0]
-        rel, name = worst(torch.load(expected_path), state(net))
-        # SFB asked for and possible (every model here ends in a Linear): it must be in use.
-        # After a few steps rounding has not been amplified yet: the strict tolerance.
-        ok = first_rel <= first_bound and rel <= bound and moved > 0 and (scheme != "sfb" or size == 1 or sfb > 0)
-        if rank == 0:
-            print(f"{args.model} np{size} {setup:12s} {scheme:9s} sfb layers {sfb:2d}: worst relative "
-                  f"difference after {STRICT_STEPS} steps {first_rel:.2e}, after {args.iterations} {rel:.2e} ({name}); "
-                  f"moved from initial {moved:.2e} (bounds {first_bound:.0e}, {bound:.0e}) {'ok' if ok else 'FAIL'}",
-                  flush=True)
-        if not ok:
-            failures.append(f"{setup}/{scheme}")
-        del model, net, optimizer  # before the next copy: VGG-11 at 4 ranks fills 24 GiB otherwise
-        gc.collect()
+    bounds = (max(args.tolerance, 10 * first_control), max(args.tolerance, 10 * control))
+    return [f"{setup}/{scheme}" for scheme in args.schemes.split(",")
+            if not check_scheme(args, setup, scheme, initial, data, store, reference, bounds, moved)]
+
+
+def check_scheme(args, setup, scheme, initial, data, store, reference, bounds, moved):
+    """One Poseidon session of `scheme` against DDP's states; prints the figures (rank 0)."""
+    kind, mode = SETUPS[setup]
+    rank, size = poseidon.rank(), poseidon.size()
+    net = copy.deepcopy(initial)
+    optimizer = optimizer_for(kind, net.parameters(), args.lr)
+    nodes = args.devices_per_node if args.devices_per_node == "host" else int(args.devices_per_node)
+    model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode, devices_per_node=nodes)
+    first_path = train(model, optimizer, data, 7 + rank, poseidon_snapshot(model, net, store))
+    model.synchronize()
+    sfb = sum(1 for p in model.plan() if p["scheme"] == "sfb")
+    model.close()
+    del model, optimizer  # the session's and the optimizer's memory, before the states are loaded
+    gc.collect()
+    first_rel = worst(torch.load(reference["first"]), torch.load(first_path))[0]
+    rel, name = worst(torch.load(reference["end"]), state(net, clone=False))
+    # SFB asked for and possible (every model here ends in a Linear): it must be in use.
+    # After a few steps rounding has not been amplified yet: the strict tolerance.
+    ok = first_rel <= bounds[0] and rel <= bounds[1] and moved > 0 and (scheme != "sfb" or size == 1 or sfb > 0)
+    if rank == 0:
+        print(f"{args.model} np{size} {setup:12s} {scheme:9s} sfb layers {sfb:2d}: worst relative "
+              f"difference after {STRICT_STEPS} steps {first_rel:.2e}, after {args.iterations} {rel:.2e} ({name}); "
+              f"moved from initial {moved:.2e} (bounds {bounds[0]:.0e}, {bounds[1]:.0e}) {'ok' if ok else 'FAIL'}",
+              flush=True)
+    return ok
 
 
 if __name__ == "__main__":
