@@ -28,9 +28,6 @@ from common import ENV, POSEIDON, ROOT, machine
 
 import papers_models
 
-# "  2.34%  poseidon-mpi  [kernel.kallsyms]  [k] _raw_spin_unlock_irqrestore" (a DSO may hold
-# spaces: "[JIT] tid 21191"); [k] marks kernel space, modules ([veth], [sch_tbf]) included.
-LINE = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+(.+?)\s+\[([.k])\]\s+(.*?)\s*$")
 TOP_SYMBOLS = 4
 
 
@@ -104,25 +101,48 @@ def profile(a, system, tmp):
     if not still_running:
         sys.exit(f"{system}: the job ended before the samples did: raise --iterations")
     s_per_iter = json.loads(stdout.strip().splitlines()[-1])["s_per_iter_median"]
-    report = subprocess.run(["perf", "report", "-i", data, "--sort", "comm,dso,sym", "--stdio"],
-                            capture_output=True, text=True, check=True).stdout
-    return s_per_iter, group(report)
+    return s_per_iter, group(report(data, "comm,dso"), report(data, "comm,dso,sym"))
 
 
-def group(report):
-    groups = {}
-    for line in report.splitlines():
-        m = LINE.match(line)
+def report(data, keys):
+    return subprocess.run(["perf", "report", "-i", data, "--sort", keys, "--stdio"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+# "  2.34%  poseidon-mpi  [kernel.kallsyms]  [k] _raw_spin_unlock_irqrestore": a DSO may hold
+# spaces ("[JIT] tid 21191"); [k] marks kernel space, modules ([veth], [sch_tbf]) included.
+BY_SYMBOL = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+(.+?)\s+\[([.k])\]\s+(.*?)\s*$")
+# "  15.35%  poseidon-mpi  [kernel.kallsyms]"
+BY_DSO = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+(\S.*?)\s*$")
+
+
+def group(by_dso, by_symbol):
+    """Shares per (thread group, space) from the per-DSO report, which sums to 100%; the
+    hottest functions from the per-symbol one, which can sum to more (114% in one run, the
+    excess all in the interpreter's threads, whose JIT-compiled code it lists by address)."""
+    groups, kernel_dsos = {}, set()
+    for line in by_symbol.splitlines():
+        m = BY_SYMBOL.match(line)
         if not m:
             continue
-        share, comm, space, sym = float(m.group(1)), m.group(2), m.group(4), m.group(5)
-        name = "poseidon-sync-*" if comm.startswith("poseidon-sync") else comm
-        space = "kernel" if space == "k" else "user"
-        total, symbols = groups.setdefault((name, space), [0.0, {}])
-        groups[(name, space)][0] = total + share
+        share, comm, dso, space, sym = float(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5)
+        if space == "k":
+            kernel_dsos.add(dso)
+        key = (thread_group(comm), "kernel" if space == "k" else "user")
+        symbols = groups.setdefault(key, [0.0, {}])[1]
         symbols[sym] = symbols.get(sym, 0.0) + share
+    for line in by_dso.splitlines():
+        m = BY_DSO.match(line)
+        if not m or m.group(3).startswith("Shared Object"):
+            continue
+        share, comm, dso = float(m.group(1)), m.group(2), m.group(3)
+        key = (thread_group(comm), "kernel" if dso in kernel_dsos or dso == "[kernel.kallsyms]" else "user")
+        groups.setdefault(key, [0.0, {}])[0] += share
     return {k: (v[0], v[1]) for k, v in groups.items()}
 
+
+def thread_group(comm):
+    return "poseidon-sync-*" if comm.startswith("poseidon-sync") else comm
 
 if __name__ == "__main__":
     main()
