@@ -138,7 +138,7 @@ def group(by_dso, by_symbol):
         share, comm, dso = float(m.group(1)), m.group(2), m.group(3)
         key = (thread_group(comm), "kernel" if dso in kernel_dsos or dso == "[kernel.kallsyms]" else "user")
         groups.setdefault(key, [0.0, {}])[0] += share
-    return {k: (v[0], v[1]) for k, v in groups.items()}
+    return groups
 
 
 def thread_group(comm):

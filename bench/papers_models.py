@@ -78,7 +78,7 @@ def measure(a, model, bw, systems):
             if system == "poseidon":
                 sent.append(j["bytes_sent_per_iter"])
             print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s", flush=True)
-    row = {"model": model, "link": bw, "repeats": a.repeats}  # (the md says how many)
+    row = {"model": model, "link": bw, "rounds": a.repeats}
     row.update({s: median(v) for s, v in seen.items()})
     row["paired"] = paired(seen)
     if "poseidon" in row and "ddp" in row:
@@ -140,7 +140,7 @@ def rows_from_logs(paths):
                     systems += [s for s in header if s not in systems]
                 elif line.startswith("| ") and header:
                     key = (path, cells[0], cells[1])
-                    row = {"model": cells[0], "link": cells[1], "repeats": rounds.get(key),
+                    row = {"model": cells[0], "link": cells[1], "rounds": rounds.get(key),
                            "paired": paired(seen.get(key, {}))}
                     row.update({s: float(v) for s, v in zip(header, cells[2:]) if v != "-"})
                     for key, v in zip(COLUMNS, cells[2 + len(header):]):
@@ -160,8 +160,6 @@ def print_row(row, systems):
 def write(out, rows, systems, a):
     os.makedirs(out, exist_ok=True)
     stem = os.path.join(out, "papers-models")
-    for row in rows:
-        row["rounds"] = row.get("repeats")
     keys = ["model", "link", "rounds"] + systems + ["bytes_per_iter"] + list(COLUMNS)
     write_csv(stem + ".csv", rows, keys)
     host = machine()
