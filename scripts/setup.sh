@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Poseidon needs (only those missing), then configures and
-# builds into ${BUILD_DIR:-build}. Safe to run again: it does only what is left to do.
+# Installs what Poseidon needs (only what is missing), then configures and builds into
+# ${BUILD_DIR:-build}. Safe to run again: it does only what is left to do.
+#   - Debian packages: compilers, OpenMPI, BLAS, the data, test tools;
+#   - the project's virtual environment .venv (POSEIDON_VENV to put it elsewhere) with
+#     PyTorch from PyPI: torch and torchvision at the versions below. The C++ side links the
+#     LibTorch inside that wheel (CMake asks the venv's python for it), the Python package
+#     is built against the same torch: one PyTorch for both.
+# The first run downloads about 3.5 GB of wheels (torch's Linux wheels are CUDA builds and
+# bring NVIDIA's libraries; they run on CPU-only machines too) into pip's cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+TORCH_VERSION=${POSEIDON_TORCH_VERSION:-2.11.0}
+TORCHVISION_VERSION=${POSEIDON_TORCHVISION_VERSION:-0.26.0}
+
 packages=(
   build-essential cmake ninja-build pkg-config
-  libtorch-dev libopenblas0-pthread          # LibTorch 1.13 (CPU) and a fast BLAS for it
-  libblas-dev                                # cblas.h for the SFB reconstruction GEMM
+  libopenblas0-pthread libblas-dev           # a fast BLAS and cblas.h for the SFB reconstruction GEMM
   libopenmpi-dev openmpi-bin                 # the transport and the launcher
   dataset-fashion-mnist                      # the real data, as IDX files
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev
-  python3 python3-numpy                      # the end-to-end test driver
-  python3-dev pybind11-dev                   # the Python package's extension (poseidon._C)
-  python3-torch python3-torchvision          # PyTorch users' side: the package, its examples
-  python3-pytest python3-pip python3-setuptools  # the Python package's tests (pip install . too)
+  python3 python3-venv python3-dev           # the interpreter of .venv and its headers (poseidon._C)
   clang libclang-rt-14-dev                   # libFuzzer and sanitizers for the decoding fuzz test
   iproute2 util-linux                        # ip/tc for the bandwidth lab, setpriv for its tests
-  python3-matplotlib                         # the benchmarks' plots (docs/benchmarks/*.png)
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -31,9 +36,28 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+venv=${POSEIDON_VENV:-.venv}
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: making the virtual environment $venv"
+  /usr/bin/python3 -m venv "$venv"
+fi
+want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION numpy pytest matplotlib"
+if ! "$venv/bin/python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" <<'PY' 2>/dev/null; then
+import sys, importlib.metadata as m
+have = lambda n: m.version(n).split("+")[0]
+ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2]
+for n in ("numpy", "pytest", "matplotlib"): m.version(n)
+sys.exit(0 if ok else 1)
+PY
+  echo "setup: pip install $want into $venv (the first time: ~3.5 GB of wheels, a few minutes)"
+  start=$SECONDS
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check $want
+  echo "setup: installed in $((SECONDS - start)) s"
+fi
+
 build=${BUILD_DIR:-build}
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(realpath "$venv")/bin/python"
 fi
-# Two jobs: each LibTorch translation unit needs ~1 GB and ~20 s.
-cmake --build "$build" -j 2
+# Two jobs: each LibTorch translation unit needs ~1.5 GB and ~30 s.
+cmake --build "$build" -j "${POSEIDON_BUILD_JOBS:-2}"

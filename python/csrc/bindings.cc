@@ -137,11 +137,11 @@ class PyModel {
   // the modules without parameters before it count to it), less its wait for the sync.
   // All on the thread that runs the forward (the GIL may be released, but the Python
   // thread calling us is the same); the Timeline locks its own.
-  void beginForward(bool training) {
+  void beginForward(bool training, std::int64_t batch) {
     Timeline* tl = training ? sync().session().timeline() : nullptr;
     const auto start = Clock::now();
     const double cpu = tl ? Timeline::threadCpuMs() : 0;  // read only where the forward is timed
-    sync().beginForward(training, false);  // waits for layers and makes the buffers equal
+    sync().beginForward(training, false, batch);  // waits for layers and makes the buffers equal
     if (!training) last_begin_.reset();    // an evaluation is no part of an iteration
     timing_ = tl;
     if (!timing_) return;

@@ -103,6 +103,11 @@ class _Watch(TorchFunctionMode):
             self.foreign.add(index)
 
 
+def batch_of(args, kwargs):
+    """Examples in a forward's inputs: the first dimension of its first tensor of rank >= 1."""
+    return next((t.shape[0] for t in _tensors((args, kwargs)) if t.dim() > 0), 1)
+
+
 def probe(root, layers, args, kwargs):
     """Runs root(*args, **kwargs) once, watched; fills each layer's probe fields. Returns
     the layer indices in order of first use (unused ones last) and the batch size."""
@@ -142,7 +147,7 @@ def probe(root, layers, args, kwargs):
         for b, saved in zip(root.buffers(), buffers):
             b.detach().copy_(saved)
         torch.set_rng_state(rng)
-    batch = next((t.shape[0] for t in _tensors((args, kwargs)) if t.dim() > 0), 1)
+    batch = batch_of(args, kwargs)
     for i, layer in enumerate(layers):
         used = i in watch.first_use
         layer.self_waited = used and i not in watch.outside

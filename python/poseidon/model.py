@@ -248,9 +248,10 @@ class DistributedModel(torch.nn.Module):
         if self._checkpoints.pending:  # due at the last step; the loop has finished that step
             self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
         training = torch.is_grad_enabled() and self.module.training
+        batch = layers_mod.batch_of(args, kwargs)  # counted as the probe counts it
         if training and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             self._batch = args[0].size(0)  # a profile's batch (write_profile): a training forward's
-        self._core.begin_forward(training)
+        self._core.begin_forward(training, batch)
         try:
             out = self.module(*args, **kwargs)
         except BaseException:

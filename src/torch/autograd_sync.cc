@@ -69,7 +69,7 @@ void AutogradSync::abortForward() {
   training_ = false;
 }
 
-void AutogradSync::beginForward(bool training, bool per_layer) {
+void AutogradSync::beginForward(bool training, bool per_layer, std::int64_t batch) {
   if (training) {
     if (forwards_ == options_.backward_passes_per_step) {
       throw Error(detail::cat("a training forward pass after ", forwards_,
@@ -83,6 +83,7 @@ void AutogradSync::beginForward(bool training, bool per_layer) {
     if (!self_waited_[l]) session_->waitLayer(l);
   }
   training_ = training;
+  forward_batch_ = batch;
   if (training) ++forwards_;
   backward_mark_ = std::chrono::steady_clock::now();
 }

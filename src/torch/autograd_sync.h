@@ -60,7 +60,9 @@ class AutogradSync {
 
   // A forward pass: `training` if gradients are on and the model is in training mode.
   // Waits for every layer not self-waited (unless `per_layer`: the caller waits for all).
-  void beginForward(bool training, bool per_layer);
+  // `batch`: examples in this pass as the caller counts them (the probe's way), for the
+  // factor-rows check; 0: each SFB layer's input's first dimension.
+  void beginForward(bool training, bool per_layer, std::int64_t batch = 0);
   void endForward();
   // Instead of endForward() when the forward threw: it does not count as a pass.
   void abortForward();
@@ -104,6 +106,7 @@ class AutogradSync {
   std::unique_ptr<Session> session_;
   std::vector<bool> self_waited_;
   bool training_ = false;  // the current (or last) forward trains
+  std::int64_t forward_batch_ = 0;  // beginForward's batch
 
   // The accumulators our hooks sit on (kept alive: a variable holds its accumulator weakly)
   // and the hooks' keys, to take them off when the model goes.

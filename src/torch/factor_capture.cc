@@ -24,7 +24,7 @@ void AutogradSync::warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t b
 torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, torch::Tensor y) {
   const LayerInfo& info = model_.info.layers[layer];
   auto V = x.detach().reshape({-1, info.N}).contiguous();
-  warnIfRowsDiffer(layer, V.size(0), x.dim() > 1 ? x.size(0) : 1);
+  warnIfRowsDiffer(layer, V.size(0), forward_batch_ > 0 ? forward_batch_ : (x.dim() > 1 ? x.size(0) : 1));
   torch::Tensor out = y;
   if (!y.requires_grad()) {
     // Nothing below needs a gradient (e.g. the first layer): let autograd still deliver dL/dy,

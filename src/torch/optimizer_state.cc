@@ -1,15 +1,14 @@
 #include "torch/optimizer_state.h"
 
-#include <c10/util/string_utils.h>
-
 #include "poseidon/errors.h"
+#include "torch/torch_compat.h"
 
 namespace poseidon {
 
 namespace {
 
-// LibTorch keys a parameter's state by its TensorImpl's address (optimizer.h, 1.13).
-std::string stateKey(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// LibTorch keys a parameter's state by its TensorImpl (as a string in 1.13).
+compat::OptimizerStateKey stateKey(const torch::Tensor& p) { return compat::optimizerStateKey(p); }
 
 void addView(std::vector<StateRecord>& records, const std::string& name, const torch::Tensor& t) {
   if (!t.defined()) return;

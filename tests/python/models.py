@@ -47,3 +47,71 @@ def build_model(name, classes, channels=3):
         return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(channels * 32 * 32, 64),
                                    torch.nn.ReLU(inplace=True), torch.nn.Linear(64, classes))
     raise ValueError(f"unknown model {name}")
+
+
+# --- Sequence models: the module shapes users train today. Their inputs are token ids. ---
+
+class TransformerClassifier(torch.nn.Module):
+    """An encoder classifier: Embedding, a positional parameter owned by the root module (read
+    outside any child's forward), two TransformerEncoderLayers (MultiheadAttention reads
+    in_proj_* and out_proj.weight inside one functional call: out_proj's forward never
+    runs), LayerNorm, a Linear head on the mean over positions."""
+
+    def __init__(self, vocab, classes, seq, dim=32, heads=4):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.position = torch.nn.Parameter(0.02 * torch.randn(seq, 1, dim))
+        # As most users write it: nn.TransformerEncoder (a deep copy per layer), sequence
+        # first, the default dropout.
+        layer = torch.nn.TransformerEncoderLayer(dim, heads, dim_feedforward=64)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = torch.nn.LayerNorm(dim)
+        self.head = torch.nn.Linear(dim, classes)
+
+    def forward(self, tokens):
+        h = self.encoder(self.embed(tokens.t()) + self.position)  # [seq, batch, dim]
+        return self.head(self.norm(h).mean(dim=0))
+
+
+class TiedLanguageModel(torch.nn.Module):
+    """A language-model head tied to its input embedding (GPT-2's lm_head): the Linear's
+    weight is the Embedding's, so the Linear owns only its bias; predicts one token per
+    sequence (the classes are the vocabulary) from the last position."""
+
+    def __init__(self, vocab, dim=32):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.mix = torch.nn.Linear(dim, dim)
+        self.lm_head = torch.nn.Linear(dim, vocab)
+        self.lm_head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        h = torch.tanh(self.mix(self.embed(tokens)))
+        return self.lm_head(h[:, -1])
+
+
+class LstmClassifier(torch.nn.Module):
+    """nn.LSTM reads its flat weights inside one fused op; a Linear head on the last state."""
+
+    def __init__(self, vocab, classes, dim=32):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.lstm = torch.nn.LSTM(dim, dim, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(dim, classes)
+
+    def forward(self, tokens):
+        out, _ = self.lstm(self.embed(tokens))
+        return self.head(out[:, -1])
+
+
+SEQUENCE_MODELS = ("transformer", "tied_lm", "lstm")
+
+
+def build_sequence_model(name, vocab, classes, seq):
+    if name == "transformer":
+        return TransformerClassifier(vocab, classes, seq)
+    if name == "tied_lm":
+        return TiedLanguageModel(vocab)
+    if name == "lstm":
+        return LstmClassifier(vocab, classes)
+    raise ValueError(f"unknown model {name}")

@@ -1,0 +1,25 @@
+# LibTorch from the torch wheel of ${Python_EXECUTABLE} (torch.utils.cmake_prefix_path), so
+# that the CLI, the examples, the tests and the Python extension all use one build of torch.
+# A CUDA wheel's CMake package looks for the CUDA toolkit: /usr/local/cuda is tried when
+# nvcc is not on PATH. Imported targets are directory-scoped: included from the top level
+# so every folder can link them.
+execute_process(
+  COMMAND ${Python_EXECUTABLE} -c "import torch, torch.utils; print(torch.utils.cmake_prefix_path); print(torch.__version__)"
+  OUTPUT_VARIABLE _torch_out RESULT_VARIABLE _torch_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _torch_rc EQUAL 0)
+  message(FATAL_ERROR "${Python_EXECUTABLE} has no torch: run scripts/setup.sh (it makes .venv with "
+                      "torch), or pass -DPython_EXECUTABLE=<a python with torch>")
+endif()
+string(REPLACE "\n" ";" _torch_out "${_torch_out}")
+list(GET _torch_out 0 _torch_prefix)
+list(GET _torch_out 1 POSEIDON_TORCH_VERSION)
+list(PREPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  find_program(_nvcc nvcc)
+  if(NOT _nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+    set(CUDAToolkit_ROOT /usr/local/cuda)
+  endif()
+endif()
+find_package(Torch REQUIRED)
+message(STATUS "LibTorch ${POSEIDON_TORCH_VERSION} from ${_torch_prefix}")
