@@ -1,14 +1,11 @@
 """pip install for the Python package: builds poseidon._C with the project's own CMake (the
-same build as ./setup.sh's) and installs python/poseidon with it.
+same build as scripts/setup.sh's) against the torch of the interpreter that runs pip, and
+installs python/poseidon with it.
 
-    /usr/bin/python3 -m pip install --no-build-isolation .
+    .venv/bin/python -m pip install --no-build-isolation .
 
---no-build-isolation: the build uses the system's setuptools, torch and pybind11 (Debian's;
-an isolated build would try to download them). Debian's own interpreter refuses installs
-into its dist-packages (PEP 668): use a virtual environment that sees the system packages,
-    /usr/bin/python3 -m venv --system-site-packages --without-pip ENV
-    ENV/bin/python -m pip install --no-build-isolation .
-or `cmake --install build` (which puts the package in PREFIX/lib/python3/dist-packages).
+--no-build-isolation: the extension must be built against the torch it will be imported
+beside (an isolated build would fetch another torch into a throw-away environment).
 POSEIDON_BUILD_DIR=build reuses an existing CMake build folder instead of a fresh one.
 """
 import glob
@@ -40,7 +37,7 @@ class CMakeBuild(build_ext):
             build = os.path.abspath(os.path.join(self.build_temp, "cmake"))
             subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                                    "-DPOSEIDON_BUILD_TESTS=OFF",
-                                   f"-DPython3_EXECUTABLE={os.path.realpath(sys.executable)}"])
+                                   f"-DPython_EXECUTABLE={sys.executable}"])
         subprocess.check_call(["cmake", "--build", build, "--target", "poseidon_python_ext", "--parallel",
                                str(os.cpu_count() or 1)])
         built = glob.glob(os.path.join(build, "python", "poseidon", "_C*.so"))

@@ -33,7 +33,7 @@ import time
 from common import ENV, POSEIDON, ROOT, busy_seconds, comm_cpu_rate, machine, median
 from suite import compute_ceiling
 
-PY = "/usr/bin/python3"
+PY = sys.executable  # the project's python (.venv), with torch
 STEP = os.path.join(ROOT, "bench/torchvision_step.py")
 SIZES = {"alexnet": 63, "vgg19": 32, "resnet50": 32, "googlenet": 32}
 CLI_MODELS = ("fcnet", "convnet")

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """fcnet (src/models/model_spec.cc) written in PyTorch and trained with the Python package:
 the Python side of bench/python_vs_cli.py. Synthetic data, batch 32 per rank, SGD with
 momentum on the servers (as `poseidon train`); prints a JSON summary as the last line."""

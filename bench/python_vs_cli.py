@@ -7,12 +7,13 @@ both with server-side SGD and scheme auto. Medians of --repeats rounds and the p
 ratios python/cli (images/s). With --lab RATE (as root) every run is in `poseidon lab`.
   bench/python_vs_cli.py --lab 1gbit --iterations 25 --repeats 5
 """
+import sys
 import argparse
 import os
 
 from common import ENV, POSEIDON, ROOT, median, run_json
 
-PY = "/usr/bin/python3"
+PY = sys.executable  # the project's python (.venv), with torch
 
 
 def main():

@@ -28,7 +28,7 @@ import subprocess
 from common import ENV, POSEIDON, ROOT, machine, pyplot, run_json, write_csv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = "/usr/bin/python3"  # Debian's, with python3-torch
+PY = sys.executable  # the project's python (.venv), with torch
 
 
 def check_like_for_like(ddp):

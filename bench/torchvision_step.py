@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """One system training a torchvision model for --iterations on synthetic data (batch per
 rank --batch), one process per rank under mpirun (in or out of `poseidon lab`); rank 0
 prints a JSON line with s_per_iter_median and images_per_s. The side of

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A plain PyTorch training loop made data-parallel with Poseidon. The lines marked
 `# poseidon` are all a user adds; everything else is the loop they already have.
 
-    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/python/minimal.py
+    mpirun -np 4 --oversubscribe .venv/bin/python examples/python/minimal.py
 
 (from the build tree: PYTHONPATH=build/python; after `cmake --install build`, as it is.)
 """

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Trains a torchvision classification model data-parallel with Poseidon, on Fashion-MNIST
 (scaled to the model's input and made 3-channel) or on synthetic data.
 
-    mpirun -np 4 --oversubscribe /usr/bin/python3 examples/python/train_torchvision.py \\
+    mpirun -np 4 --oversubscribe .venv/bin/python examples/python/train_torchvision.py \\
         --model resnet18 --epochs 1
     ... --model vgg19 --synthetic --image-size 64 --iterations 20 --json
     ... --checkpoint-dir ckpt --checkpoint-every 100     (then --resume to continue from ckpt)

@@ -40,7 +40,7 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
         mine = out.getvalue()
     theirs = _C.broadcast_bytes(runtime.runtime(), mine, root_rank)
     if runtime.rank() != root_rank:
-        optimizer.load_state_dict(torch.load(io.BytesIO(theirs)))
+        optimizer.load_state_dict(_from_root(theirs))
 
 
 def broadcast_object(obj, root_rank=0):
@@ -50,4 +50,12 @@ def broadcast_object(obj, root_rank=0):
         out = io.BytesIO()
         torch.save(obj, out)
         mine = out.getvalue()
-    return torch.load(io.BytesIO(_C.broadcast_bytes(runtime.runtime(), mine, root_rank)))
+    return _from_root(_C.broadcast_bytes(runtime.runtime(), mine, root_rank))
+
+
+def _from_root(data):
+    """Unpickles what root_rank of this same job pickled: any picklable object (as Horovod's
+    broadcast_object), so weights_only=False, said rather than left to torch's default
+    (weights_only=True since torch 2.6, which refuses arbitrary objects). These bytes never
+    come from a file: checkpoints load with weights_only=True (checkpoint.py)."""
+    return torch.load(io.BytesIO(data), weights_only=False)

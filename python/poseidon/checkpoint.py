@@ -16,6 +16,7 @@ before the loop), starts at `model.start_iteration`, and gets parameters, optimi
 objects back at its first forward, when the session exists. Same model, options and -np.
 """
 import io
+import pickle
 
 import torch
 
@@ -68,6 +69,7 @@ class Checkpoints:
         extra = io.BytesIO()
         torch.save({"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects],
                     "rng": torch.get_rng_state() if rng is None else rng}, extra)
+        _loads(extra.getvalue(), "saving a checkpoint")  # nothing is written that a resume would refuse
         core.synchronize()
         core.save_checkpoint(str(self.directory), iteration, config, extra.getvalue())
         if core.rank() == 0:
@@ -107,12 +109,24 @@ def _read_resume(folder, runtime):
         if not extra:
             raise ValueError(f"the checkpoint in {info.folder} holds no Python state (written by `poseidon train`?): "
                              "resume it with the program that wrote it")
-        state = torch.load(io.BytesIO(extra))
+        state = _loads(extra, f"resuming from {info.folder}")
     except Exception as e:  # noqa: BLE001  (whatever it is, every rank must hear of it)
         error = e
     if not _C.all_agree(runtime, error is None):
         raise error or ValueError(f"cannot resume from {folder}: another rank could not read its checkpoint")
     return info, state
+
+
+def _loads(data, doing):
+    """A checkpoint's Python state: tensors, numbers, strings and containers only
+    (torch.load's weights_only=True, the default since torch 2.6): a file on disk never runs
+    code when it is read. Anything else gets one line naming what to change."""
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{doing}: the optimizer's or a checkpoint object's state_dict() holds something other than "
+                         f"tensors, numbers, strings and containers ({first}); checkpoints keep only those") from None
 
 
 def config_of(model, core):

@@ -15,10 +15,15 @@ and watches every torch function call. From it Poseidon learns, per layer:
     and output gradient are its sufficient factors) and how many factor rows one example
     makes (a Linear on [B, T, E] makes T: the cost model's K is batch x T);
   - the order in which layers are first used (the coordinator's forward order).
+What it cannot vouch for goes the safe way: a layer used outside its module's forward is
+waited for before the whole forward; a Linear whose forward never runs, whose parameters
+another module reads, or that runs inside torch.utils.checkpoint (its forward runs again
+in backward) goes by PS, not by factors. DistributedModel.describe() shows each decision.
 """
 from dataclasses import dataclass
 
 import torch
+import torch.utils.checkpoint
 from torch.overrides import TorchFunctionMode
 
 _CONV = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
@@ -35,6 +40,7 @@ class Layer:
     linear: bool = False  # a Linear that trains its weight (and bias) and nothing else
     # Found by the probe:
     factorable: bool = False
+    why_not_factors: str = ""  # a Linear that is not factorable: why (describe())
     rows_per_example: int = 1
     self_waited: bool = False
 
@@ -58,6 +64,8 @@ def find_layers(module):
         if plain and [n for n, _ in params] in (["weight"], ["weight", "bias"]):
             layer.kind, layer.linear = "fc", True
             layer.M, layer.N = m.out_features, m.in_features
+        elif isinstance(m, torch.nn.Linear):
+            layer.why_not_factors = "its forward, hooks or trainable tensors are not Linear's own"
         elif isinstance(m, _CONV):
             layer.kind = "conv"
         layers.append(layer)
@@ -86,6 +94,8 @@ class _Watch(TorchFunctionMode):
         self.first_use = {}  # layer -> order of its first use
         self.outside = set()  # layers used while their module was not running
         self.foreign = set()  # layers used by a module other than their own, innermost
+        self.checkpointed = 0  # depth of torch.utils.checkpoint calls now running
+        self.recomputed = set()  # layers used inside one: their forward runs again in backward
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -97,10 +107,41 @@ class _Watch(TorchFunctionMode):
 
     def use(self, index, module):
         self.first_use.setdefault(index, len(self.first_use))
+        if self.checkpointed:
+            self.recomputed.add(index)
         if not any(m is module for m in self.stack):
             self.outside.add(index)
         if not self.stack or self.stack[-1] is not module:
             self.foreign.add(index)
+
+
+def _watch_checkpoint(watch):
+    """Puts a wrapper in place of torch.utils.checkpoint.checkpoint (checkpoint_sequential
+    calls it too) that counts the calls running; returns the original to put back. A
+    program that imported the function by name before is not seen here: the factor
+    capture refuses a forward that runs in backward (model.py) instead."""
+    original = torch.utils.checkpoint.checkpoint
+
+    def watched(function, *args, **kwargs):
+        watch.checkpointed += 1
+        try:
+            return original(function, *args, **kwargs)
+        finally:
+            watch.checkpointed -= 1
+
+    torch.utils.checkpoint.checkpoint = watched
+    return original
+
+
+def _why_not_factors(i, rows, watch):
+    """"" when Linear i's input and output gradient are its sufficient factors, else why not."""
+    if i in watch.recomputed:
+        return "it runs inside torch.utils.checkpoint (its forward runs again in backward)"
+    if i not in rows:
+        return "its forward never runs (another module's forward reads its parameters)"
+    if i in watch.foreign:
+        return "another module reads its parameters (or its input is not [rows, in_features])"
+    return ""
 
 
 def batch_of(args, kwargs):
@@ -122,6 +163,8 @@ def probe(root, layers, args, kwargs):
         i = index_of.get(id(module))
         if i is not None:
             watch.first_use.setdefault(i, len(watch.first_use))
+            if watch.checkpointed:
+                watch.recomputed.add(i)
 
     def post(module, inputs, output):
         watch.stack.pop()
@@ -138,10 +181,12 @@ def probe(root, layers, args, kwargs):
         handles.append(m.register_forward_hook(post))
     buffers = [b.detach().clone() for b in root.buffers()]
     rng = torch.get_rng_state()
+    checkpoint = _watch_checkpoint(watch)
     try:
         with torch.no_grad(), watch:
             root(*args, **kwargs)
     finally:
+        torch.utils.checkpoint.checkpoint = checkpoint
         for h in handles:
             h.remove()
         for b, saved in zip(root.buffers(), buffers):
@@ -151,7 +196,9 @@ def probe(root, layers, args, kwargs):
     for i, layer in enumerate(layers):
         used = i in watch.first_use
         layer.self_waited = used and i not in watch.outside
-        layer.factorable = layer.linear and i in rows and i not in watch.foreign
+        if layer.linear:
+            layer.why_not_factors = _why_not_factors(i, rows, watch)
+            layer.factorable = not layer.why_not_factors
         if i in rows:
             layer.rows_per_example = max(1, rows[i] // max(1, batch))
     order = sorted(watch.first_use, key=watch.first_use.get)

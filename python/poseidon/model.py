@@ -230,8 +230,13 @@ class DistributedModel(torch.nn.Module):
             if layer.self_waited:
                 self._hooks.append(layer.module.register_forward_pre_hook(lambda m, inputs, i=i: core.wait_layer(i)))
             if core.uses_factors(i):
-                def capture(m, inputs, output, i=i):
+                def capture(m, inputs, output, i=i, name=layer.name):
                     if torch.is_grad_enabled() and core.factors_wanted(i):
+                        if _in_backward():
+                            raise RuntimeError(
+                                f"layer '{name}' ran its forward during backward (activation checkpointing): its "
+                                "sufficient factors would be taken twice; call torch.utils.checkpoint.checkpoint as "
+                                "an attribute (the probe then sends such layers by PS) or use scheme='ps'")
                         return core.capture_factors(i, inputs[0], output)
                     return None
                 self._hooks.append(layer.module.register_forward_hook(capture))
@@ -339,6 +344,23 @@ class DistributedModel(torch.nn.Module):
         batch = batch if batch is not None else getattr(self, "_batch", 0)
         self._core.write_profile(str(path), int(batch))
 
+    def describe(self):
+        """What the probe and the coordinator decided, one line per layer: its kind and
+        scheme, where the forward waits for it (inside its own module's forward, overlapping
+        the syncs of the layers after it, or before the whole forward when its parameters
+        are read elsewhere) and, for a Linear not sent by factors, why not."""
+        self._started()
+        plans = self._core.plan()
+        lines = [f"{self.name}: {len(self._layers)} layers, mode={self.mode}, scheme={self.options.scheme}, "
+                 f"{self._core.workers()} workers"]
+        for layer, plan in zip(self._layers, plans):
+            where = "in its forward" if layer.self_waited else "before the forward"
+            line = f"  {layer.name:32s} {layer.kind:5s} {plan['scheme']:9s} waits {where}"
+            if layer.why_not_factors:
+                line += f"; no factors: {layer.why_not_factors}"
+            lines.append(line)
+        return "\n".join(lines)
+
     def bytes_sent(self):
         self._started()
         return self._core.bytes_sent()
@@ -372,6 +394,12 @@ class DistributedModel(torch.nn.Module):
     def _started(self):
         if self._core is None:
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
+
+
+def _in_backward():
+    """Whether autograd's engine is running a backward pass on this thread."""
+    current = getattr(torch._C, "_current_graph_task_id", None)
+    return current is not None and current() != -1
 
 
 def _stack_rate(rate):

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# `pip install .` into a fresh virtual environment that sees Debian's torch, then a job of
-# one trains with the installed package from outside the source tree: its loss must fall.
+# `pip install .` into a fresh virtual environment that sees the project's torch (.venv's
+# site-packages through a .pth file), then a job of one trains with the installed package
+# from outside the source tree: its loss must fall.
 #   tests/package/pip_install.sh BUILD_DIR SOURCE_DIR
 # BUILD_DIR is reused (POSEIDON_BUILD_DIR), so the extension is not compiled twice.
 set -euo pipefail
 build=$1 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-/usr/bin/python3 -m venv --system-site-packages --without-pip "$tmp/env"
+python=${PYTHON:?set PYTHON to the python with torch}
+"$python" -m venv --without-pip "$tmp/env"
+"$python" -c "import site; print(site.getsitepackages()[0])" > "$("$tmp/env/bin/python" -c "import site; print(site.getsitepackages()[0])")/project.pth"
 cd "$tmp"
 POSEIDON_BUILD_DIR="$build" "$tmp/env/bin/python" -m pip install --no-build-isolation --no-deps --no-index -q "$src" \
   > "$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }

@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Checkpoint and resume from Python: a job of --iterations steps run straight through must
 end with the same parameters, buffers and optimizer state as one saved halfway, closed, and
 resumed into a freshly initialised model (other weights, other random state).
 
-    mpirun -np 2 /usr/bin/python3 tests/python/checkpoint_resume.py
+    mpirun -np 2 .venv/bin/python tests/python/checkpoint_resume.py
 
 Setups: SGD on the servers with scheme sfb, ps and auto (server values, momentum and the SFB
 replicas in the checkpoint), Adam in gradient mode with an LR scheduler passed as a

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """A Python job inside `poseidon lab` (2 ranks, each behind its own 100mbit link): it must
 train (the loss falls), end with the same parameters as the same job under plain mpirun
 (the digest), and leave no network namespace behind. Needs root: skipped (exit 77) without.
@@ -40,7 +40,7 @@ def main():
         print("SKIPPED: the lab needs root (network namespaces)")
         sys.exit(SKIP)
     before = namespaces()
-    job = ["/usr/bin/python3", SCRIPT]
+    job = [sys.executable, SCRIPT]
     first, last, lab_digest = run([a.poseidon, "lab", "--ranks", "2", "--bandwidth", "100mbit", "--"] + job)
     print(f"in the lab: loss {first:.4f} -> {last:.4f}, digest {lab_digest}")
     left = namespaces() - before

@@ -90,6 +90,46 @@ def test_probe_finds_waits_factors_and_rows():
     model.close()
 
 
+def test_probe_goes_the_safe_way_and_describe_says_so():
+    """MultiheadAttention reads out_proj's tensors inside its own forward (out_proj's never
+    runs): out_proj is waited for before the forward and never sent by factors. A Linear
+    inside torch.utils.checkpoint runs its forward again in backward: no factors either.
+    Training still equals plain PyTorch (one worker)."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+            self.inner = torch.nn.Linear(8, 8)
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(self, x):
+            h, _ = self.attn(x, x, x)
+            h = torch.utils.checkpoint.checkpoint(lambda t: torch.relu(self.inner(t)), h, use_reentrant=False)
+            return self.head(h.mean(dim=1))
+
+    torch.manual_seed(0)
+    net = Net()
+    plain = __import__("copy").deepcopy(net)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, scheme="sfb")
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.randn(4, 5, 8, generator=g), torch.randint(0, 3, (4,), generator=g)) for _ in range(3)]
+    train(model, optimizer, batches)
+    found = {layer.name: layer for layer in model._layers}
+    assert not found["attn.out_proj"].self_waited and not found["attn.out_proj"].factorable
+    assert "never runs" in found["attn.out_proj"].why_not_factors
+    assert found["attn"].self_waited
+    assert not found["inner"].factorable and "checkpoint" in found["inner"].why_not_factors
+    assert found["head"].factorable and found["head"].self_waited
+    text = model.describe()
+    assert "attn.out_proj" in text and "before the forward" in text and "checkpoint" in text, text
+    model.synchronize()
+    reference_optimizer = torch.optim.SGD(plain.parameters(), lr=0.1, momentum=0.9)
+    train(plain, reference_optimizer, batches)
+    assert max_difference(net, plain) < 1e-6
+    model.close()
+
+
 def test_bad_input_is_one_clear_error():
     net = small_net()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
