@@ -2,12 +2,21 @@
 # Installs what Poseidon needs (only what is missing), then configures and builds into
 # ${BUILD_DIR:-build}. Safe to run again: it does only what is left to do.
 #   - Debian packages: compilers, OpenMPI, BLAS, the data, test tools;
-#   - the project's virtual environment .venv (POSEIDON_VENV to put it elsewhere) with
-#     PyTorch from PyPI: torch and torchvision at the versions below. The C++ side links the
-#     LibTorch inside that wheel (CMake asks the venv's python for it), the Python package
-#     is built against the same torch: one PyTorch for both.
+#   - the project's virtual environment .venv with PyTorch from PyPI: torch and
+#     torchvision at the versions below, numpy, pytest, matplotlib. The C++ side links the
+#     LibTorch inside that wheel (CMake asks the venv's python for it) and the Python
+#     package is built against the same torch: one PyTorch for both.
 # The first run downloads about 3.5 GB of wheels (torch's Linux wheels are CUDA builds and
 # bring NVIDIA's libraries; they run on CPU-only machines too) into pip's cache.
+#
+# Environment:
+#   POSEIDON_PYTHON=PATH   use this interpreter (its own torch, any 2.x) instead of making
+#                          .venv; nothing is pip-installed into it
+#   POSEIDON_SKIP_APT=1    install no Debian packages (a host without apt, whose
+#                          compilers, MPI, BLAS, CLI11, nlohmann-json, GoogleTest are there)
+#   BUILD_DIR, POSEIDON_BUILD_JOBS (default 2)
+# A GPU host as the project's (Ubuntu 24.04, no network, torch 2.11.0+cu130 in a venv):
+#   POSEIDON_PYTHON=/opt/torch/.venv/bin/python POSEIDON_SKIP_APT=1 POSEIDON_BUILD_JOBS=16 scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +37,7 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
+if [ ${#missing[@]} -gt 0 ] && [ -z "${POSEIDON_SKIP_APT:-}" ]; then
   echo "setup: installing ${missing[*]}"
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -36,28 +45,35 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-venv=${POSEIDON_VENV:-.venv}
-if [ ! -x "$venv/bin/python" ]; then
-  echo "setup: making the virtual environment $venv"
-  /usr/bin/python3 -m venv "$venv"
-fi
-want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION numpy pytest matplotlib"
-if ! "$venv/bin/python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" <<'PY' 2>/dev/null; then
+if [ -n "${POSEIDON_PYTHON:-}" ]; then
+  python=$POSEIDON_PYTHON
+  "$python" -c "import torch" 2>/dev/null \
+    || { echo "setup: $python cannot import torch (POSEIDON_PYTHON must name a python with torch)" >&2; exit 1; }
+else
+  venv=.venv
+  python=$PWD/$venv/bin/python
+  if [ ! -x "$python" ]; then
+    echo "setup: making the virtual environment $venv"
+    /usr/bin/python3 -m venv "$venv"
+  fi
+  want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION numpy pytest matplotlib"
+  if ! "$python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" <<'PY' 2>/dev/null; then
 import sys, importlib.metadata as m
 have = lambda n: m.version(n).split("+")[0]
 ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2]
 for n in ("numpy", "pytest", "matplotlib"): m.version(n)
 sys.exit(0 if ok else 1)
 PY
-  echo "setup: pip install $want into $venv (the first time: ~3.5 GB of wheels, a few minutes)"
-  start=$SECONDS
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check $want
-  echo "setup: installed in $((SECONDS - start)) s"
+    echo "setup: pip install $want into $venv (the first time: ~3.5 GB of wheels, a few minutes)"
+    start=$SECONDS
+    "$python" -m pip install -q --disable-pip-version-check $want
+    echo "setup: installed in $((SECONDS - start)) s"
+  fi
 fi
 
 build=${BUILD_DIR:-build}
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(realpath "$venv")/bin/python"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$python"
 fi
 # Two jobs: each LibTorch translation unit needs ~1.5 GB and ~30 s.
 cmake --build "$build" -j "${POSEIDON_BUILD_JOBS:-2}"
