@@ -3,9 +3,9 @@
 # ${BUILD_DIR:-build}. Safe to run again: it does only what is left to do.
 #   - Debian packages: compilers, OpenMPI, BLAS, the data, test tools;
 #   - the project's virtual environment .venv with PyTorch from PyPI: torch and
-#     torchvision at the versions below, numpy, pytest, matplotlib. The C++ side links the
-#     LibTorch inside that wheel (CMake asks the venv's python for it) and the Python
-#     package is built against the same torch: one PyTorch for both.
+#     torchvision at the versions below, numpy, pytest, matplotlib, wheel (pip install .).
+#     The C++ side links the LibTorch inside that wheel (CMake asks the venv's python for
+#     it) and the Python package is built against the same torch: one PyTorch for both.
 # The first run downloads about 3.5 GB of wheels (torch's Linux wheels are CUDA builds and
 # bring NVIDIA's libraries; they run on CPU-only machines too) into pip's cache.
 #
@@ -56,12 +56,12 @@ else
     echo "setup: making the virtual environment $venv"
     /usr/bin/python3 -m venv "$venv"
   fi
-  want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION numpy pytest matplotlib"
+  want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION numpy pytest matplotlib wheel"
   if ! "$python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" <<'PY' 2>/dev/null; then
 import sys, importlib.metadata as m
 have = lambda n: m.version(n).split("+")[0]
 ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2]
-for n in ("numpy", "pytest", "matplotlib"): m.version(n)
+for n in ("numpy", "pytest", "matplotlib", "wheel"): m.version(n)
 sys.exit(0 if ok else 1)
 PY
     echo "setup: pip install $want into $venv (the first time: ~3.5 GB of wheels, a few minutes)"

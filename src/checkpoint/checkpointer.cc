@@ -2,16 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 #include "comm/control_channel.h"
 #include "common/fault.h"
+#include "common/files.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -98,7 +97,7 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
   const std::string file = staging + "/" + rankFile(rank_);
   std::string mine;
   try {
-    fs::create_directories(staging);
+    makeDirectories(staging);
     const FileDigest d = writeStateFile(file, metaOf(iteration, extra), records);
     mine = detail::cat("ok ", d.bytes, " ", d.crc);
   } catch (const std::exception& e) {
@@ -110,10 +109,9 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
     if (a.rfind("ok ", 0) == 0) continue;
     // Leave no half checkpoint behind to fill a disk that is likely full already; LATEST
     // still names the previous one.
-    std::error_code ec;
-    fs::remove(file, ec);
-    fs::remove(file + ".tmp", ec);
-    fs::remove(staging, ec);  // once empty: the last rank to clean up removes it
+    removePath(file);
+    removePath(file + ".tmp");
+    removePath(staging);  // once empty: the last rank to clean up removes it
     throw Error("checkpoint at iteration " + std::to_string(iteration) + " failed: " + a);
   }
   if (rank_ == 0) {
@@ -130,46 +128,43 @@ void Checkpointer::save(std::uint64_t iteration, const std::string& config, cons
 void Checkpointer::publish(const std::string& staging, const std::string& name) const {
   const std::string folder = dir_ + "/" + name;
   const std::string replaced = dir_ + "/." + name + ".old";
-  std::error_code ec;
   // What an earlier save that died here left (another job's rank files) is not published.
-  for (const auto& entry : fs::directory_iterator(staging)) {
-    const std::string file = entry.path().filename().string();
+  for (const auto& file : listDirectory(staging)) {
     bool ours = file == "MANIFEST";
     for (int r = 0; r < ranks_ && !ours; ++r) ours = file == rankFile(r);
-    if (!ours) fs::remove_all(entry.path(), ec);
+    if (!ours) removeTree(staging + "/" + file);
   }
   // The same iteration saved again (a new run in an old folder): the old one steps aside
   // first; latest() finds it there if the job dies before the new one is in place.
-  if (fs::exists(folder)) {
-    fs::remove_all(replaced, ec);
-    fs::rename(folder, replaced);
+  if (pathExists(folder)) {
+    removeTree(replaced);
+    renamePath(folder, replaced);
   }
-  fs::rename(staging, folder);
+  renamePath(staging, folder);
   writeFileAtomically(dir_ + "/LATEST", name + "\n");
-  fs::remove_all(replaced, ec);
+  removeTree(replaced);
 }
 
 void Checkpointer::removeOlder(const std::string& name) const {
   // Keep the two newest complete ones; what LATEST does not name is only ever removed
   // after it moved on. A folder without a MANIFEST never counts as one of the two.
   std::vector<std::string> old;
-  for (const auto& entry : fs::directory_iterator(dir_)) {
-    const std::string other = entry.path().filename().string();
-    if (entry.is_directory() && other.rfind("iter-", 0) == 0 && other < name && fs::exists(entry.path() / "MANIFEST")) {
+  for (const auto& other : listDirectory(dir_)) {
+    const std::string path = dir_ + "/" + other;
+    if (other.rfind("iter-", 0) == 0 && other < name && isDirectory(path) && pathExists(path + "/MANIFEST")) {
       old.push_back(other);
     }
   }
   std::sort(old.begin(), old.end());
   for (std::size_t i = 0; i + 1 < old.size(); ++i) {
-    std::error_code ec;
-    fs::remove_all(dir_ + "/" + old[i], ec);  // best effort: a leftover folder harms nothing
+    removeTree(dir_ + "/" + old[i]);  // best effort: a leftover folder harms nothing
   }
 }
 
 CheckpointInfo Checkpointer::latest(const std::string& dir) {
-  if (!fs::is_directory(dir)) throw InputError(detail::cat("resume from ", dir, ": no such folder"));
+  if (!isDirectory(dir)) throw InputError(detail::cat("resume from ", dir, ": no such folder"));
   const std::string latest = dir + "/LATEST";
-  if (!fs::exists(latest)) {
+  if (!pathExists(latest)) {
     throw InputError(detail::cat("resume from ", dir, ": no complete checkpoint there (no LATEST file)"));
   }
   std::string name = readText(latest, 256);
@@ -179,7 +174,7 @@ CheckpointInfo Checkpointer::latest(const std::string& dir) {
   }
   std::string folder = dir + "/" + name;
   // Missing only if the job died while publish() put a new save of this iteration in place.
-  if (!fs::exists(folder + "/MANIFEST") && fs::exists(dir + "/." + name + ".old/MANIFEST")) {
+  if (!pathExists(folder + "/MANIFEST") && pathExists(dir + "/." + name + ".old/MANIFEST")) {
     folder = dir + "/." + name + ".old";
   }
   CheckpointInfo info = parseManifest(readText(folder + "/MANIFEST", 1 << 20), folder);

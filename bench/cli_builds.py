@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Throughput of two builds of the `poseidon` CLI side by side: fcnet on --ranks ranks,
+each behind its own capped link (`poseidon lab`, root), synthetic data, batch 32 per rank,
+server-side SGD and scheme auto; rounds alternate between the builds (the first build
+first in odd rounds, second first in even ones), and the ratio of the medians (images/s)
+is printed last. E.g. a commit against the one before (item 6 of the torch 2.x issue):
+  git worktree add /tmp/base a57e818 && (cd /tmp/base && cmake -S . -B build ... && cmake --build build)
+  sudo bench/cli_builds.py --base /tmp/base/build/apps/poseidon --new build/apps/poseidon \\
+      --lab 1gbit --ranks 4 --iterations 25 --repeats 5
+The lab itself (namespaces, links) is made by --new's binary for both builds, so that
+only the trainer differs.
+"""
+import argparse
+import statistics
+
+from common import POSEIDON, run_json
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the build compared against (its poseidon binary)")
+    ap.add_argument("--new", default=POSEIDON, help="the build measured (default: this tree's)")
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--lab", default="1gbit", help="each rank's link rate")
+    ap.add_argument("--model", default="fcnet")
+    ap.add_argument("--iterations", type=int, default=25)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    lab = [a.new, "lab", "--ranks", str(a.ranks), "--bandwidth", a.lab, "--"]
+    train = ["train", "--model", a.model, "--synthetic", "--batch", "32", "--iterations", str(a.iterations),
+             "--no-eval", "--json", "--threads", "1", "--lr-schedule", "constant"]
+    seen = {"base": [], "new": []}
+    for r in range(a.repeats):
+        order = ("base", "new") if r % 2 == 0 else ("new", "base")
+        for name in order:
+            binary = a.base if name == "base" else a.new
+            seen[name].append(run_json(lab + [binary] + train)["images_per_s"])
+            print(f"round {r + 1} {name:4s} {seen[name][-1]:.1f} images/s", flush=True)
+    base, new = statistics.median(seen["base"]), statistics.median(seen["new"])
+    paired = [n / b for n, b in zip(seen["new"], seen["base"])]
+    print(f"{a.model}, {a.ranks} ranks, {a.lab} per rank, {a.repeats} rounds: base median {base:.1f} images/s, "
+          f"new median {new:.1f}; new/base ratio of medians {new / base:.3f} "
+          f"(per-round ratios {', '.join(f'{p:.3f}' for p in paired)})")
+
+
+if __name__ == "__main__":
+    main()
