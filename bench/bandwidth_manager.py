@@ -30,10 +30,10 @@ import sys
 import tempfile
 import time
 
-from common import ENV, POSEIDON, ROOT, busy_seconds, comm_cpu_rate, machine, median
+from common import ENV, POSEIDON, ROOT, busy_seconds, comm_cpu_rate, machine, median, PYTHON
 from suite import compute_ceiling
 
-PY = sys.executable  # the project's python (.venv), with torch
+PY = PYTHON  # the project's python (.venv), with torch
 STEP = os.path.join(ROOT, "bench/torchvision_step.py")
 SIZES = {"alexnet": 63, "vgg19": 32, "resnet50": 32, "googlenet": 32}
 CLI_MODELS = ("fcnet", "convnet")

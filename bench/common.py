@@ -13,6 +13,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POSEIDON = os.path.join(ROOT, "build/apps/poseidon")  # the default binary of every script
+# The Python the jobs run in: the project's .venv (torch 2.11, the build's torch) when there.
+PYTHON = os.path.join(ROOT, ".venv/bin/python") if os.path.exists(os.path.join(ROOT, ".venv/bin/python")) \
+    else sys.executable
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 

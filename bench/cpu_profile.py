@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from common import ENV, POSEIDON, ROOT, machine
+from common import ENV, POSEIDON, PYTHON, ROOT, machine
 
 import papers_models
 
@@ -76,7 +76,7 @@ def profile(a, system, tmp):
     """Runs the job, samples it; returns its median s/iteration and the samples' shares per
     (thread group, space), each with its shares per function."""
     data = os.path.join(tmp, f"{system}.data")
-    cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", a.link, "--", sys.executable,
+    cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", a.link, "--", PYTHON,
            os.path.join(ROOT, "bench/torchvision_step.py"), "--system", system, "--model", a.model,
            "--image-size", str(papers_models.SIZES.get(a.model, 32)), "--iterations", str(a.iterations)]
     out_path, err_path = os.path.join(tmp, "job.out"), os.path.join(tmp, "job.err")

@@ -18,10 +18,10 @@ import argparse
 import os
 import sys
 
-from common import ENV, POSEIDON, ROOT, machine, median, process_setup, pyplot, run_json, write_csv
+from common import ENV, POSEIDON, ROOT, machine, median, process_setup, pyplot, run_json, write_csv, PYTHON
 
 
-PY = sys.executable  # the project's python (.venv), with torch
+PY = PYTHON  # the project's python (.venv), with torch
 STEP = os.path.join(ROOT, "bench/torchvision_step.py")
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
 SIZES = {"alexnet": 63, "vgg19": 32, "resnet50": 32, "googlenet": 32, "inception_v3": 75, "resnet152": 32}

@@ -11,9 +11,9 @@ import sys
 import argparse
 import os
 
-from common import ENV, POSEIDON, ROOT, median, run_json
+from common import ENV, POSEIDON, ROOT, median, run_json, PYTHON
 
-PY = sys.executable  # the project's python (.venv), with torch
+PY = PYTHON  # the project's python (.venv), with torch
 
 
 def main():

@@ -42,11 +42,11 @@ import time
 os.environ["OPENBLAS_NUM_THREADS"] = "1"  # before numpy loads OpenBLAS: one thread, as each rank runs
 import numpy as np  # noqa: E402
 
-from common import ENV, POSEIDON, ROOT, comm_cpu_rate, machine, median
+from common import ENV, POSEIDON, ROOT, comm_cpu_rate, machine, median, PYTHON
 
 SYSTEMS = {"poseidon": ["--scheme", "auto"], "wfbp": ["--scheme", "ps"], "ps": ["--scheme", "ps", "--no-wfbp"]}
 CLI_MODELS = ("fcnet", "convnet", "mlp")
-PY = sys.executable
+PY = PYTHON  # the project's python (.venv), with torch
 STEP = os.path.join(ROOT, "bench/torchvision_step.py")
 SIZES = {"alexnet": 63, "resnet18": 32, "resnet50": 32, "vgg11": 32, "vgg19": 32, "googlenet": 32}
 PAYLOAD_SHARE = 1448 / 1514
@@ -85,7 +85,7 @@ def stack_rate(a):
     runs (bench/stack_rate.py on a 100 gbit lab link: the CPU sets the rate, not tc); median of 3."""
     rates = []
     for _ in range(3):
-        cmd = [a.poseidon, "lab", "--ranks", "2", "--bandwidth", "100gbit", "--", sys.executable,
+        cmd = [a.poseidon, "lab", "--ranks", "2", "--bandwidth", "100gbit", "--", PYTHON,
                os.path.join(os.path.dirname(os.path.abspath(__file__)), "stack_rate.py"), "1024"]
         rates.append(run(cmd)["stack_bytes_per_s"])
     return median(rates)

@@ -25,10 +25,10 @@ import sys
 import json
 import subprocess
 
-from common import ENV, POSEIDON, ROOT, machine, pyplot, run_json, write_csv
+from common import ENV, POSEIDON, ROOT, machine, pyplot, run_json, write_csv, PYTHON
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = sys.executable  # the project's python (.venv), with torch
+PY = PYTHON  # the project's python (.venv), with torch
 
 
 def check_like_for_like(ddp):
