@@ -28,7 +28,7 @@ declare -A sources=(
   [control_reply_fuzz]="src/comm/control_channel.cc src/comm/message.cc src/comm/work.cc src/common/wait.cc"
   [state_file_fuzz]="src/checkpoint/state_file.cc"
   [manifest_fuzz]="src/checkpoint/checkpointer.cc src/checkpoint/state_file.cc src/comm/control_channel.cc
-                   src/comm/message.cc src/comm/work.cc src/common/wait.cc src/common/fault.cc"
+                   src/comm/message.cc src/comm/work.cc src/common/wait.cc src/common/fault.cc src/common/files.cc"
   [message_fuzz]="src/comm/message.cc"
 )
 all_targets=(model_file_fuzz compute_profile_fuzz idx_fuzz control_reply_fuzz state_file_fuzz manifest_fuzz
