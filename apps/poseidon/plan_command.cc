@@ -195,7 +195,7 @@ int runPlan(const PlanOptions& given) {
     applySchedule(schedule, plans);
   }
 
-  double ps_total = 0, sfb_total = 0, adam_total = 0, chosen_total = 0, chosen_s = 0;
+  double ps_total = 0, sfb_total = 0, factor_push_total = 0, chosen_total = 0, chosen_s = 0;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   if (!o.json) {
     const std::string who = o.nodes > 0 ? detail::cat("P1 = ", o.nodes, " nodes x ", o.devices_per_node, " devices")
@@ -204,7 +204,7 @@ int runPlan(const PlanOptions& given) {
                 who.c_str(), servers, o.servers == 0 ? "co-located" : "separate", o.batch,
                 o.nodes > 0 ? "node" : "worker", costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
     std::printf("%-8s %-5s %13s %12s %14s %14s %14s %14s %-9s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
-                "sfb_floats", "adam_floats", "ar_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
+                "sfb_floats", "factor_push_floats", "ar_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
   }
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const auto& l = model.layers[i];
@@ -215,7 +215,7 @@ int runPlan(const PlanOptions& given) {
                                                            : p.ps_floats;
     ps_total += p.ps_floats;
     sfb_total += fc ? p.sfb_floats : p.ps_floats;
-    adam_total += fc ? p.adam_floats : p.ps_floats;
+    factor_push_total += fc ? p.factor_push_floats : p.ps_floats;
     chosen_total += chosen;
     chosen_s += p.scheme == Scheme::kSFB ? p.sfb_seconds
                 : p.scheme == Scheme::kAllreduce ? p.allreduce_seconds
@@ -229,12 +229,12 @@ int runPlan(const PlanOptions& given) {
       j["params"] = l.numel();
       j["ps_floats"] = p.ps_floats;
       j["sfb_floats"] = fc ? nlohmann::ordered_json(p.sfb_floats) : nlohmann::ordered_json(nullptr);
-      j["adam_floats"] = fc ? nlohmann::ordered_json(p.adam_floats) : nlohmann::ordered_json(nullptr);
+      j["factor_push_floats"] = fc ? nlohmann::ordered_json(p.factor_push_floats) : nlohmann::ordered_json(nullptr);
       j["allreduce_floats"] = p.allreduce_floats > 0 ? nlohmann::ordered_json(p.allreduce_floats) : nlohmann::ordered_json(nullptr);
       j["cluster_ps_floats"] = CostModel::psClusterFloats(l.numel(), 1, o.workers);
       if (fc) {
         j["cluster_sfb_floats"] = CostModel::sfbClusterFloats(l.M, l.N, o.workers, o.batch);
-        j["cluster_adam_floats"] = CostModel::adamClusterFloats(l.M, l.N, o.workers, o.batch);
+        j["cluster_factor_push_floats"] = CostModel::factorPushClusterFloats(l.M, l.N, o.workers, o.batch);
       }
       j["scheme"] = schemeName(p.scheme);
       j["bytes_choice"] = schemeName(p.bytes_choice);
@@ -251,7 +251,7 @@ int runPlan(const PlanOptions& given) {
     const std::string shape = fc ? std::to_string(l.M) + "x" + std::to_string(l.N) : "-";
     std::printf("%-8s %-5s %13s %12lld %14.0f %14s %14s %14s %-9s", l.name.c_str(), layerKindName(l.kind), shape.c_str(),
                 static_cast<long long>(l.numel()), p.ps_floats, fc ? std::to_string(static_cast<long long>(p.sfb_floats)).c_str() : "-",
-                fc ? std::to_string(static_cast<long long>(p.adam_floats)).c_str() : "-",
+                fc ? std::to_string(static_cast<long long>(p.factor_push_floats)).c_str() : "-",
                 p.allreduce_floats > 0 ? std::to_string(std::llround(p.allreduce_floats)).c_str() : "-",
                 schemeName(p.scheme));
     if (req.rates.known()) {
@@ -274,7 +274,7 @@ int runPlan(const PlanOptions& given) {
     j["layers"] = layers;
     j["total_ps_floats"] = ps_total;
     j["total_sfb_floats"] = sfb_total;
-    j["total_adam_floats"] = adam_total;
+    j["total_factor_push_floats"] = factor_push_total;
     j["total_chosen_floats"] = chosen_total;
     if (req.rates.known()) j["total_chosen_seconds"] = chosen_s;
     if (req.rule == CostRule::kSchedule) {
@@ -286,9 +286,9 @@ int runPlan(const PlanOptions& given) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("total floats per node per iteration: all ps %.0f, sfb for FC %.0f, adam for FC %.0f, chosen %.0f "
+  std::printf("total floats per node per iteration: all ps %.0f, sfb for FC %.0f, factor-push for FC %.0f, chosen %.0f "
               "(%.1fx fewer than all ps)\n",
-              ps_total, sfb_total, adam_total, chosen_total, chosen_total > 0 ? ps_total / chosen_total : 1.0);
+              ps_total, sfb_total, factor_push_total, chosen_total, chosen_total > 0 ? ps_total / chosen_total : 1.0);
   if (req.rates.known()) std::printf("predicted communication time per iteration, chosen schemes: %.4f s\n", chosen_s);
   if (req.rule == CostRule::kSchedule) {
     std::printf("schedule rule: simulated iteration %.4f s with the chosen plan, %.4f s with the time rule's (%d "

@@ -48,7 +48,7 @@ double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int ran
   if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
   // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
   if (scheme == Scheme::kAllreduce) return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);
-  // ADAM with sharded servers: the factors go to every other shard that holds a pair of
+  // Factor push with sharded servers: the factors go to every other shard that holds a pair of
   // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
   std::vector<bool> shard_used(cluster.shards(), false);
   double own = 0;

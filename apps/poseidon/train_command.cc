@@ -1,5 +1,8 @@
 #include "train_command.h"
 
+#include <cstdio>
+#include <string>
+
 namespace poseidon::app {
 
 CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
@@ -53,8 +56,19 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--scheme", o.session.scheme,
                   "Per layer: auto (the cheapest of PS, sufficient factors and allreduce by the cost model), ps (all "
                   "through the parameter server), sfb (every FC layer by sufficient factors), allreduce (MPI_Allreduce "
-                  "among the workers, through the KVStore and the dependency engine), adam (the 2015 paper's comparison: "
-                  "FC factors to the servers, full matrices back)")
+                  "among the workers, through the KVStore and the dependency engine), factor-push (the 2015 paper's "
+                  "comparison after Project Adam: FC factors to the servers, full matrices back; 'adam', its old name, "
+                  "still works)")
+      ->transform(CLI::Validator(
+          [](std::string& v) {
+            if (v == "adam") {  // the scheme's name until 2026-11: scripts may still say it
+              std::fprintf(stderr, "poseidon: --scheme adam is now called --scheme factor-push (--optimizer adam is "
+                                   "the Adam optimizer)\n");
+              v = "factor-push";
+            }
+            return std::string();
+          },
+          "", "old scheme names"))
       ->capture_default_str();
   cmd->add_option("--cost-model", o.session.cost_model,
                   "How auto decides: bytes (the paper's rule: fewest floats moved), time (bytes over the link "

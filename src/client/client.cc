@@ -86,7 +86,7 @@ void Client::report(int layer, std::function<void()> send) {
   pending_send_[layer] = std::move(send);
   // A factor push to the servers waits for the weight's release: the co-located shard
   // updates the engine's weight in place, which autograd may still be about to read.
-  if (options_.wfbp && schemes_[layer] != Scheme::kAdam) startSync(layer);
+  if (options_.wfbp && schemes_[layer] != Scheme::kFactorPush) startSync(layer);
 }
 
 void Client::gradientsReady(int layer, std::vector<float*> grads) {
@@ -106,7 +106,7 @@ void Client::gradientsReady(int layer, std::vector<float*> grads) {
 
 void Client::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
   const std::uint64_t t = iteration_;
-  if (schemes_.at(layer) == Scheme::kAdam) {
+  if (schemes_.at(layer) == Scheme::kFactorPush) {
     PsSyncer* ps = ps_.at(layer);
     auto message = std::make_shared<Message>(ps->packFactors(t, U, V, K));
     report(layer, [ps, t, message] { ps->SendFactors(t, std::move(*message)); });
@@ -131,7 +131,7 @@ void Client::setFactorGradients(int layer, std::vector<float*> grads) {
 
 void Client::layerReleased(int layer) {
   if (SfbSyncer* s = sfb_.at(layer)) s->release(iteration_);
-  if (schemes_.at(layer) == Scheme::kAdam && options_.wfbp && reported_[layer] && !started_[layer]) startSync(layer);
+  if (schemes_.at(layer) == Scheme::kFactorPush && options_.wfbp && reported_[layer] && !started_[layer]) startSync(layer);
 }
 
 void Client::startSync(int layer) {

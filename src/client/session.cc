@@ -97,7 +97,7 @@ void checkNodeOptions(const Options& o, SchemeMode mode) {
   const char* what = o.server_ranks > 0 || o.shards > 0 ? "--server-ranks and --shards (each node's leader holds a shard)"
                      : o.staleness > 0                   ? "--staleness"
                      : o.straggler_timeout.count() > 0   ? "--straggler-timeout"
-                     : mode == SchemeMode::kAdam         ? "--scheme adam"
+                     : mode == SchemeMode::kFactorPush   ? "--scheme factor-push"
                                                          : nullptr;
   if (what) {
     throw InputError(detail::cat("--devices-per-node does not work with ", what, " yet; drop one of them"));
@@ -348,15 +348,15 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   std::vector<bool> on_ps;
   for (const auto& p : s.plan) {
     s.schemes.push_back(p.scheme);
-    on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kAdam);  // ADAM layers live on the servers too
+    on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kFactorPush);  // factor-push layers live on the servers too
   }
   if (options.staleness < 0) throw InputError("--staleness must not be negative");
   if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
     throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
   }
-  if (options.gradient_mode && (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kAdam)) {
+  if (options.gradient_mode && (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kFactorPush)) {
     throw InputError("gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
-                     "auto schemes; drop --staleness, --straggler-timeout or --scheme adam, or use server-side SGD");
+                     "auto schemes; drop --staleness, --straggler-timeout or --scheme factor-push, or use server-side SGD");
   }
   if (options.straggler_timeout.count() > 0 || options.staleness > 0) {
     const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
@@ -571,7 +571,7 @@ void Session::layerReleased(int layer) {
 
 bool Session::usesFactors(int layer) const {
   const Scheme scheme = impl_->schemes.at(layer);
-  return scheme == Scheme::kSFB || scheme == Scheme::kAdam;
+  return scheme == Scheme::kSFB || scheme == Scheme::kFactorPush;
 }
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
 const PlatformRates& Session::rates() const { return impl_->rates; }

@@ -6,13 +6,13 @@ const char* schemeName(Scheme scheme) {
   switch (scheme) {
     case Scheme::kPS: return "ps";
     case Scheme::kSFB: return "sfb";
-    case Scheme::kAdam: return "adam";
+    case Scheme::kFactorPush: return "factor-push";
     case Scheme::kAllreduce: return "allreduce";
   }
   return "?";
 }
 
-double CostModel::adamFloats(std::int64_t M, std::int64_t N, std::int64_t K) {
+double CostModel::factorPushFloats(std::int64_t M, std::int64_t N, std::int64_t K) {
   return static_cast<double>(K) * static_cast<double>(M + N) + static_cast<double>(M) * static_cast<double>(N);
 }
 
@@ -42,7 +42,7 @@ double CostModel::sfbClusterFloats(std::int64_t M, std::int64_t N, int P, std::i
   return static_cast<double>(P - 1) * (P - 1) * static_cast<double>(K) * static_cast<double>(M + N);
 }
 
-double CostModel::adamClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K) {
+double CostModel::factorPushClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K) {
   return P * static_cast<double>(K) * static_cast<double>(M + N) +
          P * static_cast<double>(M) * static_cast<double>(N);
 }

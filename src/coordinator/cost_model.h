@@ -11,10 +11,10 @@
 namespace poseidon {
 
 // How one layer's parameters are synchronised: through the parameter server (PS), by
-// sufficient factor broadcasting (SFB), the 2015 paper's comparison strategy (ADAM:
-// factors to the server, full matrices back), or summed by MPI_Allreduce among the
+// sufficient factor broadcasting (SFB), the 2015 paper's comparison strategy after Project
+// Adam (factor push: factors to the server, full matrices back; not the Adam optimizer), or summed by MPI_Allreduce among the
 // workers with the update replicated on each (Mamidala 2018).
-enum class Scheme { kPS, kSFB, kAdam, kAllreduce };
+enum class Scheme { kPS, kSFB, kFactorPush, kAllreduce };
 const char* schemeName(Scheme scheme);
 
 enum class PsRole { kServerAndWorker, kWorkerOnly, kServerOnly };
@@ -26,9 +26,9 @@ struct CostModel {
   // 2015 paper, whole-cluster counts, P workers.
   static double psClusterFloats(std::int64_t M, std::int64_t N, int P);
   static double sfbClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
-  static double adamClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
+  static double factorPushClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K);
   // Per node, send + receive: a worker sends its factors and receives the full matrix.
-  static double adamFloats(std::int64_t M, std::int64_t N, std::int64_t K);
+  static double factorPushFloats(std::int64_t M, std::int64_t N, std::int64_t K);
   // Per node, send + receive, ring allreduce of M*N floats over P1 workers: each sends
   // 2*M*N*(P1-1)/P1 (reduce-scatter, then allgather) and receives as much.
   static double allreduceFloats(std::int64_t M, std::int64_t N, int P1);

@@ -11,9 +11,10 @@ SchemeMode parseSchemeMode(const std::string& name) {
   if (name == "ps") return SchemeMode::kPS;
   if (name == "sfb") return SchemeMode::kSFB;
   if (name == "auto") return SchemeMode::kAuto;
-  if (name == "adam") return SchemeMode::kAdam;
+  // "adam": the scheme's name until 2026-11 (after Project Adam), kept for scripts.
+  if (name == "factor-push" || name == "adam") return SchemeMode::kFactorPush;
   if (name == "allreduce") return SchemeMode::kAllreduce;
-  throw InputError("--scheme " + name + ": use ps, sfb, allreduce, auto or adam");
+  throw InputError("--scheme " + name + ": use ps, sfb, allreduce, auto or factor-push");
 }
 
 CostRule parseCostRule(const std::string& name) {
@@ -28,7 +29,7 @@ const char* schemeModeName(SchemeMode mode) {
     case SchemeMode::kPS: return "ps";
     case SchemeMode::kSFB: return "sfb";
     case SchemeMode::kAuto: return "auto";
-    case SchemeMode::kAdam: return "adam";
+    case SchemeMode::kFactorPush: return "factor-push";
     case SchemeMode::kAllreduce: return "allreduce";
   }
   return "?";
@@ -78,7 +79,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     if (fc) {
       // The bias rides along with the factors (its gradient is the sum of U's rows).
       p.sfb_floats = CostModel::sfbFloats(layer.M, layer.N, P1, K);
-      p.adam_floats = CostModel::adamFloats(layer.M, layer.N, K);
+      p.factor_push_floats = CostModel::factorPushFloats(layer.M, layer.N, K);
       p.bytes_choice = p.sfb_floats <= p.ps_floats ? Scheme::kSFB : Scheme::kPS;
     }
     // A synchronous step waits for its busiest node. Under PS with every rank a worker
@@ -110,7 +111,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     switch (req.mode) {
       case SchemeMode::kPS: p.scheme = Scheme::kPS; break;
       case SchemeMode::kSFB: p.scheme = fc ? Scheme::kSFB : Scheme::kPS; break;
-      case SchemeMode::kAdam: p.scheme = fc ? Scheme::kAdam : Scheme::kPS; break;
+      case SchemeMode::kFactorPush: p.scheme = fc ? Scheme::kFactorPush : Scheme::kPS; break;
       // Even with one worker: the collectives are trivial, but the engine path is the
       // same, which is what a one-rank benchmark of the designs measures.
       case SchemeMode::kAllreduce: p.scheme = Scheme::kAllreduce; break;

@@ -15,7 +15,7 @@
 
 namespace poseidon {
 
-enum class SchemeMode { kPS, kSFB, kAuto, kAdam, kAllreduce };
+enum class SchemeMode { kPS, kSFB, kAuto, kFactorPush, kAllreduce };
 // kSchedule compares whole plans, not layers: the combination of per-layer choices whose
 // simulated iteration (WFBP's overlap with the backward and the next forward, the order on
 // the link, the reconstruction on the device) is shortest. It needs measured layer times,
@@ -39,7 +39,7 @@ struct PlatformRates {
 struct LayerPlan {
   Scheme scheme = Scheme::kPS;
   // Per node, send + receive, as in ATC'17 Table 1 (0 for layers without the option).
-  double ps_floats = 0, sfb_floats = 0, adam_floats = 0, allreduce_floats = 0;
+  double ps_floats = 0, sfb_floats = 0, factor_push_floats = 0, allreduce_floats = 0;
   // Predicted seconds per iteration when rates are known (else 0).
   double ps_seconds = 0, sfb_seconds = 0, allreduce_seconds = 0;
   Scheme bytes_choice = Scheme::kPS;  // what each rule alone would pick
@@ -54,7 +54,7 @@ struct PlanRequest {
   PlatformRates rates;
 };
 
-// One plan per layer of `model`. Only FC layers can go by SFB or ADAM; allreduce needs every
+// One plan per layer of `model`. Only FC layers can go by SFB or factor push; allreduce needs every
 // rank to be a worker; with one worker every layer stays on PS (nobody to exchange with).
 // "auto" takes the cheapest; on a tie PS before SFB before allreduce.
 std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& request);

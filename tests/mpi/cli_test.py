@@ -189,17 +189,23 @@ def case_np4_sfb_equals_ps(args):
         shutil.rmtree(tmp)
 
 
-def case_np3_adam_equals_ps(args):
-    # The 2015 paper's strategy: factors to the servers, full values back; same values as PS.
+def case_np3_factor_push_equals_ps(args):
+    # The 2015 paper's strategy after Project Adam: factors to the servers, full values back;
+    # same values as PS. Its old name, "adam", still works, with a note.
     tmp = tempfile.mkdtemp()
     try:
         common = ["--model", "mlp", "--iterations", "30", "--no-eval", "--json"]
-        a, _ = train(args, 3, common + ["--scheme", "adam", "--save-params", f"{tmp}/adam.bin"])
+        a, _ = train(args, 3, common + ["--scheme", "factor-push", "--save-params", f"{tmp}/push.bin"])
         b, _ = train(args, 3, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
-        check(all(l["scheme"] == "adam" for l in a["layers"]), a["layers"])
-        compare_params(f"{tmp}/adam.bin", f"{tmp}/ps.bin", 1e-4, "adam vs ps")
+        check(all(l["scheme"] == "factor-push" for l in a["layers"]), a["layers"])
+        compare_params(f"{tmp}/push.bin", f"{tmp}/ps.bin", 1e-4, "factor-push vs ps")
         for l in a["layers"]:
-            within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']} (adam)")
+            within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']} (factor-push)")
+        rc, out, err, _ = run(mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--no-eval",
+                                           "--json", "--scheme", "adam"], 120)
+        old = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
+        check(rc == 0 and "now called --scheme factor-push" in err and old.get("scheme") == "factor-push",
+              f"--scheme adam (the old name): rc {rc}\n{err[-1500:]}")
     finally:
         shutil.rmtree(tmp)
 
@@ -383,7 +389,7 @@ def case_plan_worked_values(args):
     j = json.loads(plan(args, ["--layer", "4096x4096", "--workers", "4", "--batch", "256", "--json"]))
     l = j["layers"][0]
     check(l["cluster_sfb_floats"] == 18874368 and l["cluster_ps_floats"] == 134217728
-          and l["cluster_adam_floats"] == 75497472, l)
+          and l["cluster_factor_push_floats"] == 75497472, l)
     table = plan(args, ["--model", "vgg19-22k", "--workers", "8", "--bandwidth", "1gbit", "--gflops", "50"])
     check("21841x4096" in table and "ps_s" in table, table)
 
@@ -452,7 +458,7 @@ def case_bad_devices_per_node(args):
     expect_failure(args, mpirun(4) + [args.poseidon, "train", "--model", "mlp", "--synthetic", "--iterations", "2",
                                       "--devices-per-node", "3"], "split into nodes")
     expect_failure(args, mpirun(4) + [args.poseidon, "train", "--model", "mlp", "--synthetic", "--iterations", "2",
-                                      "--devices-per-node", "2", "--scheme", "adam"], "--scheme adam")
+                                      "--devices-per-node", "2", "--scheme", "factor-push"], "--scheme factor-push")
     expect_failure(args, [args.poseidon, "train", "--model", "mlp", "--synthetic", "--iterations", "2",
                           "--devices-per-node", "two"], "--devices-per-node")
 

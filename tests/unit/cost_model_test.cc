@@ -10,7 +10,7 @@ TEST(CostModel, Paper2015AlexNetFc6Fc7) {
   // P = 4, K = 256, M = N = 4096.
   EXPECT_EQ(CostModel::sfbClusterFloats(4096, 4096, 4, 256), 18874368.0);
   EXPECT_EQ(CostModel::psClusterFloats(4096, 4096, 4), 134217728.0);
-  EXPECT_EQ(CostModel::adamClusterFloats(4096, 4096, 4, 256), 75497472.0);
+  EXPECT_EQ(CostModel::factorPushClusterFloats(4096, 4096, 4, 256), 75497472.0);
 }
 
 TEST(CostModel, Atc17Table1) {
