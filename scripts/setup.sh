@@ -18,6 +18,7 @@
 # A GPU host as the project's (Ubuntu 24.04, no network, torch 2.11.0+cu130 in a venv):
 #   POSEIDON_PYTHON=/opt/torch/.venv/bin/python POSEIDON_SKIP_APT=1 POSEIDON_BUILD_JOBS=16 scripts/setup.sh
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION=${POSEIDON_TORCH_VERSION:-2.11.0}
@@ -37,7 +38,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ] && [ -z "${POSEIDON_SKIP_APT:-}" ]; then
+if [ ${#missing[@]} -gt 0 ] && [ -n "${POSEIDON_SKIP_APT:-}" ]; then
+  echo "setup: POSEIDON_SKIP_APT: not installing ${missing[*]} (their files must be there already)"
+elif [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -47,6 +50,7 @@ fi
 
 if [ -n "${POSEIDON_PYTHON:-}" ]; then
   python=$POSEIDON_PYTHON
+  case $python in /*) ;; */*) python=$caller/$python ;; *) python=$(command -v "$python") ;; esac
   "$python" -c "import torch" 2>/dev/null \
     || { echo "setup: $python cannot import torch (POSEIDON_PYTHON must name a python with torch)" >&2; exit 1; }
 else
@@ -72,7 +76,10 @@ PY
 fi
 
 build=${BUILD_DIR:-build}
-if [ ! -f "$build/build.ninja" ]; then
+# Configured anew when there is no build yet or its cache names another Python (and so
+# another torch).
+cached=$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [ ! -f "$build/build.ninja" ] || [ "$cached" != "$python" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$python"
 fi
 # Two jobs: each LibTorch translation unit needs ~1.5 GB and ~30 s.

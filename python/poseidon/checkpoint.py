@@ -38,6 +38,7 @@ class Checkpoints:
         self.objects = list(objects)
         _check_objects(self.objects)
         self.resume_dir = directory if resume is True else (resume or None)
+        self.runtime = runtime
         self.ranks = runtime.size()
         self.pending = None  # (iteration, random state) of a save to write at the next forward
         self.info, self.saved = None, None
@@ -67,9 +68,15 @@ class Checkpoints:
             raise ValueError("save_checkpoint() needs checkpoint_dir (the folder to save in)")
         _check_objects(self.objects)
         extra = io.BytesIO()
-        torch.save({"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects],
-                    "rng": torch.get_rng_state() if rng is None else rng}, extra)
-        _loads(extra.getvalue(), "saving a checkpoint")  # nothing is written that a resume would refuse
+        state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects],
+                 "rng": torch.get_rng_state() if rng is None else rng}
+        # Nothing is written that a resume would refuse, and every rank stops together.
+        bad = _not_plain(state)
+        if not _C.all_agree(self.runtime, bad is None):
+            raise ValueError(f"saving a checkpoint: {bad}" if bad else
+                             "saving a checkpoint: another rank's optimizer or checkpoint objects hold state that "
+                             "checkpoints cannot keep (its error names it)")
+        torch.save(state, extra)
         core.synchronize()
         core.save_checkpoint(str(self.directory), iteration, config, extra.getvalue())
         if core.rank() == 0:
@@ -115,6 +122,28 @@ def _read_resume(folder, runtime):
     if not _C.all_agree(runtime, error is None):
         raise error or ValueError(f"cannot resume from {folder}: another rank could not read its checkpoint")
     return info, state
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+
+
+def _not_plain(obj, where="state"):
+    """None when obj holds only what torch.load(weights_only=True) reads back (tensors,
+    numbers, strings, containers), else a line naming the first thing that is not."""
+    if isinstance(obj, (torch.Tensor,) + _PLAIN):
+        return None
+    if isinstance(obj, (list, tuple, set)):
+        items = enumerate(obj)
+    elif isinstance(obj, dict):
+        items = obj.items()
+    else:
+        return (f"the optimizer's or a checkpoint object's state_dict() holds a {type(obj).__name__} at {where}; "
+                "checkpoints keep tensors, numbers, strings and containers only")
+    for key, value in items:
+        bad = _not_plain(value, f"{where}[{key!r}]")
+        if bad:
+            return bad
+    return None
 
 
 def _loads(data, doing):

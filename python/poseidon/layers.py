@@ -16,7 +16,7 @@ and watches every torch function call. From it Poseidon learns, per layer:
     makes (a Linear on [B, T, E] makes T: the cost model's K is batch x T);
   - the order in which layers are first used (the coordinator's forward order).
 What it cannot vouch for goes the safe way: a layer used outside its module's forward is
-waited for before the whole forward; a Linear whose forward never runs, whose parameters
+waited for before the whole forward; a Linear whose forward does not run, whose parameters
 another module reads, or that runs inside torch.utils.checkpoint (its forward runs again
 in backward) goes by PS, not by factors. DistributedModel.describe() shows each decision.
 """
@@ -138,7 +138,7 @@ def _why_not_factors(i, rows, watch):
     if i in watch.recomputed:
         return "it runs inside torch.utils.checkpoint (its forward runs again in backward)"
     if i not in rows:
-        return "its forward never runs (another module's forward reads its parameters)"
+        return "its forward did not run in the probe (another module's forward may read its parameters)"
     if i in watch.foreign:
         return "another module reads its parameters (or its input is not [rows, in_features])"
     return ""

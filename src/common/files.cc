@@ -21,7 +21,7 @@ std::string reason() { return std::strerror(errno); }
 
 bool pathExists(const std::string& path) {
   struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
+  return ::stat(path.c_str(), &st) == 0;  // follows links, as std::filesystem::exists
 }
 
 bool isDirectory(const std::string& path) {
@@ -33,7 +33,8 @@ void makeDirectories(const std::string& path) {
   // Each prefix in turn, as mkdir -p; one that exists already (a folder) is fine.
   for (std::size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
     const std::string part = path.substr(0, end);
-    if (!part.empty() && ::mkdir(part.c_str(), 0777) != 0 && !(errno == EEXIST && isDirectory(part))) {
+    // Any error on a folder that is there is fine (some file systems say EACCES or EROFS).
+    if (!part.empty() && ::mkdir(part.c_str(), 0777) != 0 && !isDirectory(part)) {
       throw Error(detail::cat("cannot make the folder ", part, ": ", reason()));
     }
     if (end == std::string::npos) return;

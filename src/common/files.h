@@ -11,7 +11,7 @@
 
 namespace poseidon {
 
-bool pathExists(const std::string& path);
+bool pathExists(const std::string& path);  // follows links
 bool isDirectory(const std::string& path);
 // mkdir -p; throws Error naming the path and the system's reason.
 void makeDirectories(const std::string& path);

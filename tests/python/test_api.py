@@ -117,7 +117,7 @@ def test_probe_goes_the_safe_way_and_describe_says_so():
     train(model, optimizer, batches)
     found = {layer.name: layer for layer in model._layers}
     assert not found["attn.out_proj"].self_waited and not found["attn.out_proj"].factorable
-    assert "never runs" in found["attn.out_proj"].why_not_factors
+    assert "did not run" in found["attn.out_proj"].why_not_factors
     assert found["attn"].self_waited
     assert not found["inner"].factorable and "checkpoint" in found["inner"].why_not_factors
     assert found["head"].factorable and found["head"].self_waited
@@ -318,3 +318,24 @@ def test_write_profile_needs_the_timeline(tmp_path):
         model.write_profile(tmp_path / "none.prof")
     model.close()
     assert not (tmp_path / "none.prof").exists()
+
+
+def test_checkpoint_keeps_plain_state_only(tmp_path):
+    """A checkpoint object whose state_dict() holds a function (not readable back with
+    torch.load(weights_only=True)) is refused by name when saving, and nothing is written."""
+    class Holder:
+        def state_dict(self):
+            return {"schedule": lambda step: 0.5 ** step}
+
+        def load_state_dict(self, state):
+            pass
+
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = poseidon.DistributedModel(net, optimizer, checkpoint_dir=str(tmp_path / "ck"),
+                                      checkpoint_objects=[Holder()])
+    train(model, optimizer, data(1))
+    with pytest.raises(ValueError, match=r"holds a function at state\['objects'\]\[0\]\['schedule'\]"):
+        model.save_checkpoint()
+    assert not (tmp_path / "ck" / "LATEST").exists()
+    model.close()
