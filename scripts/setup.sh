@@ -6,8 +6,8 @@
 #     torchvision at the versions below, numpy, pytest, matplotlib, wheel (pip install .).
 #     The C++ side links the LibTorch inside that wheel (CMake asks the venv's python for
 #     it) and the Python package is built against the same torch: one PyTorch for both.
-# The first run downloads about 3.5 GB of wheels (torch's Linux wheels are CUDA builds and
-# bring NVIDIA's libraries; they run on CPU-only machines too) into pip's cache.
+# The first run downloads the wheels: torch's Linux wheels are CUDA builds and bring
+# NVIDIA's libraries (4.8 GB once installed); they run on CPU-only machines too.
 #
 # Environment:
 #   POSEIDON_PYTHON=PATH   use this interpreter (its own torch, any 2.x) instead of making
@@ -68,7 +68,7 @@ ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2]
 for n in ("numpy", "pytest", "matplotlib", "wheel"): m.version(n)
 sys.exit(0 if ok else 1)
 PY
-    echo "setup: pip install $want into $venv (the first time: ~3.5 GB of wheels, a few minutes)"
+    echo "setup: pip install $want into $venv (torch is a CUDA build: 4.8 GB once installed)"
     start=$SECONDS
     "$python" -m pip install -q --disable-pip-version-check $want
     echo "setup: installed in $((SECONDS - start)) s"

@@ -4,7 +4,7 @@
 rank count, with the parameter server (--scheme ps) alongside for reference. Runs of one
 (model, ranks) cell alternate between the designs, so drift hits them alike; medians of
 --repeats runs. Usage:
-  bench/issue4_bench.py [--poseidon build/apps/poseidon] [--models fcnet,convnet] [--ranks 1,2,4]
+  bench/kvstore_designs.py [--poseidon build/apps/poseidon] [--models fcnet,convnet] [--ranks 1,2,4]
                         [--iterations 20] [--repeats 3] [--csv FILE] [--lab 1gbit]
 With --lab (as root) every run is inside `poseidon lab` at that rate per rank.
 """

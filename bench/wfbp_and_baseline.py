@@ -5,7 +5,7 @@
    model, batch, data and threads; runs alternate so drift hits both alike.
 2. Four workers: WFBP against --no-wfbp, s/iter.
 Prints each run and the medians and ratios. Usage:
-  bench/issue2_bench.py [--poseidon build/apps/poseidon] [--model fcnet] [--iterations 30] [--repeats 5]
+  bench/wfbp_and_baseline.py [--poseidon build/apps/poseidon] [--model fcnet] [--iterations 30] [--repeats 5]
 """
 import argparse
 import statistics

@@ -8,7 +8,7 @@
 Medians of --repeats rounds (s/iter, images/s) and the ratios new/old and gradient/new.
 With --lab RATE (as root) every run is inside `poseidon lab` at that rate per rank; without,
 ranks talk through shared memory. Usage:
-  bench/issue11_bench.py --old /tmp/old/build/apps/poseidon [--poseidon build/apps/poseidon]
+  bench/general_adapter_cost.py --old /tmp/old/build/apps/poseidon [--poseidon build/apps/poseidon]
                          [--lab 1gbit] [--iterations 30] [--repeats 3] [--model fcnet]
 """
 import argparse

@@ -3,7 +3,7 @@
 train` at 4 ranks with --scheme ps, sfb, auto with the bytes cost model and auto with the
 time cost model, alternating runs so drift hits all alike; then the layers where the two
 cost models disagree, with each model's reason. Usage:
-  bench/issue3_bench.py [--poseidon build/apps/poseidon] [--model fcnet] [--iterations 20] [--repeats 3]
+  bench/hybcomm_schemes.py [--poseidon build/apps/poseidon] [--model fcnet] [--iterations 20] [--repeats 3]
 """
 import argparse
 
