@@ -167,12 +167,13 @@ std::vector<torch::Tensor> reference(const RunSetup& s, const Data& d) {
 struct Distributed {
   std::vector<std::vector<torch::Tensor>> finals;       // every rank's parameters and buffers
   std::vector<std::vector<torch::Tensor>> mid_buffers;  // as a forward in mid-run starts
-  std::vector<bool> fc1_by_factors;
+  // One element per rank thread: not vector<bool>, whose packed bits make concurrent writes a race.
+  std::vector<char> fc1_by_factors;
 };
 
 Distributed distributed(const RunSetup& s, const Data& d) {
   Distributed out{std::vector<std::vector<torch::Tensor>>(s.ranks), std::vector<std::vector<torch::Tensor>>(s.ranks),
-                  std::vector<bool>(s.ranks)};
+                  std::vector<char>(s.ranks, 0)};
   auto& finals = out.finals;
   auto nets = seededPerRank<ResidualNet>(s.ranks, 1, 100);  // other ranks' values must be replaced
   testing::runRanks(s.ranks, [&](Transport& t, int rank) {
