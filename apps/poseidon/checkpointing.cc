@@ -45,6 +45,7 @@ void RunCheckpoints::restore(const CheckpointInfo& info) {
   Checkpointer::checkCompatible(info, config_, session.size());
   random_ = randomState();  // the right size; overwritten by the restore
   Checkpointer(dir_, session.control(), session.rank(), session.size()).load(info, records());
+  model_.stateRestored();
   setRandomState(random_);
   if (optimizer_) optimizer_->afterRestore();
   if (session.rank() == 0) {

@@ -29,6 +29,11 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "torch::optim::Adam/AdamW on every worker, stepping on the allreduced mean gradient as under "
                   "Horovod or DDP (gradient mode; default betas and eps)")
       ->capture_default_str();
+  cmd->add_option("--device", o.device,
+                  "Where each rank trains: cpu, cuda (the GPU of the rank's local rank among the visible ones; ranks "
+                  "may share one) or auto (cuda when PyTorch sees a GPU). Gradients leave the GPU layer by layer "
+                  "through pinned host memory; the servers run on the host")
+      ->capture_default_str();
   cmd->add_flag("--gradient-mode", o.session.gradient_mode,
                 "With --optimizer sgd: no step on the servers; every scheme delivers the workers' mean gradient into "
                 ".grad and a local torch::optim::SGD steps (as DDP does), for comparison with server-side SGD");

@@ -42,7 +42,7 @@ std::pair<double, double> evaluate(TrainNet& net, const Data& d, std::int64_t be
   double correct = 0;
   for (std::int64_t i = begin; i < end; i += 500) {
     const std::int64_t n = std::min<std::int64_t>(500, end - i);
-    auto pred = net.forward(d.test_x.narrow(0, i, n)).argmax(1);
+    auto pred = net.forward(d.test_x.narrow(0, i, n).to(net.device())).argmax(1).to(torch::kCPU);
     correct += pred.eq(d.test_y.narrow(0, i, n)).sum().item<double>();
   }
   net.module().train();

@@ -113,6 +113,7 @@ void TrainRun::loadDataAndNet() {
   data_ = loadData(o_, choice_);
   torch::manual_seed(o_.seed);
   net_ = std::make_unique<TrainNet>(choice_);
+  net_->toDevice(o_.device);
   // The run's length, known before the session: the learning-rate schedule spans it.
   partition_ = std::make_unique<Partition>(data_.train_set.count, workers_, std::min(rank_, workers_ - 1), o_.batch,
                                            o_.seed);
@@ -152,7 +153,8 @@ void TrainRun::connect() {
   }
   if (!o_.baseline) {
     // The probe's example: the first batch this run trains on.
-    const auto example = batchOf(data_, partition_->batch(first_ / per_epoch_, first_ % per_epoch_)).first;
+    const auto example =
+        batchOf(data_, partition_->batch(first_ / per_epoch_, first_ % per_epoch_)).first.to(net_->device());
     model_ = net_->connect(runtime_->transport(), options_, example);
     POSEIDON_ENFORCE(model_->session().workers() == workers_, "worker count");
   }
@@ -233,6 +235,10 @@ void TrainRun::printStart() const {
               o_.synthetic ? ", synthetic data" : "",
               compute_.blas.empty() ? "" : (", OpenBLAS " + compute_.blas + " kernels").c_str());
   Session* s = session();
+  if (!net_->device().is_cpu()) {
+    std::printf("poseidon: on %s (rank 0's; each rank its local rank's GPU), gradients through pinned host memory\n",
+                net_->device().str().c_str());
+  }
   if (s && !s->collectiveSummary().empty()) std::printf("poseidon: %s\n", s->collectiveSummary().c_str());
   if (s && !s->nodeSummary().empty()) std::printf("poseidon: %s\n", s->nodeSummary().c_str());
   if (s && (s->rates().bandwidth_bytes_per_s > 0 || s->rates().gemm_flops_per_s > 0)) {
@@ -261,7 +267,7 @@ void TrainRun::trainIterations() {
     maybeInjectFault(rank_, it);
     const std::int64_t epoch = it / per_epoch_;
     const auto [x, y] = batchOf(data_, partition_->batch(epoch, it % per_epoch_));
-    last_loss_ = step.run(it, x, y);
+    last_loss_ = step.run(it, x.to(net_->device()), y.to(net_->device()));
     const auto point = sync_points_.find(it + 1);
     const bool stop = point != sync_points_.end() || it + 1 == total_;
     if (model_ && stop) model_->synchronize();

@@ -1,6 +1,7 @@
 #include "train_net.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "common/digest.h"
@@ -56,6 +57,20 @@ TrainNet::TrainNet(const NetChoice& choice) : name_(choice.name) {
   run_ = [resnet](const torch::Tensor& x) mutable { return resnet->forward(x); };
 }
 
+void TrainNet::toDevice(const std::string& choice) {
+  const bool gpu = torch::cuda::is_available();
+  if (choice == "cpu" || (choice == "auto" && !gpu)) return;
+  if (!gpu) {
+    throw InputError("--device cuda: this PyTorch sees no CUDA GPU (a CPU-only build, no driver, or "
+                     "CUDA_VISIBLE_DEVICES empty); use --device cpu or auto");
+  }
+  // Ranks of one host take the visible GPUs in turn by local rank (several may share one).
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const int index = (local ? std::atoi(local) : 0) % static_cast<int>(torch::cuda::device_count());
+  device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  module_->to(device_);
+}
+
 std::vector<torch::Tensor> TrainNet::trainableParameters() {
   std::vector<torch::Tensor> params;
   for (const auto& p : module_->parameters()) {
@@ -85,7 +100,10 @@ torch::Tensor TrainNet::forward(const torch::Tensor& x, TorchModel* model) {
 
 std::string TrainNet::digest() {
   Digest d;
-  for (const auto& p : module_->parameters()) d.update(p.data_ptr<float>(), p.numel() * sizeof(float));
+  for (const auto& p : module_->parameters()) {
+    const auto host = p.detach().to(torch::kCPU);
+    d.update(host.data_ptr<float>(), host.numel() * sizeof(float));
+  }
   ModelBuffers(namedBuffers(*module_)).addToDigest(d);
   return d.hex();
 }
@@ -96,7 +114,8 @@ void TrainNet::saveParameters(const std::string& path) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw InputError("cannot write --save-params file " + tmp);
     for (const auto& p : module_->parameters()) {
-      out.write(reinterpret_cast<const char*>(p.data_ptr<float>()), p.numel() * sizeof(float));
+      const auto host = p.detach().to(torch::kCPU);
+      out.write(reinterpret_cast<const char*>(host.data_ptr<float>()), host.numel() * sizeof(float));
     }
     if (!out.flush()) throw InputError("cannot write --save-params file " + tmp);
   }

@@ -41,6 +41,10 @@ class TrainNet {
   explicit TrainNet(const NetChoice& choice);
 
   const std::string& name() const { return name_; }
+  // Moves the net to --device's choice (cpu, cuda, auto); throws InputError for cuda
+  // without a GPU. Batches go where device() says.
+  void toDevice(const std::string& choice);
+  torch::Device device() const { return device_; }
   torch::nn::Module& module() { return *module_; }
   // The parameters an optimizer steps, as they are now: take them before TorchModel
   // exists (it turns off requires_grad of weights that go by sufficient factors).
@@ -61,6 +65,7 @@ class TrainNet {
 
  private:
   std::string name_;
+  torch::Device device_{torch::kCPU};
   torch::nn::Sequential sequential_{nullptr};  // set for Sequential models
   std::shared_ptr<torch::nn::Module> module_;  // always set
   std::function<torch::Tensor(const torch::Tensor&)> run_;

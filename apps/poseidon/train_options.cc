@@ -91,6 +91,7 @@ void TrainOptions::validate() const {
   validateScheduleRule();
   requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
   requireOneOf("--optimizer", optimizer, {"sgd", "adam", "adamw"});
+  requireOneOf("--device", device, {"cpu", "cuda", "auto"});
   requireOneOf("--buffers", session.buffers, {"broadcast", "average"});
   const int passes = session.backward_passes_per_step;
   if (passes < 1) throw InputError(detail::cat("--backward-passes ", passes, ": give at least 1"));

@@ -21,6 +21,9 @@ struct TrainOptions {
   // sgd: server-side SGD (or a local torch::optim::SGD with --gradient-mode); adam, adamw:
   // a local torch::optim optimizer on the mean gradient (gradient mode).
   std::string optimizer = "sgd";
+  // cpu, cuda (this rank's GPU: its local rank among the visible ones), or auto (cuda when
+  // PyTorch sees a GPU).
+  std::string device = "cpu";
   std::string bandwidth;  // for --cost-model time; empty: measure
   std::string max_bandwidth;  // the bandwidth manager's budget per rank; empty: none
   std::string devices_per_node = "1";  // ranks per node (the devices level), or "host"

@@ -123,7 +123,10 @@ class TorchModel {
 
   // Everything a checkpoint of this model needs besides the optimizer's own state: the
   // session's records and the buffers. Valid between iterations, after synchronize().
+  // On a GPU the records are host copies: after a restore wrote into them, call
+  // stateRestored() to put the values back on the device.
   std::vector<StateRecord> stateRecords();
+  void stateRestored();
   // Hex digest of every parameter and buffer (the same on every rank after synchronize()).
   std::string digest();
 

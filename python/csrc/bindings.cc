@@ -71,8 +71,10 @@ ModelTensors modelTensors(const std::string& name, const std::vector<PyLayer>& l
     info.kind = kindFrom(l.kind);
     std::vector<torch::Tensor> params;
     for (const auto& [pname, t] : l.params) {
-      if (t.scalar_type() != torch::kFloat || !t.is_contiguous() || !t.device().is_cpu()) {
-        throw InputError("parameter '" + l.name + "." + pname + "': Poseidon trains contiguous float32 CPU parameters only");
+      if (t.scalar_type() != torch::kFloat || !t.is_contiguous()) {
+        throw InputError(detail::cat("parameter '", l.name, ".", pname, "' is ", t.scalar_type(),
+                                     ": Poseidon trains contiguous float32 parameters (keep the model in float32 "
+                                     "and use torch.autocast with GradScaler for lower precision)"));
       }
       info.tensors.push_back(TensorInfo{pname, t.sizes().vec()});
       params.push_back(t);
@@ -129,7 +131,9 @@ class PyModel {
   std::string loadCheckpoint(const std::string& dir, const CheckpointInfo& info, const std::string& config) {
     Session& s = sync().session();
     Checkpointer::checkCompatible(info, config, s.size());
-    return Checkpointer(dir, s.control(), s.rank(), s.size()).load(info, sync().stateRecords());
+    auto extra = Checkpointer(dir, s.control(), s.rank(), s.size()).load(info, sync().stateRecords());
+    sync().stateRestored();
+    return extra;
   }
 
   // With a timeline: the spans a compute profile is made of (write_profile). Python's

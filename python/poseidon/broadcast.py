@@ -25,7 +25,8 @@ def broadcast_parameters(params, root_rank=0):
     with torch.no_grad():
         for name, t in items:
             src = t.detach()
-            buf = src if src.is_contiguous() else src.contiguous()
+            # MPI moves host memory: a GPU tensor goes through a CPU copy.
+            buf = src if src.is_contiguous() and src.device.type == "cpu" else src.to("cpu").contiguous()
             _C.broadcast_tensor_(runtime.runtime(), buf, root_rank)
             if buf is not src:
                 src.copy_(buf)
@@ -40,7 +41,9 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
         mine = out.getvalue()
     theirs = _C.broadcast_bytes(runtime.runtime(), mine, root_rank)
     if runtime.rank() != root_rank:
-        optimizer.load_state_dict(_from_root(theirs))
+        # Unpickled onto the CPU first (this rank may have another GPU than root_rank);
+        # load_state_dict moves each state to its parameter's device.
+        optimizer.load_state_dict(_from_root(theirs, map_location="cpu"))
 
 
 def broadcast_object(obj, root_rank=0):
@@ -53,9 +56,9 @@ def broadcast_object(obj, root_rank=0):
     return _from_root(_C.broadcast_bytes(runtime.runtime(), mine, root_rank))
 
 
-def _from_root(data):
+def _from_root(data, map_location=None):
     """Unpickles what root_rank of this same job pickled: any picklable object (as Horovod's
     broadcast_object), so weights_only=False, said rather than left to torch's default
     (weights_only=True since torch 2.6, which refuses arbitrary objects). These bytes never
     come from a file: checkpoints load with weights_only=True (checkpoint.py)."""
-    return torch.load(io.BytesIO(data), weights_only=False)
+    return torch.load(io.BytesIO(data), weights_only=False, map_location=map_location)

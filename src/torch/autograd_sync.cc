@@ -1,5 +1,7 @@
 #include "torch/autograd_sync.h"
 
+#include <cstdlib>
+
 #include "comm/control_channel.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
@@ -18,26 +20,22 @@ AutogradSync::AutogradSync(ModelTensors model, const Options& options)
 }
 
 void AutogradSync::start(Transport& transport) {
-  std::vector<std::vector<float*>> params;
-  for (auto& layer : model_.params) {
-    std::vector<float*> ptrs;
-    for (auto& p : layer) ptrs.push_back(p.data_ptr<float>());
-    params.push_back(std::move(ptrs));
-  }
+  // POSEIDON_MIRROR_ON_CPU=1 runs any CPU job through the GPU path's mirrors and staged
+  // copies (synchronous): how CI, which has no GPU, tests that bookkeeping.
+  const char* mirror = std::getenv("POSEIDON_MIRROR_ON_CPU");
+  staging_ = std::make_unique<DeviceStaging>(model_.params, model_.mirror_on_cpu || (mirror && std::string(mirror) == "1"));
+  stale_.assign(model_.params.size(), false);
   if (!buffers_.empty() && options_.server_ranks > 0) {
     throw InputError("a model with buffers (BatchNorm statistics) keeps them equal with collectives among all ranks: "
                      "drop --server-ranks");
   }
-  session_ = std::make_unique<Session>(transport, model_.info, std::move(params), options_);
+  // The session broadcasts rank 0's values into the host buffers; the device gets them after.
+  staging_->paramsToHost();
+  session_ = std::make_unique<Session>(transport, model_.info, staging_->hostParams(), options_);
+  staging_->paramsToDevice();
   // Rank 0's buffers and frozen parameters, as its trained parameters (DDP does the same).
-  buffers_.broadcast(session_->control());
-  for (auto& f : model_.frozen) {
-    auto t = f.tensor.detach();
-    POSEIDON_ENFORCE(t.scalar_type() == torch::kFloat && t.is_contiguous(), "frozen parameter ", f.name,
-                     " is not contiguous float32");
-    session_->control().broadcastFloats(t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), 0,
-                                        "frozen parameter " + f.name);
-  }
+  buffers_.makeEqual(session_->control(), "broadcast", session_->size());
+  broadcastFrozen();
   for (int l = 0; l < layerCount(); ++l) {
     // SFB layers: autograd must not compute the dense weight gradient at all; the update
     // comes from the factors. Without requires_grad it computes only the input gradient.
@@ -48,10 +46,28 @@ void AutogradSync::start(Transport& transport) {
   if (session_->isWorker()) installHooks();
 }
 
+void AutogradSync::broadcastFrozen() {
+  torch::NoGradGuard no_grad;
+  for (auto& f : model_.frozen) {
+    auto t = f.tensor.detach();
+    POSEIDON_ENFORCE(t.scalar_type() == torch::kFloat && t.is_contiguous(), "frozen parameter ", f.name,
+                     " is not contiguous float32");
+    auto host = t.device().is_cpu() ? t : t.to(torch::kCPU);
+    session_->control().broadcastFloats(host.data_ptr<float>(), static_cast<std::size_t>(host.numel()), 0,
+                                        "frozen parameter " + f.name);
+    if (!t.device().is_cpu()) t.copy_(host);
+  }
+}
+
 AutogradSync::~AutogradSync() {
   // A graph that outlives the model keeps the accumulators: no hook may call into us then.
   for (auto& [acc, key] : hooks_) acc->del_post_hook(key);
   if (!session_) return;
+  // No staged callback may reach the session while it goes.
+  try {
+    staging_->drain();
+  } catch (...) {  // the failure was the training loop's to report
+  }
   std::vector<bool> factors(layerCount());
   for (int l = 0; l < layerCount(); ++l) factors[l] = session_->usesFactors(l);
   // First the session: it waits for syncs in flight, which use held_grads_.
@@ -80,7 +96,7 @@ void AutogradSync::beginForward(bool training, bool per_layer, std::int64_t batc
     buffers_.makeEqual(session_->control(), options_.buffers, session_->size());
   }
   for (int l = 0; l < layerCount() && !per_layer; ++l) {
-    if (!self_waited_[l]) session_->waitLayer(l);
+    if (!self_waited_[l]) waitLayer(l);
   }
   training_ = training;
   forward_batch_ = batch;
@@ -90,33 +106,56 @@ void AutogradSync::beginForward(bool training, bool per_layer, std::int64_t batc
 
 void AutogradSync::endForward() { backward_mark_ = std::chrono::steady_clock::now(); }
 
+void AutogradSync::waitLayer(int layer) {
+  session_->waitLayer(layer);
+  if (!stale_[layer]) return;
+  staging_->valuesIn(layer);
+  stale_[layer] = false;
+}
+
 void AutogradSync::step() {
   if (!session_->isWorker()) throw Error("step() on a rank that does not train");
   if (forwards_ != options_.backward_passes_per_step) {
     throw Error(detail::cat("step() after ", forwards_, " training forward pass", forwards_ == 1 ? "" : "es",
                             "; Options::backward_passes_per_step is ", options_.backward_passes_per_step));
   }
+  staging_->drain();  // every gradient handed over by the hooks has reached the session
   reportRemaining();
   session_->endIteration();
   resetStep();
   // Gradient mode: the user's optimizer steps next and needs every mean gradient.
-  if (options_.gradient_mode) session_->waitAll();
+  if (!options_.gradient_mode) return;
+  session_->waitAll();
+  for (int l = 0; l < layerCount() && staging_->mirrored(); ++l) staging_->gradientsIn(l, gradientsOf(l));
 }
 
 void AutogradSync::synchronize() {
   session_->waitAll();
+  for (int l = 0; l < layerCount(); ++l) waitLayer(l);
   buffers_.makeEqual(session_->control(), options_.buffers, session_->size());
 }
 
 std::vector<StateRecord> AutogradSync::stateRecords() {
+  // Server mode: the host buffers hold the newest values; gradient mode: the device does.
+  if (options_.gradient_mode) staging_->paramsToHost();
+  buffers_.toHost();
   auto records = session_->stateRecords();
   buffers_.addStateRecords(records);
   return records;
 }
 
+void AutogradSync::stateRestored() {
+  staging_->paramsToDevice();
+  stale_.assign(stale_.size(), false);
+  buffers_.toDevice();
+}
+
 std::string AutogradSync::digest() {
   Digest d;
-  for (const auto& p : model_.all) d.update(p.data_ptr<float>(), p.numel() * sizeof(float));
+  for (const auto& p : model_.all) {
+    const auto host = p.device().is_cpu() ? p : p.detach().to(torch::kCPU);
+    d.update(host.data_ptr<float>(), host.numel() * sizeof(float));
+  }
   buffers_.addToDigest(d);
   return d.hex();
 }

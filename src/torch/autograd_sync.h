@@ -24,6 +24,7 @@
 #include "poseidon/session.h"
 #include "poseidon/state_record.h"
 #include "torch/buffers.h"
+#include "torch/device_staging.h"
 
 namespace poseidon {
 
@@ -36,6 +37,8 @@ struct ModelTensors {
   std::vector<NamedTensor> buffers;  // kept equal across ranks, checkpointed
   std::vector<NamedTensor> frozen;   // not trained: rank 0's values at start-up
   std::vector<torch::Tensor> all;    // every parameter, trained or not, for digest()
+  // Host mirrors and staged copies even for a CPU model (tests of the GPU path's bookkeeping).
+  bool mirror_on_cpu = false;
 };
 
 // One call of an SFB layer in a backward pass of this step: V at its forward, U when
@@ -66,7 +69,8 @@ class AutogradSync {
   void endForward();
   // Instead of endForward() when the forward threw: it does not count as a pass.
   void abortForward();
-  void waitLayer(int layer) { session_->waitLayer(layer); }
+  // Layer l holds this iteration's values (on a GPU: the compute stream waits for their copy).
+  void waitLayer(int layer);
   // An SFB layer's forward ran: x its input, y its output. Returns the tensor the caller
   // must use as the output (y, or y made to carry a gradient).
   torch::Tensor captureFactors(int layer, const torch::Tensor& x, torch::Tensor y);
@@ -78,11 +82,15 @@ class AutogradSync {
   void step();
   void synchronize();
   void finish() { session_->finish(); }
+  // Views of host memory holding the whole state (copied from the device first); after a
+  // restore wrote into them, stateRestored() puts the values back on the device.
   std::vector<StateRecord> stateRecords();
+  void stateRestored();
   std::string digest();
 
   Session& session() { return *session_; }
   const ModelInfo& info() const { return model_.info; }
+  torch::Device device() const { return staging_->device(); }
   int layerCount() const { return static_cast<int>(model_.params.size()); }
 
  private:
@@ -99,12 +107,17 @@ class AutogradSync {
   void reportFactors(int layer);
 
   bool lastPass() const { return forwards_ == options_.backward_passes_per_step; }
+  std::vector<torch::Tensor> gradientsOf(int layer);  // defined: zeros where autograd gave none
+  void broadcastFrozen();
 
   ModelTensors model_;
   const Options options_;
   ModelBuffers buffers_;
+  std::unique_ptr<DeviceStaging> staging_;  // before the session, which reads its host buffers
   std::unique_ptr<Session> session_;
   std::vector<bool> self_waited_;
+  // Mirrored models, server mode: layers whose device values are older than the host's.
+  std::vector<bool> stale_;
   bool training_ = false;  // the current (or last) forward trains
   std::int64_t forward_batch_ = 0;  // beginForward's batch
 

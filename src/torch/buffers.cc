@@ -18,9 +18,8 @@ ModelBuffers::ModelBuffers(std::vector<NamedTensor> buffers) {
   for (auto& b : buffers) {
     const auto& t = b.tensor;
     if (!t.defined() || t.numel() == 0) continue;
-    if (!t.is_contiguous() || !t.device().is_cpu()) {
-      throw InputError("buffer '" + b.name + "': Poseidon keeps contiguous CPU buffers only");
-    }
+    if (!t.is_contiguous()) throw InputError("buffer '" + b.name + "': Poseidon keeps contiguous buffers only");
+    host_.push_back(t.device().is_cpu() ? t : torch::empty_like(t, torch::TensorOptions().device(torch::kCPU)));
     buffers_.push_back(std::move(b));
   }
 }
@@ -29,36 +28,36 @@ ModelBuffers::ModelBuffers(std::vector<NamedTensor> buffers) {
 // collectives per call whatever the number of BatchNorm layers.
 std::vector<float> ModelBuffers::floats() const {
   std::vector<float> all;
-  for (const auto& b : buffers_) {
-    if (b.tensor.scalar_type() != torch::kFloat) continue;
-    const float* p = b.tensor.data_ptr<float>();
-    all.insert(all.end(), p, p + b.tensor.numel());
+  for (const auto& h : host_) {
+    if (h.scalar_type() != torch::kFloat) continue;
+    const float* p = h.data_ptr<float>();
+    all.insert(all.end(), p, p + h.numel());
   }
   return all;
 }
 
 void ModelBuffers::setFloats(const std::vector<float>& all) {
   std::size_t at = 0;
-  for (auto& b : buffers_) {
-    if (b.tensor.scalar_type() != torch::kFloat) continue;
-    std::memcpy(b.tensor.data_ptr<float>(), all.data() + at, b.tensor.nbytes());
-    at += static_cast<std::size_t>(b.tensor.numel());
+  for (auto& h : host_) {
+    if (h.scalar_type() != torch::kFloat) continue;
+    std::memcpy(h.data_ptr<float>(), all.data() + at, h.nbytes());
+    at += static_cast<std::size_t>(h.numel());
   }
 }
 
 void ModelBuffers::broadcastOthers(ControlChannel& control) {
   std::string mine;
-  for (const auto& b : buffers_) {
-    if (b.tensor.scalar_type() != torch::kFloat) mine.append(static_cast<const char*>(b.tensor.data_ptr()), b.tensor.nbytes());
+  for (const auto& h : host_) {
+    if (h.scalar_type() != torch::kFloat) mine.append(static_cast<const char*>(h.data_ptr()), h.nbytes());
   }
   if (mine.empty()) return;
   const std::string root = control.broadcast(mine, 0, "buffers");
   POSEIDON_ENFORCE_EQ(root.size(), mine.size(), "bytes of the buffers that are not float32");
   std::size_t at = 0;
-  for (auto& b : buffers_) {
-    if (b.tensor.scalar_type() == torch::kFloat) continue;
-    std::memcpy(b.tensor.data_ptr(), root.data() + at, b.tensor.nbytes());
-    at += b.tensor.nbytes();
+  for (auto& h : host_) {
+    if (h.scalar_type() == torch::kFloat) continue;
+    std::memcpy(h.data_ptr(), root.data() + at, h.nbytes());
+    at += h.nbytes();
   }
 }
 
@@ -84,19 +83,38 @@ void ModelBuffers::average(ControlChannel& control, int ranks) {
 
 void ModelBuffers::makeEqual(ControlChannel& control, const std::string& mode, int ranks) {
   if (buffers_.empty()) return;
+  toHost();
   if (mode == "average") {
     average(control, ranks);
   } else {
     broadcast(control);
   }
+  toDevice();
 }
 
-void ModelBuffers::addToDigest(Digest& digest) const {
-  for (const auto& b : buffers_) digest.update(b.tensor.data_ptr(), b.tensor.nbytes());
+void ModelBuffers::toHost() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    if (!buffers_[i].tensor.device().is_cpu()) host_[i].copy_(buffers_[i].tensor.detach());
+  }
+}
+
+void ModelBuffers::toDevice() {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    if (!buffers_[i].tensor.device().is_cpu()) buffers_[i].tensor.detach().copy_(host_[i]);
+  }
+}
+
+void ModelBuffers::addToDigest(Digest& digest) {
+  toHost();
+  for (const auto& h : host_) digest.update(h.data_ptr(), h.nbytes());
 }
 
 void ModelBuffers::addStateRecords(std::vector<StateRecord>& records) const {
-  for (const auto& b : buffers_) records.push_back(StateRecord{"buffers/" + b.name, b.tensor.data_ptr(), b.tensor.nbytes()});
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    records.push_back(StateRecord{"buffers/" + buffers_[i].name, host_[i].data_ptr(), host_[i].nbytes()});
+  }
 }
 
 }  // namespace poseidon

@@ -26,7 +26,8 @@ std::vector<NamedTensor> namedBuffers(torch::nn::Module& root);
 
 class ModelBuffers {
  public:
-  // Throws InputError for a buffer that is not contiguous on the CPU.
+  // Throws InputError for a buffer that is not contiguous. Buffers on a GPU travel through
+  // host copies (synchronous: buffers are small, and a forward just changed them).
   explicit ModelBuffers(std::vector<NamedTensor> buffers);
 
   bool empty() const { return buffers_.empty(); }
@@ -36,15 +37,19 @@ class ModelBuffers {
   // By mode name ("broadcast" or "average").
   void makeEqual(ControlChannel& control, const std::string& mode, int ranks);
 
-  void addToDigest(Digest& digest) const;
+  void addToDigest(Digest& digest);
+  // Views of the host copies: call toHost() before reading them, toDevice() after a restore.
   void addStateRecords(std::vector<StateRecord>& records) const;
+  void toHost();
+  void toDevice();
 
  private:
   std::vector<float> floats() const;
   void setFloats(const std::vector<float>& all);
   void broadcastOthers(ControlChannel& control);
 
-  std::vector<NamedTensor> buffers_;
+  std::vector<NamedTensor> buffers_;  // the model's
+  std::vector<torch::Tensor> host_;   // by buffer: the same tensor on the CPU, else a copy
 };
 
 }  // namespace poseidon

@@ -56,7 +56,8 @@ torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, to
     // the last of their input gradients. From then on W may be updated.
     ++unreleased_[layer];
     x.register_hook([this, layer](torch::Tensor) {
-      if (--unreleased_[layer] == 0) session_->layerReleased(layer);
+      // Through the staging queue: after this layer's factors have reached the session.
+      if (--unreleased_[layer] == 0) staging_->then([this, layer] { session_->layerReleased(layer); });
     });
   }
   return out;
@@ -71,24 +72,29 @@ void AutogradSync::reportFactors(int layer) {
     vs.push_back(e.V);
   }
   // Every entry's rows, stacked in call order: the same stacking on U and V.
-  const auto stack = [](std::vector<torch::Tensor>& parts, std::int64_t width) {
+  const auto device = staging_->device();
+  const auto stack = [device](std::vector<torch::Tensor>& parts, std::int64_t width) {
     if (parts.size() == 1) return parts[0];  // the usual case: no copy
-    return parts.empty() ? torch::zeros({0, width}) : torch::cat(parts).contiguous();
+    return parts.empty() ? torch::zeros({0, width}, device) : torch::cat(parts).contiguous();
   };
   const auto U = stack(us, info.M);
   const auto V = stack(vs, info.N);
   if (options_.gradient_mode) {
-    // The user's optimizer may have replaced .grad since the last step: point there now.
-    std::vector<float*> grads;
-    for (auto& p : model_.params[layer]) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      grads.push_back(p.grad().data_ptr<float>());
+    // The user's optimizer may have replaced .grad since the last step: point there now
+    // (a mirrored model: its host gradient buffers, copied to .grad after the step).
+    auto grads = gradientsOf(layer);
+    std::vector<float*> targets = staging_->mirrored() ? staging_->hostGradients(layer) : std::vector<float*>{};
+    if (!staging_->mirrored()) {
+      for (auto& g : grads) targets.push_back(g.data_ptr<float>());
     }
-    session_->setFactorGradients(layer, std::move(grads));
+    staging_->then([this, layer, targets] { session_->setFactorGradients(layer, targets); });
   }
   reported_[layer] = true;
+  stale_[layer] = !options_.gradient_mode;
   markBackward(layer);
-  session_->factorsReady(layer, U.data_ptr<float>(), V.data_ptr<float>(), U.size(0));
+  staging_->factorsOut(U, V, [this, layer](const torch::Tensor& u, const torch::Tensor& v) {
+    session_->factorsReady(layer, u.data_ptr<float>(), v.data_ptr<float>(), u.size(0));
+  });
   factors_[layer].clear();
 }
 

@@ -56,24 +56,32 @@ void AutogradSync::tensorDone(int layer) {
   reportGradients(layer);
 }
 
-void AutogradSync::reportGradients(int layer) {
-  std::vector<float*> grads;
-  const auto& layer_info = model_.info.layers[layer];
-  held_grads_[layer].clear();
+std::vector<torch::Tensor> AutogradSync::gradientsOf(int layer) {
+  std::vector<torch::Tensor> grads;
   for (auto& p : model_.params[layer]) {
     // A tensor that got no gradient (unused this step) contributes zeros.
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    if (p.grad().is_sparse() || !p.grad().is_contiguous()) {
-      throw InputError("layer '" + layer_info.name +
+    grads.push_back(p.grad());
+  }
+  return grads;
+}
+
+void AutogradSync::reportGradients(int layer) {
+  auto grads = gradientsOf(layer);
+  for (const auto& g : grads) {
+    if (g.is_sparse() || !g.is_contiguous()) {
+      throw InputError("layer '" + model_.info.layers[layer].name +
                        "' has a sparse or non-contiguous gradient; Poseidon syncs dense gradients (use "
                        "Embedding without sparse=true)");
     }
-    grads.push_back(p.grad().data_ptr<float>());
-    held_grads_[layer].push_back(p.grad());
   }
+  held_grads_[layer] = grads;
   reported_[layer] = true;
+  // Server mode: the layer's values come back fresh into the host buffers.
+  stale_[layer] = !options_.gradient_mode;
   markBackward(layer);
-  session_->gradientsReady(layer, std::move(grads));
+  staging_->gradientsOut(layer, grads, /*zero_device=*/!options_.gradient_mode,
+                         [this, layer](std::vector<float*> ptrs) { session_->gradientsReady(layer, std::move(ptrs)); });
 }
 
 void AutogradSync::reportRemaining() {

@@ -32,9 +32,10 @@ bool makeLayer(torch::nn::Module& m, const std::string& path, ModuleLayer& layer
   for (const auto& p : m.named_parameters(/*recurse=*/false)) {
     if (!p.value().requires_grad() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
     const auto& t = p.value();
-    if (t.scalar_type() != torch::kFloat || !t.is_contiguous() || !t.device().is_cpu()) {
-      throw InputError(detail::cat("parameter '", path.empty() ? "" : path + ".", p.key(),
-                                   "': Poseidon trains contiguous float32 CPU parameters only"));
+    if (t.scalar_type() != torch::kFloat || !t.is_contiguous()) {
+      throw InputError(detail::cat("parameter '", path.empty() ? "" : path + ".", p.key(), "' is ", t.scalar_type(),
+                                   ": Poseidon trains contiguous float32 parameters (keep the model in float32 and "
+                                   "use torch::autocast for lower precision)"));
     }
     layer.params.push_back(t);
     info.tensors.push_back(TensorInfo{p.key(), t.sizes().vec()});

@@ -10,17 +10,28 @@ namespace {
 // LibTorch keys a parameter's state by its TensorImpl (as a string in 1.13).
 compat::OptimizerStateKey stateKey(const torch::Tensor& p) { return compat::optimizerStateKey(p); }
 
-void addView(std::vector<StateRecord>& records, const std::string& name, const torch::Tensor& t) {
+struct Views {
+  std::vector<StateRecord>& records;
+  StateMirrors* mirrors;
+};
+
+void addView(Views& v, const std::string& name, const torch::Tensor& t) {
   if (!t.defined()) return;
-  if (!t.is_contiguous() || !t.device().is_cpu()) {
+  if (!t.is_contiguous() || (!t.device().is_cpu() && !v.mirrors)) {
     throw InputError("optimizer state " + name + ": checkpoints hold contiguous CPU tensors only");
   }
-  records.push_back(StateRecord{name, t.data_ptr(), t.nbytes()});
+  if (t.device().is_cpu()) {
+    v.records.push_back(StateRecord{name, t.data_ptr(), t.nbytes()});
+    return;
+  }
+  v.mirrors->emplace_back(t, t.detach().to(torch::kCPU));
+  const auto& host = v.mirrors->back().second;
+  v.records.push_back(StateRecord{name, host.data_ptr(), host.nbytes()});
 }
 
 // Adam and AdamW share the state layout and its creation (adam.cpp / adamw.cpp, step()).
 template <class State, class GroupOptions>
-void adamRecords(torch::optim::Optimizer& opt, const std::string& prefix, std::vector<StateRecord>& records) {
+void adamRecords(torch::optim::Optimizer& opt, const std::string& prefix, Views& records) {
   auto& states = opt.state();
   for (std::size_t g = 0; g < opt.param_groups().size(); ++g) {
     auto& group = opt.param_groups()[g];
@@ -47,7 +58,7 @@ void adamRecords(torch::optim::Optimizer& opt, const std::string& prefix, std::v
 
 // SGD creates its momentum buffer as a copy of the first gradient; a zero buffer gives the
 // same first step (0 * momentum + (1 - dampening) * d) only when dampening is 0.
-void sgdRecords(torch::optim::SGD& opt, const std::string& prefix, std::vector<StateRecord>& records) {
+void sgdRecords(torch::optim::SGD& opt, const std::string& prefix, Views& records) {
   auto& states = opt.state();
   for (std::size_t g = 0; g < opt.param_groups().size(); ++g) {
     auto& group = opt.param_groups()[g];
@@ -72,8 +83,10 @@ void sgdRecords(torch::optim::SGD& opt, const std::string& prefix, std::vector<S
 
 }  // namespace
 
-std::vector<StateRecord> optimizerStateRecords(torch::optim::Optimizer& optimizer, const std::string& prefix) {
-  std::vector<StateRecord> records;
+std::vector<StateRecord> optimizerStateRecords(torch::optim::Optimizer& optimizer, const std::string& prefix,
+                                               StateMirrors* mirrors) {
+  std::vector<StateRecord> out;
+  Views records{out, mirrors};
   if (dynamic_cast<torch::optim::Adam*>(&optimizer)) {
     adamRecords<torch::optim::AdamParamState, torch::optim::AdamOptions>(optimizer, prefix, records);
   } else if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) {
@@ -83,12 +96,12 @@ std::vector<StateRecord> optimizerStateRecords(torch::optim::Optimizer& optimize
   } else {
     throw InputError("checkpoints support the optimizers Adam, AdamW and SGD only");
   }
-  return records;
+  return out;
 }
 
 OptimizerState::OptimizerState(torch::optim::Optimizer& optimizer, std::string prefix)
     : optimizer_(optimizer), prefix_(std::move(prefix)) {
-  optimizerStateRecords(optimizer_, prefix_);  // creates the state (and checks the type) now
+  optimizerStateRecords(optimizer_, prefix_, &mirrors_);  // creates the state (and checks the type) now
 }
 
 namespace {
@@ -110,7 +123,8 @@ void visitAdamSteps(torch::optim::Optimizer& opt, Fn&& fn) {
 }  // namespace
 
 std::vector<StateRecord> OptimizerState::records() {
-  auto records = optimizerStateRecords(optimizer_, prefix_);
+  mirrors_.clear();
+  auto records = optimizerStateRecords(optimizer_, prefix_, &mirrors_);
   steps_.clear();
   visitAdamSteps(optimizer_, [this](auto& state) { steps_.push_back(state.step()); });
   if (!steps_.empty()) {
@@ -126,6 +140,8 @@ void OptimizerState::afterRestore() {
     state.step(steps_[i++]);
   });
   POSEIDON_ENFORCE_EQ(i, steps_.size(), "optimizer step counts");
+  torch::NoGradGuard no_grad;
+  for (auto& [state, host] : mirrors_) state.copy_(host);
 }
 
 }  // namespace poseidon

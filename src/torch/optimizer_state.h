@@ -18,10 +18,15 @@
 
 namespace poseidon {
 
+// State on a GPU as host copies: (the state tensor, its host copy), filled by the caller.
+using StateMirrors = std::vector<std::pair<torch::Tensor, torch::Tensor>>;
+
 // Creates any missing state, then returns views of the state tensors of every parameter
 // of every group, named "<prefix>/g<group>/p<index>/<field>". Step counts are not
-// tensors: OptimizerState below covers them.
-std::vector<StateRecord> optimizerStateRecords(torch::optim::Optimizer& optimizer, const std::string& prefix);
+// tensors: OptimizerState below covers them. State on a device is refused unless
+// `mirrors` is given: then the views are of host copies of it, listed there.
+std::vector<StateRecord> optimizerStateRecords(torch::optim::Optimizer& optimizer, const std::string& prefix,
+                                               StateMirrors* mirrors = nullptr);
 
 // The whole state of one optimizer for a checkpoint: the tensors by view, and the integer
 // step counts through memory this object owns.
@@ -34,13 +39,15 @@ class OptimizerState {
 
   // Views valid until the next call; the step counts are copied out at each call.
   std::vector<StateRecord> records();
-  // Writes the step counts read into the records back into the optimizer.
+  // Writes what a restore read into the records back into the optimizer: the step counts,
+  // and the state on a GPU from its host copies.
   void afterRestore();
 
  private:
   torch::optim::Optimizer& optimizer_;
   const std::string prefix_;
   std::vector<std::int64_t> steps_;
+  StateMirrors mirrors_;  // of the last records()
 };
 
 }  // namespace poseidon

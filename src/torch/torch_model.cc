@@ -201,6 +201,8 @@ void TorchModel::finish() { impl_->sync->finish(); }
 
 std::vector<StateRecord> TorchModel::stateRecords() { return impl_->sync->stateRecords(); }
 
+void TorchModel::stateRestored() { impl_->sync->stateRestored(); }
+
 std::string TorchModel::digest() { return impl_->sync->digest(); }
 
 // --- inside a custom forward ---

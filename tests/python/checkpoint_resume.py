@@ -9,7 +9,7 @@ Setups: SGD on the servers with scheme sfb, ps and auto (server values, momentum
 replicas in the checkpoint), Adam in gradient mode with an LR scheduler passed as a
 checkpoint object. The model has BatchNorm (buffers) and Dropout (random state). Then bad
 resumes: another optimizer, no checkpoint in the folder; each must fail with its message and
-leave the folder as it was. Exits 1 naming what failed.
+leave the folder as it was. Exits 1 naming what failed. --device cuda: on this rank's GPU.
 """
 import argparse
 import hashlib
@@ -23,6 +23,7 @@ import torch
 import poseidon
 
 SETUPS = [("sgd", "sfb"), ("sgd", "ps"), ("sgd", "auto"), ("adam", "auto")]
+DEVICE = torch.device("cpu")  # main() sets it from --device
 
 
 def build(seed):
@@ -30,12 +31,12 @@ def build(seed):
     return torch.nn.Sequential(
         torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 96), torch.nn.ReLU(), torch.nn.Dropout(0.3),
-        torch.nn.Linear(96, 10))
+        torch.nn.Linear(96, 10)).to(DEVICE)
 
 
 def batch(iteration, rank):
     g = torch.Generator().manual_seed(1000 * iteration + rank)
-    return torch.randn(16, 1, 16, 16, generator=g), torch.randint(0, 10, (16,), generator=g)
+    return torch.randn(16, 1, 16, 16, generator=g).to(DEVICE), torch.randint(0, 10, (16,), generator=g).to(DEVICE)
 
 
 def wrap(net, kind, scheme, **checkpointing):
@@ -134,8 +135,13 @@ def bad_resumes(folder, failures):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = ap.parse_args()
     poseidon.init()
+    global DEVICE
+    if args.device == "cuda":
+        torch.cuda.set_device(poseidon.local_rank() % torch.cuda.device_count())
+        DEVICE = torch.device("cuda", torch.cuda.current_device())
     root = poseidon.broadcast_object(tempfile.mkdtemp(prefix="poseidon-ckpt-") if poseidon.rank() == 0 else None)
     failures = []
     try:

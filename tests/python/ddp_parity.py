@@ -6,6 +6,9 @@ poseidon.DistributedModel, and compares parameters and buffers after --iteration
     mpirun -np 4 .venv/bin/python tests/python/ddp_parity.py --model resnet18 \
         --schemes ps,sfb,allreduce,auto --setups sgd-server,sgd-gradient,adam
 
+--device cuda trains both on this rank's GPU (poseidon.local_rank() of the visible ones;
+ranks may share one), DDP with gloo on CUDA tensors, deterministic algorithms on.
+
 Models: tests/python/models.py (torchvision's and small ones; transformer, tied_lm and lstm
 take token ids). --repeats N trains each Poseidon case N times: every run must end with the
 same digest.
@@ -78,13 +81,14 @@ def batches(args, classes, rank):
 STRICT_STEPS = 3  # momentum, Adam's moments and gradient clearing all in play by then
 
 
-def train(model, optimizer, data, seed, after_first):
+def train(model, optimizer, data, seed, after_first, device):
     """Trains; returns what after_first() returns after STRICT_STEPS steps (a state, or the
     path of one on disk)."""
     torch.manual_seed(seed)  # the same dropout masks for DDP and Poseidon
     model.train()
     first = None
     for step, (x, y) in enumerate(data, 1):
+        x, y = x.to(device), y.to(device)
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
@@ -104,7 +108,8 @@ def ddp_run(initial, kind, args, data, rank, scale=None):
             for p in reference.parameters():
                 p.mul_(scale)
     ddp = torch.nn.parallel.DistributedDataParallel(reference)
-    first = train(ddp, optimizer_for(kind, reference.parameters(), args.lr), data, 7 + rank, ddp_snapshot(reference))
+    first = train(ddp, optimizer_for(kind, reference.parameters(), args.lr), data, 7 + rank, ddp_snapshot(reference),
+                  args.device)
     # As model.synchronize() does: every rank ends with rank 0's buffers (DDP's own broadcast
     # happens at the start of each forward, so the last forward's updates differ).
     for b in reference.buffers():
@@ -169,6 +174,8 @@ def free_port():
 
 
 def main():
+    # cuBLAS is deterministic with a fixed workspace (set before CUDA starts).
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="small_resnet")
     ap.add_argument("--schemes", default="ps,sfb,allreduce,auto")
@@ -188,12 +195,19 @@ def main():
     ap.add_argument("--tolerance", type=float, default=1e-5)
     ap.add_argument("--devices-per-node", default="1",
                     help="Poseidon's devices level: ranks per node (1: flat) or host; DDP stays flat")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = ap.parse_args()
     if args.iterations < STRICT_STEPS:
         ap.error(f"--iterations must be at least {STRICT_STEPS}")
     torch.set_num_threads(1)
     poseidon.init()
     rank, size = poseidon.rank(), poseidon.size()
+    if args.device == "cuda":
+        # Ranks share the visible GPUs by local rank; the same kernels every run.
+        torch.cuda.set_device(poseidon.local_rank() % torch.cuda.device_count())
+        args.device = torch.device("cuda", torch.cuda.current_device())
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
     port = poseidon.broadcast_object(free_port() if rank == 0 else None)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=300))
@@ -201,7 +215,7 @@ def main():
     if args.model == "tied_lm":
         args.vocab = args.classes
     initial = (build_sequence_model(args.model, args.vocab, args.classes, args.seq) if args.model in SEQUENCE_MODELS
-               else build_model(args.model, args.classes, args.channels))
+               else build_model(args.model, args.classes, args.channels)).to(args.device)
     data = batches(args, args.classes, rank)
     store = tempfile.mkdtemp(prefix=f"ddp-parity-{rank}-")
     # mpirun stops the other ranks with SIGTERM when one fails: exit through the cleanup.
@@ -271,7 +285,7 @@ def run_scheme(args, setup, scheme, initial, data, store, reference, bounds, mov
     optimizer = optimizer_for(kind, net.parameters(), args.lr)
     nodes = args.devices_per_node if args.devices_per_node == "host" else int(args.devices_per_node)
     model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode, devices_per_node=nodes)
-    first_path = train(model, optimizer, data, 7 + rank, poseidon_snapshot(model, net, store))
+    first_path = train(model, optimizer, data, 7 + rank, poseidon_snapshot(model, net, store), args.device)
     model.synchronize()
     sfb = sum(1 for p in model.plan() if p["scheme"] == "sfb")
     digest = model.digest()
