@@ -26,12 +26,18 @@ std::vector<StateRecord> RunCheckpoints::records() {
     for (auto& r : optimizer_->records()) records.push_back(std::move(r));
   }
   records.push_back(StateRecord{"random/cpu", random_.data(), random_.size()});
+  if (!gpu_random_.empty()) records.push_back(StateRecord{"random/gpu", gpu_random_.data(), gpu_random_.size()});
   return records;
+}
+
+void RunCheckpoints::takeRandomState() {
+  random_ = randomState();
+  if (!model_.device().is_cpu()) gpu_random_ = randomState(model_.device());
 }
 
 void RunCheckpoints::save(std::int64_t done) {
   Session& session = model_.session();
-  random_ = randomState();
+  takeRandomState();
   Checkpointer(dir_, session.control(), session.rank(), session.size())
       .save(static_cast<std::uint64_t>(done), config_, records());
   if (session.rank() == 0) {
@@ -43,10 +49,11 @@ void RunCheckpoints::save(std::int64_t done) {
 void RunCheckpoints::restore(const CheckpointInfo& info) {
   Session& session = model_.session();
   Checkpointer::checkCompatible(info, config_, session.size());
-  random_ = randomState();  // the right size; overwritten by the restore
+  takeRandomState();  // the right sizes; overwritten by the restore
   Checkpointer(dir_, session.control(), session.rank(), session.size()).load(info, records());
   model_.stateRestored();
   setRandomState(random_);
+  if (!gpu_random_.empty()) setRandomState(gpu_random_, model_.device());
   if (optimizer_) optimizer_->afterRestore();
   if (session.rank() == 0) {
     std::printf("poseidon: resumed from %s at iteration %llu\n", info.folder.c_str(),

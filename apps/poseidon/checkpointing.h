@@ -39,7 +39,9 @@ class RunCheckpoints {
   const std::string dir_;
   const std::int64_t every_;
   const std::string config_;
-  std::vector<std::uint8_t> random_;  // the generator's bytes while saving or restoring
+  std::vector<std::uint8_t> random_;      // the generator's bytes while saving or restoring
+  std::vector<std::uint8_t> gpu_random_;  // the model's GPU's generator (none for a CPU model)
+  void takeRandomState();
 };
 
 }  // namespace poseidon::app

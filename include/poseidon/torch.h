@@ -73,9 +73,10 @@ ModelInfo describeSequential(torch::nn::Sequential& net, const std::string& name
 // by its path ("root" for the module itself).
 ModelInfo describeModule(torch::nn::Module& module, const std::string& name);
 
-// LibTorch's default CPU random generator (dropout) as bytes and back, for checkpoints.
-std::vector<std::uint8_t> randomState();
-void setRandomState(const std::vector<std::uint8_t>& bytes);
+// LibTorch's default random generator of a device (dropout draws from the one of the
+// device it runs on) as bytes and back, for checkpoints.
+std::vector<std::uint8_t> randomState(torch::Device device = torch::kCPU);
+void setRandomState(const std::vector<std::uint8_t>& bytes, torch::Device device = torch::kCPU);
 
 // Inside TorchModel::forward: runs `fc` on `x` through Poseidon (waits for its parameters;
 // captures its sufficient factors when it goes by SFB). Elsewhere: fc->forward(x).
@@ -135,6 +136,8 @@ class TorchModel {
   // The Sequential this model was built from; throws for other modules.
   torch::nn::Sequential& net();
   const ModelInfo& info() const { return info_; }
+  // Where the parameters live (the CPU, or a GPU whose copies Poseidon stages).
+  torch::Device device() const;
 
  private:
   // Sets up one forward pass: waits, buffers, the thread's forward context; undone at exit.

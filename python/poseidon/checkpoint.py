@@ -45,6 +45,8 @@ class Checkpoints:
         if self.resume_dir:
             self.info, self.saved = _read_resume(str(self.resume_dir), runtime)
             torch.set_rng_state(self.saved["rng"])
+            if self.saved.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state_all(self.saved["cuda_rng"])
 
     @property
     def start_iteration(self):
@@ -55,7 +57,7 @@ class Checkpoints:
 
     def mark(self, iteration):
         """A save is due after this step: the random state now, the rest at the next forward."""
-        self.pending = (iteration, torch.get_rng_state())
+        self.pending = (iteration, _rng_states())
 
     def flush(self, core, config, optimizer):
         if self.pending:
@@ -68,8 +70,9 @@ class Checkpoints:
             raise ValueError("save_checkpoint() needs checkpoint_dir (the folder to save in)")
         _check_objects(self.objects)
         extra = io.BytesIO()
+        cpu_rng, cuda_rng = _rng_states() if rng is None else rng
         state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects],
-                 "rng": torch.get_rng_state() if rng is None else rng}
+                 "rng": cpu_rng, "cuda_rng": cuda_rng}
         # Nothing is written that a resume would refuse, and every rank stops together.
         bad = _not_plain(state)
         if not _C.all_agree(self.runtime, bad is None):
@@ -125,6 +128,12 @@ def _read_resume(folder, runtime):
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+
+
+def _rng_states():
+    """torch's CPU generator, and the GPUs' (dropout on a GPU draws there) once CUDA is in use."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
 
 
 def _not_plain(obj, where="state"):

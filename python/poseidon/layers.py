@@ -17,8 +17,8 @@ and watches every torch function call. From it Poseidon learns, per layer:
   - the order in which layers are first used (the coordinator's forward order).
 What it cannot vouch for goes the safe way: a layer used outside its module's forward is
 waited for before the whole forward; a Linear whose forward does not run, whose parameters
-another module reads, or that runs inside torch.utils.checkpoint (its forward runs again
-in backward) goes by PS, not by factors. DistributedModel.describe() shows each decision.
+another module reads, that runs inside torch.utils.checkpoint (its forward runs again
+in backward) or under autocast (half-precision output) goes by PS, not by factors. DistributedModel.describe() shows each decision.
 """
 from dataclasses import dataclass
 
@@ -96,6 +96,7 @@ class _Watch(TorchFunctionMode):
         self.foreign = set()  # layers used by a module other than their own, innermost
         self.checkpointed = 0  # depth of torch.utils.checkpoint calls now running
         self.recomputed = set()  # layers used inside one: their forward runs again in backward
+        self.low_precision = {}  # Linear layers whose output is not float32 (autocast): their dtype
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -137,6 +138,9 @@ def _why_not_factors(i, rows, watch):
     """"" when Linear i's input and output gradient are its sufficient factors, else why not."""
     if i in watch.recomputed:
         return "it runs inside torch.utils.checkpoint (its forward runs again in backward)"
+    if i in watch.low_precision:
+        return (f"it computes in {str(watch.low_precision[i]).replace('torch.', '')} (autocast): its float32 "
+                "reconstruction from factors would round otherwise than the dense gradient")
     if i not in rows:
         return "its forward did not run in the probe (another module's forward may read its parameters)"
     if i in watch.foreign:
@@ -169,6 +173,8 @@ def probe(root, layers, args, kwargs):
     def post(module, inputs, output):
         watch.stack.pop()
         i = index_of.get(id(module))
+        if i is not None and layers[i].linear and isinstance(output, torch.Tensor) and output.dtype != torch.float32:
+            watch.low_precision[i] = output.dtype  # autocast: the dense gradient is a half-precision GEMM's
         if i is not None and layers[i].linear and inputs and isinstance(inputs[0], torch.Tensor):
             x = inputs[0]
             if x.dim() >= 1 and x.shape[-1] == layers[i].N:
@@ -181,6 +187,8 @@ def probe(root, layers, args, kwargs):
         handles.append(m.register_forward_hook(post))
     buffers = [b.detach().clone() for b in root.buffers()]
     rng = torch.get_rng_state()
+    # Dropout on a GPU draws from that GPU's generator: the probe leaves it as it was too.
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     checkpoint = _watch_checkpoint(watch)
     try:
         with torch.no_grad(), watch:
@@ -192,6 +200,8 @@ def probe(root, layers, args, kwargs):
         for b, saved in zip(root.buffers(), buffers):
             b.detach().copy_(saved)
         torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
     batch = batch_of(args, kwargs)
     for i, layer in enumerate(layers):
         used = i in watch.first_use

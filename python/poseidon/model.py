@@ -253,6 +253,12 @@ class DistributedModel(torch.nn.Module):
         if self._checkpoints.pending:  # due at the last step; the loop has finished that step
             self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
         training = torch.is_grad_enabled() and self.module.training
+        if training and self._synchronized:
+            # synchronize_gradients() ended the last iteration and no optimizer.step() came
+            # (a GradScaler skips it when the mean gradients hold inf or NaN: the same on
+            # every rank). The iteration still counts.
+            self._synchronized = False
+            self._count_step()
         batch = layers_mod.batch_of(args, kwargs)  # counted as the probe counts it
         if training and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             self._batch = args[0].size(0)  # a profile's batch (write_profile): a training forward's
@@ -275,10 +281,13 @@ class DistributedModel(torch.nn.Module):
             result = self._original[0]()
         else:
             result = self._end_iteration()
+        self._count_step()
+        return result
+
+    def _count_step(self):
         self.iteration += 1
         if self._checkpoints.due(self.iteration):
             self._checkpoints.mark(self.iteration)
-        return result
 
     def _end_iteration(self):
         if self.mode == "server":
@@ -300,7 +309,10 @@ class DistributedModel(torch.nn.Module):
 
     def synchronize_gradients(self):
         """Gradient mode: ends the iteration now and waits until every .grad holds the
-        workers' mean, so that it can be read or changed (clipping) before optimizer.step()."""
+        workers' mean, so that it can be read or changed (clipping) before optimizer.step().
+        With a GradScaler, call it between scaler.scale(loss).backward() and
+        scaler.step(optimizer): the scaler then unscales and checks the mean gradients, the
+        same on every rank."""
         if self.mode != "gradient":
             raise ValueError("synchronize_gradients() is for gradient mode: in server mode the servers apply the "
                              "gradients themselves (use mode='gradient' to clip them)")

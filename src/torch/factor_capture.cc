@@ -23,6 +23,13 @@ void AutogradSync::warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t b
 
 torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, torch::Tensor y) {
   const LayerInfo& info = model_.info.layers[layer];
+  if (y.scalar_type() != torch::kFloat) {
+    // Under autocast the dense gradient is a half-precision GEMM's result: the factors'
+    // float32 reconstruction would round differently. The probe sends such layers by PS.
+    throw InputError(detail::cat("layer '", info.name, "' computes in ", y.scalar_type(),
+                                 " (autocast) but goes by sufficient factors, planned for float32: start the model "
+                                 "(its first forward) under the same autocast, or use scheme='ps'"));
+  }
   auto V = x.detach().reshape({-1, info.N}).contiguous();
   warnIfRowsDiffer(layer, V.size(0), forward_batch_ > 0 ? forward_batch_ : (x.dim() > 1 ? x.size(0) : 1));
   torch::Tensor out = y;

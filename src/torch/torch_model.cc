@@ -1,5 +1,7 @@
 #include "poseidon/torch.h"
 
+#include <optional>
+
 #include "comm/control_channel.h"
 #include "common/digest.h"
 #include "common/timeline.h"
@@ -30,7 +32,13 @@ namespace {
 void runWithoutTrace(torch::nn::Module& module, const std::function<void()>& run) {
   std::vector<torch::Tensor> saved;
   for (auto& b : module.buffers()) saved.push_back(b.detach().clone());
+  // The CPU's generator, and the one of the module's GPU (where its dropout draws).
+  std::optional<torch::Device> gpu;
+  for (const auto& p : module.parameters()) {
+    if (!p.device().is_cpu()) gpu = p.device();
+  }
   const auto random = randomState();
+  const auto gpu_random = gpu ? randomState(*gpu) : std::vector<std::uint8_t>{};
   {
     torch::NoGradGuard no_grad;
     run();
@@ -38,6 +46,7 @@ void runWithoutTrace(torch::nn::Module& module, const std::function<void()>& run
   auto buffers = module.buffers();
   for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].detach().copy_(saved[i]);
   setRandomState(random);
+  if (gpu) setRandomState(gpu_random, *gpu);
 }
 
 
@@ -202,6 +211,8 @@ void TorchModel::finish() { impl_->sync->finish(); }
 std::vector<StateRecord> TorchModel::stateRecords() { return impl_->sync->stateRecords(); }
 
 void TorchModel::stateRestored() { impl_->sync->stateRestored(); }
+
+torch::Device TorchModel::device() const { return impl_->sync->device(); }
 
 std::string TorchModel::digest() { return impl_->sync->digest(); }
 
