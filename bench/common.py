@@ -13,9 +13,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POSEIDON = os.path.join(ROOT, "build/apps/poseidon")  # the default binary of every script
-# The Python the jobs run in: the project's .venv (torch 2.11, the build's torch) when there.
-PYTHON = os.path.join(ROOT, ".venv/bin/python") if os.path.exists(os.path.join(ROOT, ".venv/bin/python")) \
-    else sys.executable
+# The Python the jobs run in: POSEIDON_PYTHON (the build's, as scripts/setup.sh took it), else
+# the project's .venv (torch 2.11, the build's torch) when there.
+PYTHON = os.environ.get("POSEIDON_PYTHON") or (
+    os.path.join(ROOT, ".venv/bin/python") if os.path.exists(os.path.join(ROOT, ".venv/bin/python")) else sys.executable)
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
@@ -119,15 +120,20 @@ def write_csv(path, rows, fieldnames):
 
 def timed_steps(model, optimizer, x, y, iterations):
     """Seconds of each of `iterations` training steps on one batch (cross-entropy, backward,
-    optimizer step, zero_grad): the loop the rank scripts time."""
+    optimizer step, zero_grad): the loop the rank scripts time. On a GPU each step's time
+    ends when the GPU has finished it (a measurement's synchronisation, not the loop's)."""
     import time
 
+    import torch
     import torch.nn.functional as F
+    gpu = x.is_cuda
     times = []
     for _ in range(iterations):
         t0 = time.perf_counter()
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
         optimizer.zero_grad()
+        if gpu:
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     return times

@@ -13,6 +13,9 @@ iteration that takes the larger of the compute-only time and Poseidon's bytes se
 iteration (per rank, measured) over the link rate. Writes papers-models.{md,csv,png} into
 --out.
   sudo bench/papers_models.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
+On a GPU (--device cuda): every rank shares the host's GPU (each its own CUDA context, so the
+GPU time-slices between them), images 224x224, and the files are papers-models-gpu.*:
+  sudo bench/papers_models.py --device cuda --models vgg19,resnet50 --bandwidths 10gbit,25gbit
 """
 import argparse
 import os
@@ -25,7 +28,7 @@ PY = PYTHON  # the project's python (.venv), with torch
 STEP = os.path.join(ROOT, "bench/torchvision_step.py")
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
 SIZES = {"alexnet": 63, "vgg19": 32, "resnet50": 32, "googlenet": 32, "inception_v3": 75, "resnet152": 32}
-RATES = {"1gbit": 1e9 / 8, "10gbit": 1e10 / 8}
+RATES = {"1gbit": 1e9 / 8, "10gbit": 1e10 / 8, "25gbit": 25e9 / 8}
 
 
 def main():
@@ -38,6 +41,8 @@ def main():
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--poseidon", default=POSEIDON)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cuda: every rank on the host's GPU, 224x224 images")
     ap.add_argument("--from-log", nargs="+", metavar="LOG",
                     help="measure nothing: write the md/csv/png from the tables in these saved outputs")
     a = ap.parse_args()
@@ -46,7 +51,8 @@ def main():
         rows, systems = rows_from_logs(a.from_log)
         write(a.out, rows, systems, a)
         return
-    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
+    # The Python package of the same build as the binary (build/python beside build/apps).
+    ENV["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.poseidon))), "python")
     systems = a.systems.split(",")
     rows = []
     for model in a.models.split(","):
@@ -71,7 +77,8 @@ def measure(a, model, bw, systems):
     for r in range(a.repeats):
         for i, system in enumerate(systems):
             cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", bw, "--", PY, STEP,
-                   "--system", system, "--model", model, "--image-size", str(SIZES.get(model, 32)),
+                   "--system", system, "--model", model, "--device", a.device,
+                   "--image-size", str(224 if a.device == "cuda" else SIZES.get(model, 32)),
                    "--iterations", str(a.iterations), "--port", str(29600 + 10 * r + i)]
             j = run_json(cmd, timeout=3600)
             seen[system].append(j["images_per_s"])
@@ -151,6 +158,17 @@ def rows_from_logs(paths):
     return list(rows.values()), order
 
 
+def gpu_note():
+    """What the GPU rows are: the device, and why the figures look as they do."""
+    import subprocess
+    name = subprocess.run([PY, "-c", "import torch; print(torch.cuda.get_device_name(0))"], capture_output=True,
+                          text=True).stdout.strip() or "a GPU"
+    return (f"Every rank on one {name}, each with its own CUDA context: the GPU time-slices between the ranks, so "
+            "the compute-only column is four processes sharing it, and every system pays that sharing alike. DDP "
+            "runs with gloo on CUDA tensors: NCCL refuses two ranks on one GPU. Each rank's link is capped by "
+            "`poseidon lab` (tc tbf on a veth per rank).\n\n")
+
+
 def print_row(row, systems):
     print("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |")
     print(f"| {row['model']} | {row['link']} | " + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |",
@@ -159,12 +177,16 @@ def print_row(row, systems):
 
 def write(out, rows, systems, a):
     os.makedirs(out, exist_ok=True)
-    stem = os.path.join(out, "papers-models")
+    stem = os.path.join(out, "papers-models" + ("-gpu" if getattr(a, "device", "cpu") == "cuda" else ""))
     keys = ["model", "link", "rounds"] + systems + ["bytes_per_iter"] + list(COLUMNS)
     write_csv(stem + ".csv", rows, keys)
     host = machine()
     with open(stem + ".md", "w") as f:
-        f.write(f"# The papers' models, {a.ranks} ranks in the lab (bench/papers_models.py)\n\n")
+        gpu = getattr(a, "device", "cpu") == "cuda"
+        f.write(f"# The papers' models, {a.ranks} ranks in the lab{' sharing one GPU' if gpu else ''} "
+                "(bench/papers_models.py)\n\n")
+        if gpu:
+            f.write(gpu_note())
         if a.from_log:
             # The logs do not record their hosts or settings: only the rounds can be told.
             f.write(f"Rebuilt from {', '.join(os.path.basename(p) for p in a.from_log)}; each row from the last log "

@@ -9,6 +9,9 @@ bench/papers_models.py that runs inside each job. Systems:
   poseidon      poseidon.DistributedModel, scheme --scheme (server-side SGD)
   poseidon-fifo the same with the bandwidth manager's FIFO order instead of priority
   compute       no communication at all: the compute ceiling
+--device cuda: each rank on the GPU of its local rank among the visible ones (several ranks
+share one GPU, each with its own CUDA context); DDP with gloo on CUDA tensors (NCCL refuses
+two ranks on one GPU).
 """
 import argparse
 import json
@@ -74,18 +77,24 @@ def main():
     ap.add_argument("--devices-per-node", default="1", help="poseidon: ranks per node (1: flat) or host")
     ap.add_argument("--no-wfbp", action="store_true", help="poseidon: every sync after the whole backward")
     ap.add_argument("--profile-out", help="poseidon: rank 0 writes a compute profile here (poseidon simulate --profile)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
     if a.profile_out and not a.system.startswith("poseidon"):
         ap.error("--profile-out is for the poseidon systems (the profile comes from poseidon's timeline)")
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    net = build(a.model)
+    device = torch.device("cpu")
+    if a.device == "cuda":
+        local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", 0))
+        device = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    net = build(a.model).to(device)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     model = wrap(a.system, net, optimizer, a)
     rank, size = rank_and_size()
     g = torch.Generator().manual_seed(rank)
-    x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g)
-    y = torch.randint(0, 1000, (a.batch,), generator=g)
+    x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g).to(device)
+    y = torch.randint(0, 1000, (a.batch,), generator=g).to(device)
     times = timed_steps(model, optimizer, x, y, a.iterations)
     sent = 0.0
     if a.system.startswith("poseidon"):

@@ -1,0 +1,74 @@
+#!/bin/bash
+# The GPU check: on a host with an NVIDIA GPU as the project's GPU test host stands (its own
+# torch in a virtual environment, no apt, no network), configure and build, run the GPU
+# tests, then the papers' benchmark on the GPU in the bandwidth lab; the table comes last.
+#
+#   scripts/gpu_check.sh            # tests, then the benchmark
+#   scripts/gpu_check.sh tests      # build + GPU tests only (a few minutes)
+#   scripts/gpu_check.sh bench      # build + benchmark only
+#
+# Settings (environment):
+#   POSEIDON_PYTHON  the Python with torch (default /opt/torch/.venv/bin/python if it exists,
+#                    else the project's .venv); nothing is installed with pip
+#   BUILD_DIR        the build folder (default build-gpu)
+#   IPROUTE          a folder with bin/ and lib/ of iproute2 (scripts/pack_iproute2.sh makes
+#                    .gpu-tools/iproute2, the default); ip and tc from PATH otherwise. Without
+#                    ip/tc, or without root, the benchmark is skipped with a message
+#   GPU_BENCH_MODELS (vgg19,resnet50)  GPU_BENCH_RATES (10gbit,25gbit)
+#   GPU_BENCH_ITERATIONS (8)           GPU_BENCH_REPEATS (1)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+what=${1:-all}
+case "$what" in tests|bench|all) ;; *) echo "usage: scripts/gpu_check.sh [tests|bench|all]" >&2; exit 2 ;; esac
+
+python=${POSEIDON_PYTHON:-}
+if [ -z "$python" ]; then
+  if [ -x /opt/torch/.venv/bin/python ]; then python=/opt/torch/.venv/bin/python; else python=$root/.venv/bin/python; fi
+fi
+build=${BUILD_DIR:-build-gpu}
+if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  echo "gpu_check: $python's torch sees no CUDA GPU; this check is for a GPU host" >&2
+  exit 1
+fi
+"$python" -c 'import torch; print("gpu_check: torch", torch.__version__, "on", torch.cuda.get_device_name(0),
+  "x", torch.cuda.device_count())'
+
+start=$(date +%s)
+POSEIDON_PYTHON=$python POSEIDON_SKIP_APT=1 POSEIDON_BUILD_JOBS=${POSEIDON_BUILD_JOBS:-$(nproc)} BUILD_DIR=$build \
+  scripts/setup.sh
+echo "gpu_check: built in $(( $(date +%s) - start )) s"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+tests_result="not run"
+if [ "$what" != bench ]; then
+  start=$(date +%s)
+  # The CLI on the GPU: two ranks sharing it, a short synthetic run.
+  mpirun --oversubscribe --bind-to none -np 2 "$build/apps/poseidon" train --device cuda --model convnet --synthetic \
+    --iterations 20 --no-eval
+  if (cd "$build" && ctest -L gpu --output-on-failure --timeout 600); then tests_result="passed"; else tests_result="FAILED"; fi
+  echo "gpu_check: GPU tests $tests_result in $(( $(date +%s) - start )) s"
+fi
+
+bench_result="not run"
+if [ "$what" != tests ]; then
+  iproute=${IPROUTE:-$root/.gpu-tools/iproute2}
+  if [ -d "$iproute/bin" ]; then
+    export PATH=$iproute/bin:$PATH LD_LIBRARY_PATH=$iproute/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} TC_LIB_DIR=$iproute/lib/tc
+  fi
+  if [ "$(id -u)" != 0 ] || ! command -v ip > /dev/null || ! command -v tc > /dev/null; then
+    bench_result="skipped: the lab needs root and ip/tc (scripts/pack_iproute2.sh on a Debian machine, then IPROUTE=...)"
+  else
+    start=$(date +%s)
+    POSEIDON_PYTHON=$python "$python" bench/papers_models.py --device cuda --poseidon "$build/apps/poseidon" \
+      --models "${GPU_BENCH_MODELS:-vgg19,resnet50}" --bandwidths "${GPU_BENCH_RATES:-10gbit,25gbit}" \
+      --iterations "${GPU_BENCH_ITERATIONS:-8}" --repeats "${GPU_BENCH_REPEATS:-1}" | tee "$build/gpu-bench.log"
+    bench_result="done in $(( $(date +%s) - start )) s (log: $build/gpu-bench.log)"
+  fi
+fi
+
+echo
+echo "gpu_check: tests: $tests_result"
+echo "gpu_check: benchmark: $bench_result"
+if [ -f docs/benchmarks/papers-models-gpu.md ] && [ "$what" != tests ]; then cat docs/benchmarks/papers-models-gpu.md; fi
+[ "$tests_result" != FAILED ]
