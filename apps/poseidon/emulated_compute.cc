@@ -38,26 +38,21 @@ void writeProfile(Session& session, const std::string& path, std::int64_t batch)
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }
 
-int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, Options session_options,
-                std::int64_t total) {
-  const ComputeProfile profile = readProfile(o.emulate_compute);
+namespace {
+
+// The profile must name every layer of the model, and if it names its shapes, be of this
+// model: the same layers, kinds and sizes (not describe(): the run's factor rows were
+// probed, these are not).
+void checkProfileFits(const ComputeProfile& profile, const TrainOptions& o, const ModelSpec& spec, const ModelInfo& info) {
   if (profile.batch != o.batch) {
     throw InputError(detail::cat(o.emulate_compute, " was measured at batch ", profile.batch, "; run with --batch ",
                                  profile.batch));
   }
-  torch::manual_seed(o.seed);
-  torch::nn::Sequential net = buildSequential(spec);
-  const ModelInfo info = describeSequential(net, spec.name);
-  std::vector<std::vector<float*>> params;
-  std::vector<std::vector<std::vector<float>>> grads(info.layers.size());
-  std::vector<std::vector<float*>> grad_ptrs(info.layers.size());
-  for (std::size_t l = 0; l < info.layers.size(); ++l) {
-    if (!profile.layers.count(info.layers[l].name)) {
-      throw InputError(detail::cat(o.emulate_compute, " has no line for layer '", info.layers[l].name, "'"));
+  for (const auto& layer : info.layers) {
+    if (!profile.layers.count(layer.name)) {
+      throw InputError(detail::cat(o.emulate_compute, " has no line for layer '", layer.name, "'"));
     }
   }
-  // A profile that names its shapes must be of this model: the same layers, kinds and sizes
-  // (not describe(): the run's factor rows were probed, these are not).
   if (!profile.shapes.empty() && profile.shapes.size() != info.layers.size()) {
     throw InputError(detail::cat(o.emulate_compute, " was measured on ", profile.shapes.size(), " layers; model '",
                                  spec.name, "' has ", info.layers.size()));
@@ -70,67 +65,68 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
                                    "' has (layer ", l, ": '", measured.name, "', ", measured.numel(), " values)"));
     }
   }
-  int l = 0;
-  for (const auto& m : net->children()) {
-    auto ps = m->parameters(true);
-    if (ps.empty()) continue;
-    std::vector<float*> ptrs;
-    for (auto& p : ps) {
-      ptrs.push_back(p.data_ptr<float>());
-      grads[l].emplace_back(static_cast<std::size_t>(p.numel()), 1e-4f);  // real bytes, harmless values
-      grad_ptrs[l].push_back(grads[l].back().data());
+}
+
+// What the emulated iterations hand to the session: the net's parameters, and gradients
+// and factors of harmless values (real bytes; after the first iteration the syncers have
+// zeroed the gradients, and refilling them would be compute the profile lacks).
+struct EmulatedBuffers {
+  std::vector<std::vector<float*>> params;
+  std::vector<std::vector<std::vector<float>>> grads;
+  std::vector<std::vector<float*>> grad_ptrs;
+  std::vector<std::vector<float>> U, V;  // by layer, for layers that go by factors
+
+  EmulatedBuffers(torch::nn::Sequential& net, std::size_t layers) : grads(layers), grad_ptrs(layers), U(layers), V(layers) {
+    int l = 0;
+    for (const auto& m : net->children()) {
+      auto ps = m->parameters(true);
+      if (ps.empty()) continue;
+      std::vector<float*> ptrs;
+      for (auto& p : ps) {
+        ptrs.push_back(p.data_ptr<float>());
+        grads[l].emplace_back(static_cast<std::size_t>(p.numel()), 1e-4f);
+        grad_ptrs[l].push_back(grads[l].back().data());
+      }
+      params.push_back(ptrs);
+      ++l;
     }
-    params.push_back(ptrs);
-    ++l;
   }
-  session_options.lr = 1e-3f;
-  Session session(runtime.transport(), info, params, session_options);
-  const bool lead = session.rank() == 0;
-  // Factors for layers that go by them: K x M and K x N of small values.
-  std::vector<std::vector<float>> U(info.layers.size()), V(info.layers.size());
-  for (std::size_t k = 0; k < info.layers.size(); ++k) {
-    if (session.usesFactors(static_cast<int>(k))) {
-      U[k].assign(static_cast<std::size_t>(o.batch * info.layers[k].M), 1e-3f);
-      V[k].assign(static_cast<std::size_t>(o.batch * info.layers[k].N), 1e-3f);
+
+  // Factors K x M and K x N of small values for the layers the session sends by them.
+  void makeFactors(const Session& session, const ModelInfo& info, std::int64_t batch) {
+    for (std::size_t k = 0; k < info.layers.size(); ++k) {
+      if (!session.usesFactors(static_cast<int>(k))) continue;
+      U[k].assign(static_cast<std::size_t>(batch * info.layers[k].M), 1e-3f);
+      V[k].assign(static_cast<std::size_t>(batch * info.layers[k].N), 1e-3f);
     }
   }
-  if (lead) {
-    std::printf("poseidon: COMPUTE IS EMULATED: every layer's forward and backward is a wait taken from %s; all "
-                "communication is real. %s, %d ranks, batch %lld, %lld iterations\n",
-                o.emulate_compute.c_str(), spec.name.c_str(), session.size(), static_cast<long long>(o.batch),
-                static_cast<long long>(total));
-    std::fflush(stdout);
-  }
+};
+
+// One iteration: each layer's forward a wait after its sync's, then backward top down,
+// each layer's wait followed by its gradient (or factors).
+void emulateIteration(Session& session, const ModelInfo& info, const ComputeProfile& profile, EmulatedBuffers& b,
+                      std::int64_t batch) {
   const int L = static_cast<int>(info.layers.size());
-  std::vector<double> times;
-  const BytesSent bytes_before = bytesSentSoFar(session);
-  if (session.isWorker()) {
-    for (std::int64_t it = 0; it < total; ++it) {
-      const auto start = std::chrono::steady_clock::now();
-      for (int k = 0; k < L; ++k) {
-        session.waitLayer(k);
-        waitMs(profile.layers.at(info.layers[k].name).first);
-      }
-      waitMs(profile.other_forward_ms);
-      waitMs(profile.other_backward_ms);
-      for (int k = L - 1; k >= 0; --k) {
-        waitMs(profile.layers.at(info.layers[k].name).second);
-        if (session.usesFactors(k)) {
-          session.factorsReady(k, U[k].data(), V[k].data(), o.batch);
-          session.layerReleased(k);
-        } else {
-          session.gradientsReady(k, grad_ptrs[k]);
-        }
-      }
-      session.endIteration();
-      times.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
-      // The syncers zero the gradients after the first iteration: the values change, the
-      // bytes on the wire do not, and refilling them would be compute the profile lacks.
-    }
-    session.waitAll();
-  } else {
-    session.serveUntil(static_cast<std::uint64_t>(total));
+  for (int k = 0; k < L; ++k) {
+    session.waitLayer(k);
+    waitMs(profile.layers.at(info.layers[k].name).first);
   }
+  waitMs(profile.other_forward_ms);
+  waitMs(profile.other_backward_ms);
+  for (int k = L - 1; k >= 0; --k) {
+    waitMs(profile.layers.at(info.layers[k].name).second);
+    if (session.usesFactors(k)) {
+      session.factorsReady(k, b.U[k].data(), b.V[k].data(), batch);
+      session.layerReleased(k);
+    } else {
+      session.gradientsReady(k, b.grad_ptrs[k]);
+    }
+  }
+  session.endIteration();
+}
+
+TrainReport emulatedReport(const TrainOptions& o, const ModelSpec& spec, const Options& session_options,
+                           const Session& session, std::int64_t total) {
   TrainReport report;
   report.ranks = session.size();
   report.workers = session.workers();
@@ -144,6 +140,43 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   report.compute = "emulated";
   report.batch = o.batch;
   report.iterations = total;
+  return report;
+}
+
+}  // namespace
+
+int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, Options session_options,
+                std::int64_t total) {
+  const ComputeProfile profile = readProfile(o.emulate_compute);
+  torch::manual_seed(o.seed);
+  torch::nn::Sequential net = buildSequential(spec);
+  const ModelInfo info = describeSequential(net, spec.name);
+  checkProfileFits(profile, o, spec, info);
+  EmulatedBuffers buffers(net, info.layers.size());
+  session_options.lr = 1e-3f;
+  Session session(runtime.transport(), info, buffers.params, session_options);
+  buffers.makeFactors(session, info, o.batch);
+  const bool lead = session.rank() == 0;
+  if (lead) {
+    std::printf("poseidon: COMPUTE IS EMULATED: every layer's forward and backward is a wait taken from %s; all "
+                "communication is real. %s, %d ranks, batch %lld, %lld iterations\n",
+                o.emulate_compute.c_str(), spec.name.c_str(), session.size(), static_cast<long long>(o.batch),
+                static_cast<long long>(total));
+    std::fflush(stdout);
+  }
+  std::vector<double> times;
+  const BytesSent bytes_before = bytesSentSoFar(session);
+  if (session.isWorker()) {
+    for (std::int64_t it = 0; it < total; ++it) {
+      const auto start = std::chrono::steady_clock::now();
+      emulateIteration(session, info, profile, buffers, o.batch);
+      times.push_back(Seconds(std::chrono::steady_clock::now() - start).count());
+    }
+    session.waitAll();
+  } else {
+    session.serveUntil(static_cast<std::uint64_t>(total));
+  }
+  TrainReport report = emulatedReport(o, spec, session_options, session, total);
   setThroughput(report, times, session.workers(), o.batch);
   // Bytes per layer against the cost model, as a computed run reports them (no loss: none was computed).
   gatherSessionFigures(report, session, info, bytes_before, static_cast<double>(total), session.isWorker(), 0.0);

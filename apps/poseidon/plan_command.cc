@@ -147,12 +147,15 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
   return cmd;
 }
 
-int runPlan(const PlanOptions& given) {
+namespace {
+
+// The flags checked, with a node counted as one worker of its devices' whole batch
+// (planForNodes).
+PlanOptions checkedOptions(const PlanOptions& given) {
   if (given.nodes < 0 || given.devices_per_node < 1 || (given.nodes == 0 && given.devices_per_node != 1)) {
     throw InputError("--devices-per-node goes with --nodes N (N >= 1) and must be at least 1");
   }
   if (given.nodes > 0 && given.servers != 0) throw InputError("--nodes puts a shard on every node: drop --servers");
-  // A node is one worker of the exchange with its devices' whole batch (planForNodes).
   PlanOptions o = given;
   if (o.model.empty() && o.profile.empty()) o.model = "fcnet";
   if (o.nodes > 0) {
@@ -163,21 +166,16 @@ int runPlan(const PlanOptions& given) {
   if (o.batch < 1) throw InputError("--batch must be at least 1");
   if (o.servers < 0) throw InputError("--servers must not be negative");
   if (!o.profile.empty() && !o.layers.empty()) throw InputError("give either --profile or --layer, not both");
-  std::unique_ptr<sim::SimModel> profiled;
-  if (!o.profile.empty()) {
-    profiled = std::make_unique<sim::SimModel>(profiledModel(o.profile, o.model, o.model_file));
-  }
-  std::string note;
-  const ModelInfo model = planModel(o, profiled.get(), note);
-  // Co-located: every worker holds a shard. Separate servers: extra server-only ranks.
-  const int servers = o.servers == 0 ? o.workers : o.servers;
-  const ClusterInfo cluster = o.servers == 0 ? ClusterInfo(o.workers, 0, 0) : ClusterInfo(o.workers + servers, servers, servers);
+  if (o.gflops < 0) throw InputError("--gflops must be positive");
+  return o;
+}
+
+PlanRequest planRequest(const PlanOptions& o) {
   PlanRequest req;
   req.mode = SchemeMode::kAuto;
   req.rule = parseCostRule(o.cost_model);
   req.batch = o.batch;
   if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "--bandwidth");
-  if (o.gflops < 0) throw InputError("--gflops must be positive");
   req.rates.gemm_flops_per_s = o.gflops * 1e9;
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");
@@ -188,113 +186,154 @@ int runPlan(const PlanOptions& given) {
                      "add --cost-model schedule");
   }
   if (!req.rates.known()) req.rates = PlatformRates{};  // predicted times only with both
+  return req;
+}
+
+// Floats per node per iteration over the layers: all PS, SFB (or factor push) for the FC
+// layers, the chosen schemes, and the chosen schemes' predicted seconds.
+struct PlanTotals {
+  double ps = 0, sfb = 0, factor_push = 0, chosen = 0, chosen_s = 0;
+
+  void add(const LayerInfo& l, const LayerPlan& p) {
+    const bool fc = l.kind == LayerKind::kFC;
+    ps += p.ps_floats;
+    sfb += fc ? p.sfb_floats : p.ps_floats;
+    factor_push += fc ? p.factor_push_floats : p.ps_floats;
+    chosen += p.scheme == Scheme::kSFB ? p.sfb_floats : p.scheme == Scheme::kAllreduce ? p.allreduce_floats : p.ps_floats;
+    chosen_s += p.scheme == Scheme::kSFB ? p.sfb_seconds : p.scheme == Scheme::kAllreduce ? p.allreduce_seconds : p.ps_seconds;
+  }
+};
+
+nlohmann::ordered_json orNull(bool given, double value) {
+  return given ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
+}
+
+nlohmann::ordered_json layerJson(const LayerInfo& l, const LayerPlan& p, const PlanOptions& o, bool timed) {
+  const bool fc = l.kind == LayerKind::kFC;
+  nlohmann::ordered_json j;
+  j["name"] = l.name;
+  j["kind"] = layerKindName(l.kind);
+  j["M"] = l.M;
+  j["N"] = l.N;
+  j["params"] = l.numel();
+  j["ps_floats"] = p.ps_floats;
+  j["sfb_floats"] = orNull(fc, p.sfb_floats);
+  j["factor_push_floats"] = orNull(fc, p.factor_push_floats);
+  j["allreduce_floats"] = orNull(p.allreduce_floats > 0, p.allreduce_floats);
+  j["cluster_ps_floats"] = CostModel::psClusterFloats(l.numel(), 1, o.workers);
+  if (fc) {
+    j["cluster_sfb_floats"] = CostModel::sfbClusterFloats(l.M, l.N, o.workers, o.batch);
+    j["cluster_factor_push_floats"] = CostModel::factorPushClusterFloats(l.M, l.N, o.workers, o.batch);
+  }
+  j["scheme"] = schemeName(p.scheme);
+  j["bytes_choice"] = schemeName(p.bytes_choice);
+  if (timed) {
+    j["time_choice"] = schemeName(p.time_choice);
+    j["ps_seconds"] = p.ps_seconds;
+    j["sfb_seconds"] = orNull(fc, p.sfb_seconds);
+    j["allreduce_seconds"] = orNull(p.allreduce_floats > 0, p.allreduce_seconds);
+  }
+  j["reason"] = p.reason;
+  return j;
+}
+
+void printLayerRow(const LayerInfo& l, const LayerPlan& p, bool timed) {
+  const bool fc = l.kind == LayerKind::kFC;
+  const std::string shape = fc ? std::to_string(l.M) + "x" + std::to_string(l.N) : "-";
+  std::printf("%-8s %-5s %13s %12lld %14.0f %14s %14s %14s %-9s", l.name.c_str(), layerKindName(l.kind), shape.c_str(),
+              static_cast<long long>(l.numel()), p.ps_floats, fc ? std::to_string(static_cast<long long>(p.sfb_floats)).c_str() : "-",
+              fc ? std::to_string(static_cast<long long>(p.factor_push_floats)).c_str() : "-",
+              p.allreduce_floats > 0 ? std::to_string(std::llround(p.allreduce_floats)).c_str() : "-",
+              schemeName(p.scheme));
+  if (timed) std::printf(" %9.4f %9s", p.ps_seconds, fc ? std::to_string(p.sfb_seconds).substr(0, 9).c_str() : "-");
+  std::printf("\n");
+}
+
+void printTableHead(const PlanOptions& o, const ModelInfo& model, int servers, const PlanRequest& req,
+                    const std::string& note) {
+  const std::string who = o.nodes > 0 ? detail::cat("P1 = ", o.nodes, " nodes x ", o.devices_per_node, " devices")
+                                      : detail::cat("P1 = ", o.workers, " workers");
+  std::printf("plan: %s, %s, P2 = %d server shards (%s), K = %lld per %s, cost model %s%s%s\n", model.name.c_str(),
+              who.c_str(), servers, o.servers == 0 ? "co-located" : "separate", o.batch, o.nodes > 0 ? "node" : "worker",
+              costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
+  std::printf("%-8s %-5s %13s %12s %14s %14s %14s %14s %-9s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
+              "sfb_floats", "factor_push_floats", "ar_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
+}
+
+void printTableFoot(const PlanTotals& t, const PlanRequest& req, const sim::ScheduleChoice& schedule) {
+  std::printf("total floats per node per iteration: all ps %.0f, sfb for FC %.0f, factor-push for FC %.0f, chosen %.0f "
+              "(%.1fx fewer than all ps)\n",
+              t.ps, t.sfb, t.factor_push, t.chosen, t.chosen > 0 ? t.ps / t.chosen : 1.0);
+  if (req.rates.known()) std::printf("predicted communication time per iteration, chosen schemes: %.4f s\n", t.chosen_s);
+  if (req.rule == CostRule::kSchedule) {
+    std::printf("schedule rule: simulated iteration %.4f s with the chosen plan, %.4f s with the time rule's (%d "
+                "plans simulated%s)\n",
+                schedule.iteration_s, schedule.time_rule_s, schedule.simulated,
+                schedule.exhaustive ? ", every combination" : ", one layer flipped at a time");
+  }
+}
+
+void printJson(const PlanOptions& o, const ModelInfo& model, int servers, const PlanRequest& req,
+               nlohmann::ordered_json layers, const PlanTotals& t, const sim::ScheduleChoice& schedule) {
+  nlohmann::ordered_json j;
+  j["model"] = model.name;
+  j["workers"] = o.workers;
+  if (o.nodes > 0) {
+    j["nodes"] = o.nodes;
+    j["devices_per_node"] = o.devices_per_node;
+  }
+  j["servers"] = servers;
+  j["colocated"] = o.servers == 0;
+  j["batch"] = o.batch;
+  j["cost_model"] = costRuleName(req.rule);
+  j["layers"] = std::move(layers);
+  j["total_ps_floats"] = t.ps;
+  j["total_sfb_floats"] = t.sfb;
+  j["total_factor_push_floats"] = t.factor_push;
+  j["total_chosen_floats"] = t.chosen;
+  if (req.rates.known()) j["total_chosen_seconds"] = t.chosen_s;
+  if (req.rule == CostRule::kSchedule) {
+    j["schedule"] = {{"iteration_s", schedule.iteration_s},
+                     {"time_rule_iteration_s", schedule.time_rule_s},
+                     {"plans_simulated", schedule.simulated},
+                     {"exhaustive", schedule.exhaustive}};
+  }
+  std::printf("%s\n", j.dump().c_str());
+}
+
+}  // namespace
+
+int runPlan(const PlanOptions& given) {
+  const PlanOptions o = checkedOptions(given);
+  std::unique_ptr<sim::SimModel> profiled;
+  if (!o.profile.empty()) profiled = std::make_unique<sim::SimModel>(profiledModel(o.profile, o.model, o.model_file));
+  std::string note;
+  const ModelInfo model = planModel(o, profiled.get(), note);
+  // Co-located: every worker holds a shard. Separate servers: extra server-only ranks.
+  const int servers = o.servers == 0 ? o.workers : o.servers;
+  const ClusterInfo cluster = o.servers == 0 ? ClusterInfo(o.workers, 0, 0) : ClusterInfo(o.workers + servers, servers, servers);
+  const PlanRequest req = planRequest(o);
   auto plans = planSchemes(model, cluster, req);
   sim::ScheduleChoice schedule;
   if (req.rule == CostRule::kSchedule) {
     schedule = scheduleChoice(o, *profiled, req.rates);
     applySchedule(schedule, plans);
   }
-
-  double ps_total = 0, sfb_total = 0, factor_push_total = 0, chosen_total = 0, chosen_s = 0;
+  PlanTotals totals;
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
-  if (!o.json) {
-    const std::string who = o.nodes > 0 ? detail::cat("P1 = ", o.nodes, " nodes x ", o.devices_per_node, " devices")
-                                        : detail::cat("P1 = ", o.workers, " workers");
-    std::printf("plan: %s, %s, P2 = %d server shards (%s), K = %lld per %s, cost model %s%s%s\n", model.name.c_str(),
-                who.c_str(), servers, o.servers == 0 ? "co-located" : "separate", o.batch,
-                o.nodes > 0 ? "node" : "worker", costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
-    std::printf("%-8s %-5s %13s %12s %14s %14s %14s %14s %-9s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
-                "sfb_floats", "factor_push_floats", "ar_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
-  }
+  if (!o.json) printTableHead(o, model, servers, req, note);
   for (std::size_t i = 0; i < plans.size(); ++i) {
-    const auto& l = model.layers[i];
-    const auto& p = plans[i];
-    const bool fc = l.kind == LayerKind::kFC;
-    const double chosen = p.scheme == Scheme::kSFB ? p.sfb_floats
-                          : p.scheme == Scheme::kAllreduce ? p.allreduce_floats
-                                                           : p.ps_floats;
-    ps_total += p.ps_floats;
-    sfb_total += fc ? p.sfb_floats : p.ps_floats;
-    factor_push_total += fc ? p.factor_push_floats : p.ps_floats;
-    chosen_total += chosen;
-    chosen_s += p.scheme == Scheme::kSFB ? p.sfb_seconds
-                : p.scheme == Scheme::kAllreduce ? p.allreduce_seconds
-                                                 : p.ps_seconds;
+    totals.add(model.layers[i], plans[i]);
     if (o.json) {
-      nlohmann::ordered_json j;
-      j["name"] = l.name;
-      j["kind"] = layerKindName(l.kind);
-      j["M"] = l.M;
-      j["N"] = l.N;
-      j["params"] = l.numel();
-      j["ps_floats"] = p.ps_floats;
-      j["sfb_floats"] = fc ? nlohmann::ordered_json(p.sfb_floats) : nlohmann::ordered_json(nullptr);
-      j["factor_push_floats"] = fc ? nlohmann::ordered_json(p.factor_push_floats) : nlohmann::ordered_json(nullptr);
-      j["allreduce_floats"] = p.allreduce_floats > 0 ? nlohmann::ordered_json(p.allreduce_floats) : nlohmann::ordered_json(nullptr);
-      j["cluster_ps_floats"] = CostModel::psClusterFloats(l.numel(), 1, o.workers);
-      if (fc) {
-        j["cluster_sfb_floats"] = CostModel::sfbClusterFloats(l.M, l.N, o.workers, o.batch);
-        j["cluster_factor_push_floats"] = CostModel::factorPushClusterFloats(l.M, l.N, o.workers, o.batch);
-      }
-      j["scheme"] = schemeName(p.scheme);
-      j["bytes_choice"] = schemeName(p.bytes_choice);
-      if (req.rates.known()) {
-        j["time_choice"] = schemeName(p.time_choice);
-        j["ps_seconds"] = p.ps_seconds;
-        j["sfb_seconds"] = fc ? nlohmann::ordered_json(p.sfb_seconds) : nlohmann::ordered_json(nullptr);
-        j["allreduce_seconds"] = p.allreduce_floats > 0 ? nlohmann::ordered_json(p.allreduce_seconds) : nlohmann::ordered_json(nullptr);
-      }
-      j["reason"] = p.reason;
-      layers.push_back(j);
-      continue;
+      layers.push_back(layerJson(model.layers[i], plans[i], o, req.rates.known()));
+    } else {
+      printLayerRow(model.layers[i], plans[i], req.rates.known());
     }
-    const std::string shape = fc ? std::to_string(l.M) + "x" + std::to_string(l.N) : "-";
-    std::printf("%-8s %-5s %13s %12lld %14.0f %14s %14s %14s %-9s", l.name.c_str(), layerKindName(l.kind), shape.c_str(),
-                static_cast<long long>(l.numel()), p.ps_floats, fc ? std::to_string(static_cast<long long>(p.sfb_floats)).c_str() : "-",
-                fc ? std::to_string(static_cast<long long>(p.factor_push_floats)).c_str() : "-",
-                p.allreduce_floats > 0 ? std::to_string(std::llround(p.allreduce_floats)).c_str() : "-",
-                schemeName(p.scheme));
-    if (req.rates.known()) {
-      std::printf(" %9.4f %9s", p.ps_seconds, fc ? std::to_string(p.sfb_seconds).substr(0, 9).c_str() : "-");
-    }
-    std::printf("\n");
   }
   if (o.json) {
-    nlohmann::ordered_json j;
-    j["model"] = model.name;
-    j["workers"] = o.workers;
-    if (o.nodes > 0) {
-      j["nodes"] = o.nodes;
-      j["devices_per_node"] = o.devices_per_node;
-    }
-    j["servers"] = servers;
-    j["colocated"] = o.servers == 0;
-    j["batch"] = o.batch;
-    j["cost_model"] = costRuleName(req.rule);
-    j["layers"] = layers;
-    j["total_ps_floats"] = ps_total;
-    j["total_sfb_floats"] = sfb_total;
-    j["total_factor_push_floats"] = factor_push_total;
-    j["total_chosen_floats"] = chosen_total;
-    if (req.rates.known()) j["total_chosen_seconds"] = chosen_s;
-    if (req.rule == CostRule::kSchedule) {
-      j["schedule"] = {{"iteration_s", schedule.iteration_s},
-                       {"time_rule_iteration_s", schedule.time_rule_s},
-                       {"plans_simulated", schedule.simulated},
-                       {"exhaustive", schedule.exhaustive}};
-    }
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
-  }
-  std::printf("total floats per node per iteration: all ps %.0f, sfb for FC %.0f, factor-push for FC %.0f, chosen %.0f "
-              "(%.1fx fewer than all ps)\n",
-              ps_total, sfb_total, factor_push_total, chosen_total, chosen_total > 0 ? ps_total / chosen_total : 1.0);
-  if (req.rates.known()) std::printf("predicted communication time per iteration, chosen schemes: %.4f s\n", chosen_s);
-  if (req.rule == CostRule::kSchedule) {
-    std::printf("schedule rule: simulated iteration %.4f s with the chosen plan, %.4f s with the time rule's (%d "
-                "plans simulated%s)\n",
-                schedule.iteration_s, schedule.time_rule_s, schedule.simulated,
-                schedule.exhaustive ? ", every combination" : ", one layer flipped at a time");
+    printJson(o, model, servers, req, std::move(layers), totals, schedule);
+  } else {
+    printTableFoot(totals, req, schedule);
   }
   return 0;
 }

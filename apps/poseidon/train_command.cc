@@ -5,16 +5,10 @@
 
 namespace poseidon::app {
 
-CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
-  auto* cmd = app.add_subcommand("train", "Train a model data-parallel; run it under mpirun, one process per worker");
-  cmd->footer(
-      "Examples:\n"
-      "  mpirun -np 4 --oversubscribe poseidon train --model fcnet --epochs 1\n"
-      "  mpirun -np 2 poseidon train --model-file my.net --iterations 200 --json\n"
-      "  mpirun -np 4 --oversubscribe poseidon train --model resnet --optimizer adam --epochs 1\n"
-      "  poseidon train --baseline --model fcnet --iterations 20   # plain LibTorch, no Poseidon\n"
-      "Model files: one layer per line: input C H W | classes N | conv OUT K [stride=S] [pad=P] |\n"
-      "  pool K | relu | flatten | dropout P | fc OUT   (the last layer is 'fc N', N = classes)");
+namespace {
+
+// What to train: the model, its data, how much of it.
+void addModelOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--model", o.model, "Built-in model: fcnet, convnet, mlp (Sequential nets) or resnet (residual "
                   "blocks with BatchNorm, a module with its own forward)")
       ->capture_default_str();
@@ -24,6 +18,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--batch", o.batch, "Examples per worker per iteration")->capture_default_str();
   cmd->add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Run exactly this many iterations (overrides --epochs)");
+}
+
+// How each step updates: the optimizer, where it runs, its rates, the buffers, the seed.
+void addOptimizerOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--optimizer", o.optimizer,
                   "sgd: SGD with momentum applied on the parameter servers (Poseidon's fast path); adam, adamw: "
                   "torch::optim::Adam/AdamW on every worker, stepping on the allreduced mean gradient as under "
@@ -58,6 +56,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "worker before each forward, DDP's default) or average (the workers' mean before each forward)")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the initial parameters and of the data order")->capture_default_str();
+}
+
+// How each layer is synchronised: the schemes, the cost model, the servers, the KVStore.
+void addSchemeOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--scheme", o.session.scheme,
                   "Per layer: auto (the cheapest of PS, sufficient factors and allreduce by the cost model), ps (all "
                   "through the parameter server), sfb (every FC layer by sufficient factors), allreduce (MPI_Allreduce "
@@ -101,6 +103,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
   cmd->add_option("--fusion-bytes", o.session.fusion_bytes,
                   "Allreduce layers smaller than this share one buffer and one collective (0: no fusion)")
       ->capture_default_str();
+}
+
+// The network side: the bandwidth manager, the devices level, waits for slow peers.
+void addNetworkOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--send-order", o.session.send_order,
                   "Bandwidth manager: the order of each rank's outgoing messages: priority (lower layers first, "
                   "as the next forward pass needs them) or fifo (in the order they were made)")
@@ -133,6 +139,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "Seconds a parameter-server step waits for a late worker before going ahead without its update "
                   "(0: wait for everyone; PS layers only)")
       ->capture_default_str();
+}
+
+// The run itself: threads, progress, output, checkpoints, traces, profiles, the baseline.
+void addRunOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--threads", o.threads, "Compute threads per rank (0: cores / ranks on this host)")
       ->capture_default_str();
   cmd->add_option("--log-every", o.log_every, "Print progress every N iterations (0: about every 5 s)");
@@ -164,6 +174,26 @@ CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
                   "--emulate-compute");
   cmd->add_flag("--baseline", o.baseline,
                 "Plain LibTorch loop in one process with the --optimizer's torch::optim class, for comparison");
+}
+
+}  // namespace
+
+CLI::App* addTrainCommand(CLI::App& app, TrainOptions& o) {
+  auto* cmd = app.add_subcommand("train", "Train a model data-parallel; run it under mpirun, one process per worker");
+  cmd->footer(
+      "Examples:\n"
+      "  mpirun -np 4 --oversubscribe poseidon train --model fcnet --epochs 1\n"
+      "  mpirun -np 2 poseidon train --model-file my.net --iterations 200 --json\n"
+      "  mpirun -np 4 --oversubscribe poseidon train --model resnet --optimizer adam --epochs 1\n"
+      "  mpirun -np 2 poseidon train --model resnet --device cuda --epochs 1   # each rank on its local GPU\n"
+      "  poseidon train --baseline --model fcnet --iterations 20   # plain LibTorch, no Poseidon\n"
+      "Model files: one layer per line: input C H W | classes N | conv OUT K [stride=S] [pad=P] |\n"
+      "  pool K | relu | flatten | dropout P | fc OUT   (the last layer is 'fc N', N = classes)");
+  addModelOptions(cmd, o);
+  addOptimizerOptions(cmd, o);
+  addSchemeOptions(cmd, o);
+  addNetworkOptions(cmd, o);
+  addRunOptions(cmd, o);
   return cmd;
 }
 

@@ -1,5 +1,7 @@
 #include "train_net.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -68,6 +70,9 @@ void TrainNet::toDevice(const std::string& choice) {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const int index = (local ? std::atoi(local) : 0) % static_cast<int>(torch::cuda::device_count());
   device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  // This thread's current device too: work that names no device (cuDNN's and cuBLAS's
+  // handles, a new context) goes to this rank's GPU, not to GPU 0.
+  c10::impl::getDeviceGuardImpl(device_.type())->setDevice(device_);
   module_->to(device_);
 }
 

@@ -45,8 +45,10 @@ class Checkpoints:
         if self.resume_dir:
             self.info, self.saved = _read_resume(str(self.resume_dir), runtime)
             torch.set_rng_state(self.saved["rng"])
-            if self.saved.get("cuda_rng") is not None:
-                torch.cuda.set_rng_state_all(self.saved["cuda_rng"])
+            if self.saved.get("cuda_rng") is not None and torch.cuda.is_available():
+                # The GPUs this process sees (a saving run may have seen more).
+                for i, state in enumerate(self.saved["cuda_rng"][:torch.cuda.device_count()]):
+                    torch.cuda.set_rng_state(state, i)
 
     @property
     def start_iteration(self):
@@ -160,7 +162,9 @@ def _loads(data, doing):
     (torch.load's weights_only=True, the default since torch 2.6): a file on disk never runs
     code when it is read. Anything else gets one line naming what to change."""
     try:
-        return torch.load(io.BytesIO(data), weights_only=True)
+        # Onto the CPU: this run's ranks may see other GPUs than the saving run's;
+        # load_state_dict moves each optimizer state to its parameter's device.
+        return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"{doing}: the optimizer's or a checkpoint object's state_dict() holds something other than "

@@ -43,9 +43,9 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
       sfb_[l] = s.get();
       syncers_.push_back(std::move(s));
     } else if (!book.pairsOfLayer(layer).empty()) {
-      auto s = std::make_unique<PsSyncer>(layer, book, transport, options.local_by_message ? nullptr : local_server,
-                                          params[l], options.timeout, failure, options.start_iteration,
-                                          options.staleness, local_server, options.sgd.gradient_only);
+      auto s = std::make_unique<PsSyncer>(layer, book, transport, local_server, params[l], failure,
+                                          PsSyncerOptions{options.timeout, options.start_iteration, options.staleness,
+                                                          options.sgd.gradient_only, options.local_by_message});
       ps_[l] = s.get();
       syncers_.push_back(std::move(s));
     } else {

@@ -15,6 +15,7 @@
 
 #include "client/collective_syncer.h"
 #include "client/layer_syncer.h"
+#include "client/worker.h"
 #include "common/thread_pool.h"
 #include "comm/transport.h"
 #include "common/wait.h"
@@ -47,34 +48,34 @@ struct ClientOptions {
   NodeStage* node = nullptr;
 };
 
-class Client {
+class Client : public Worker {
  public:
   // `params[l]` are layer l's tensors in the engine, in ModelInfo order; `schemes[l]` how
   // layer l is synchronised.
   Client(const InformationBook& book, Transport& transport, ParameterServer* local_server,
          const std::vector<std::vector<float*>>& params, const std::vector<Scheme>& schemes,
          const ClientOptions& options, FailureState& failure);
-  ~Client();
+  ~Client() override;
 
   // PS layer l's gradient for the current iteration is complete in `grads`.
-  void gradientsReady(int layer, std::vector<float*> grads);
+  void gradientsReady(int layer, std::vector<float*> grads) override;
   // SFB layer l's factors: U (K x M) at the output, V (K x N) the input; copied at once.
-  void factorsReady(int layer, const float* U, const float* V, std::int64_t K);
+  void factorsReady(int layer, const float* U, const float* V, std::int64_t K) override;
   // Gradient mode: SFB layer l's mean gradient goes into `grads` (see SfbSyncer).
-  void setFactorGradients(int layer, std::vector<float*> grads);
+  void setFactorGradients(int layer, std::vector<float*> grads) override;
   // Autograd no longer needs SFB layer l's weight in this backward pass.
-  void layerReleased(int layer);
+  void layerReleased(int layer) override;
   // The backward pass is over: without WFBP the syncs start now. Advances the iteration.
-  void endIteration();
+  void endIteration() override;
   // Blocks until layer l holds the parameters of the current iteration (C[l]).
-  void waitLayer(int layer);
-  void waitAll();
+  void waitLayer(int layer) override;
+  void waitAll() override;
 
   void onParams(Message message);
   void onLocalFresh(std::uint32_t key, std::uint64_t version);
   void onFactors(Message message);
 
-  std::uint64_t iteration() const { return iteration_; }
+  std::uint64_t iteration() const override { return iteration_; }
   // SSP: the most iterations' updates any read of this worker lacked (at most staleness).
   std::uint64_t maxStalenessSeen() const;
   // The allreduce layers' set-up in one line, or "" if there are none.

@@ -9,22 +9,21 @@
 
 namespace poseidon {
 
-PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
-               std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
-               std::uint64_t start_iteration, int staleness, ParameterServer* local_shard, bool into_gradients)
+PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_shard,
+                   std::vector<float*> params, const FailureState& failure, const PsSyncerOptions& options)
     : LayerSyncer(layer),
       book_(book),
       transport_(transport),
-      local_server_(local_server),
+      local_shard_(local_shard),
+      local_by_message_(options.local_by_message),
       params_(std::move(params)),
-      timeout_(timeout),
+      timeout_(options.timeout),
       failure_(failure),
       keys_(book.pairsOfLayer(layer)),
-      staleness_(staleness),
-      into_gradients_(into_gradients),
-      local_shard_(local_shard),
-      slots_(keys_.size(), Slot{start_iteration, Message()}),
-      awaited_(start_iteration + 1) {}
+      staleness_(options.staleness),
+      into_gradients_(options.into_gradients),
+      slots_(keys_.size(), Slot{options.start_iteration, Message()}),
+      awaited_(options.start_iteration + 1) {}
 
 void PsSyncer::expect(std::uint64_t iteration) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -58,8 +57,8 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
     const KVPair& kv = book_.pair(key);
     const float* src = grads[kv.tensor] + kv.offset;
     const int owner = book_.cluster().shardRank(kv.shard);
-    if (owner == me && local_server_ != nullptr) {
-      local_server_->pushLocal(key, iteration, src);
+    if (owner == me && local_shard_ != nullptr && !local_by_message_) {
+      local_shard_->pushLocal(key, iteration, src);
       continue;
     }
     // Sent from the engine's gradient itself; Move waits for these sends before clearing it.
@@ -84,8 +83,8 @@ void PsSyncer::SendFactors(std::uint64_t iteration, Message factors) {
     const int owner = book_.cluster().shardRank(book_.pair(key).shard);
     if (sent[owner]) continue;
     sent[owner] = true;
-    if (owner == transport_.rank() && local_server_ != nullptr) {
-      local_server_->onPushFactors(factors);
+    if (owner == transport_.rank() && local_shard_ != nullptr && !local_by_message_) {
+      local_shard_->onPushFactors(factors);
     } else {
       bytes_sent_ += factors.wireBytes();
       transport_.send(owner, factors);

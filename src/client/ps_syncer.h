@@ -25,12 +25,22 @@ namespace poseidon {
 
 class ParameterServer;
 
+struct PsSyncerOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::uint64_t start_iteration = 0;
+  int staleness = 0;  // SSP window; 0 is BSP
+  // Gradient mode: the shards send the mean gradient, which Move writes into the gradients.
+  bool into_gradients = false;
+  // The co-located shard keeps values of its own (SSP, straggler dropping, gradient mode):
+  // pushes reach it by message like any other's, not in place.
+  bool local_by_message = false;
+};
+
 class PsSyncer final : public LayerSyncer {
  public:
-  PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_server,
-         std::vector<float*> params, std::chrono::milliseconds timeout, const FailureState& failure,
-         std::uint64_t start_iteration = 0, int staleness = 0, ParameterServer* local_shard = nullptr,
-         bool into_gradients = false);
+  // `local_shard`: this rank's shard, or null.
+  PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_shard,
+           std::vector<float*> params, const FailureState& failure, const PsSyncerOptions& options);
 
   void Send(std::uint64_t iteration, const std::vector<float*>& grads);
   // The 2015 paper's strategy for an FC layer: this worker's factors (a kPushFactors
@@ -65,7 +75,8 @@ class PsSyncer final : public LayerSyncer {
 
   const InformationBook& book_;
   Transport& transport_;
-  ParameterServer* const local_server_;
+  ParameterServer* const local_shard_;  // pushes in place unless local_by_message_; names who a wait waits for
+  const bool local_by_message_;
   const std::vector<float*> params_;
   std::vector<float*> grads_;  // of the iteration in progress; cleared by Move (none for factors)
   std::vector<std::shared_ptr<Work>> sends_;  // pushes still reading grads_
@@ -75,7 +86,6 @@ class PsSyncer final : public LayerSyncer {
   const int staleness_;
   // Gradient mode: the shards send the mean gradient, which Move writes into grads_.
   const bool into_gradients_;
-  ParameterServer* const local_shard_;  // this rank's shard, to name who a wait waits for
   std::atomic<std::uint64_t> max_staleness_{0};
 
   mutable std::mutex mu_;

@@ -203,12 +203,23 @@ struct Session::Impl {
   std::unordered_map<std::uint32_t, std::vector<float>> shard_values;
   std::unique_ptr<Client> client;
   std::unique_ptr<DeviceClient> device;  // a rank of a node that is not its leader
+  Worker* worker = nullptr;              // client or device: the training side, if this rank trains
   bool finished = false;
   // Exceptions in flight when the session was made: more at destruction means an error is
   // unwinding through it.
   const int uncaught = std::uncaught_exceptions();
 
   Impl(Transport& t, const Options& o) : transport(t), options(o), control(t, o.timeout, failure) {}
+
+  // The session's construction, step by step (Session::Session).
+  void startTransport();
+  void mapNodes(SchemeMode mode);
+  ClusterInfo cluster() const;
+  std::vector<bool> planLayers(const ModelInfo& model, const ClusterInfo& cluster, SchemeMode mode, CostRule rule);
+  bool separateShard() const;
+  void makeServer(const ClusterInfo& cluster, const SgdOptions& sgd);
+  void makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd);
+  void publish();
 
   // Teardown in one order whatever failed before (finish() may not have run or got far):
   // the dispatcher lets go of everything, the server thread stops (it reads shard_values
@@ -219,6 +230,7 @@ struct Session::Impl {
     failure.set(std::make_exception_ptr(CommError("the session was closed")));
     detach();
     if (server) server->stop();
+    worker = nullptr;
     client.reset();  // its threads may still call the co-located server: freed after them
     device.reset();
     // Sends still queued read the engine's gradients or the shard's values in place: they
@@ -244,18 +256,16 @@ struct Session::Impl {
   }
 };
 
-Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::vector<float*>> params,
-                 const Options& options)
-    : impl_(std::make_unique<Impl>(transport, options)) {
-  Impl& s = *impl_;
+namespace {
+
+// Every check of the options that needs no other rank: a bad value fails before any message.
+void checkOptions(const Options& options, SchemeMode mode) {
   if (options.lr <= 0.0f) throw InputError(detail::cat("--lr ", options.lr, ": the learning rate must be positive"));
   if (options.momentum < 0.0f || options.momentum >= 1.0f) {
     throw InputError(detail::cat("--momentum ", options.momentum, ": use a value in [0, 1)"));
   }
   if (options.weight_decay < 0.0f) throw InputError("--weight-decay must not be negative");
   if (options.timeout.count() <= 0) throw InputError("--timeout must be positive");
-  POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
-
   if (options.batch <= 0) throw InputError(detail::cat("--batch ", options.batch, ": must be positive"));
   if (options.backward_passes_per_step < 1) {
     throw InputError(detail::cat("--backward-passes ", options.backward_passes_per_step, ": must be at least 1"));
@@ -264,92 +274,8 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
     throw InputError("--buffers " + options.buffers + ": use broadcast or average");
   }
   if (options.fusion_bytes < 0) throw InputError("--fusion-bytes must not be negative");
-  // Checked here too, so a bad flag fails before any collective.
-  const KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
-                               options.timeout};
-  kvstore.validate();
-  const SchemeMode mode = parseSchemeMode(options.scheme);
-  const CostRule rule = parseCostRule(options.cost_model);
-  ClusterInfo(transport.size(), options.server_ranks, options.shards);  // checks the flags before any message
-  s.params = std::move(params);
-  const int me = transport.rank();
-  if (options.timeline) s.timeline = std::make_shared<Timeline>(me);
-  transport.configure(SendPolicy{parseSendOrder(options.send_order, "send order"), options.max_bandwidth,
-                                 static_cast<std::size_t>(options.send_window_bytes), s.timeline});
-
-  // Control messages flow from here on; the components that receive the other kinds are
-  // created below, before the agreement check that every rank must pass before it sends any.
-  s.dispatch->control = &s.control;
-  s.dispatch->failure = &s.failure;
-  auto dispatch = s.dispatch;
-  transport.start(TransportCallbacks{
-      [dispatch](Message m) {
-        try {
-          dispatch->route(std::move(m));
-        } catch (...) {
-          dispatch->fail(std::current_exception());
-        }
-      },
-      [dispatch](std::exception_ptr e) { dispatch->fail(e); }});
-
-  // Should anything below throw, ~Impl tears down what was made, in order.
-  faultPoint(me, "startup");
-  // Model and options must be the same everywhere before any other collective (the rate
-  // probe is one), or ranks would wait on each other in different calls.
-  agree(detail::cat(model.describe(), " | ", options.agreement, " | scheme=", options.scheme,
-                    " cost_model=", options.cost_model, " bandwidth=", options.bandwidth,
-                    " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
-                    " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
-                    " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
-                    " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
-                    " fusion=", options.fusion_bytes, " start=", options.start_iteration,
-                    " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
-                    " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
-                    " buffers=", options.buffers, " devices_per_node=", options.devices_per_node, " node_memory=", options.node_memory),
-        "start-up agreement check");
-  // The devices level: with nodes, the network exchange runs among the nodes' leaders (a
-  // cluster of one worker and one shard per node) and each node's other ranks are devices.
-  s.nodes = options.devices_per_node == 1 ? NodeMap::flat(transport.size())
-            : options.devices_per_node > 1 ? NodeMap::blocks(transport.size(), options.devices_per_node)
-                                           : NodeMap::fromKeys(s.control.allgather(nodeKeyOfThisProcess(), "node names"));
-  if (s.nodes.hierarchical()) checkNodeOptions(options, mode);
-  const int per_node = s.nodes.devicesPerNode();
-  const ClusterInfo cluster = s.nodes.hierarchical() ? ClusterInfo(s.nodes.nodes(), 0, 0)
-                                                     : ClusterInfo(transport.size(), options.server_ranks, options.shards);
-  const bool leads = s.nodes.isLeader(me);
-  if (s.nodes.hierarchical() && leads) s.net = std::make_unique<NodeTransport>(transport, s.nodes);
-  Transport& net = s.net ? *s.net : transport;
-  if (s.nodes.hierarchical()) {
-    std::vector<bool> same(transport.size());
-    for (int r = 0; r < transport.size(); ++r) same[r] = s.nodes.sameNode(r, me);
-    transport.setSameNode(same);
-  }
-  // HybComm: the scheme of every layer, the same on every rank.
-  s.rates = PlatformRates{options.bandwidth, options.gemm_flops};
-  if (rule == CostRule::kSchedule) checkScheduleOptions(options, mode);
-  if (mode == SchemeMode::kAuto && rule != CostRule::kBytes && !s.rates.known()) {
-    // With nodes, SFB reconstructs from every device's factors: K = the node's batch.
-    s.rates = measureRates(s.control, me, transport.size(), model, cluster.workers(), options.batch * per_node, s.rates);
-  }
-  // SFB's K is a node's whole batch: its devices' factors travel stacked.
-  const PlanRequest request{mode, rule, options.batch, s.rates};
-  s.plan = s.nodes.hierarchical() ? planForNodes(model, s.nodes.nodes(), per_node, request)
-                                  : planSchemes(model, cluster, request);
-  if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {
-    applySchedulePlan(schedulePlanOfRankZero(s.control, me, options, model, cluster.workers(), per_node, s.rates),
-                      model, s.plan);
-  }
-  for (std::size_t l = 0; s.nodes.hierarchical() && l < s.plan.size(); ++l) {
-    if (model.layers[l].numel() == 0) {
-      throw InputError(detail::cat("layer '", model.layers[l].name, "' holds no values, which the devices level cannot "
-                                   "sync; drop it or run flat (--devices-per-node 1)"));
-    }
-  }
-  std::vector<bool> on_ps;
-  for (const auto& p : s.plan) {
-    s.schemes.push_back(p.scheme);
-    on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kFactorPush);  // factor-push layers live on the servers too
-  }
+  KVStoreOptions{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding, options.timeout}
+      .validate();
   if (options.staleness < 0) throw InputError("--staleness must not be negative");
   if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
     throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
@@ -358,92 +284,229 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
     throw InputError("gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
                      "auto schemes; drop --staleness, --straggler-timeout or --scheme factor-push, or use server-side SGD");
   }
-  if (options.straggler_timeout.count() > 0 || options.staleness > 0) {
-    const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
-    for (std::size_t l = 0; l < s.plan.size(); ++l) {
-      if (s.plan[l].scheme != Scheme::kPS) {
-        throw InputError(detail::cat(flag, " works on parameter-server layers, and layer '", model.layers[l].name,
-                                     "' goes by ", schemeName(s.plan[l].scheme), "; add --scheme ps"));
-      }
+}
+
+// What every rank must share before any other collective (the rate probe is one), or
+// ranks would wait on each other in different calls.
+std::string startDescription(const ModelInfo& model, const Options& options) {
+  return detail::cat(model.describe(), " | ", options.agreement, " | scheme=", options.scheme,
+                     " cost_model=", options.cost_model, " bandwidth=", options.bandwidth,
+                     " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
+                     " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
+                     " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
+                     " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
+                     " fusion=", options.fusion_bytes, " start=", options.start_iteration,
+                     " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
+                     " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
+                     " buffers=", options.buffers, " devices_per_node=", options.devices_per_node,
+                     " node_memory=", options.node_memory);
+}
+
+// SSP and straggler dropping bound or drop a worker's pushes to the servers: PS layers only.
+void checkPlanForSlowWorkers(const Options& options, const ModelInfo& model, const std::vector<LayerPlan>& plan) {
+  if (options.straggler_timeout.count() == 0 && options.staleness == 0) return;
+  const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
+  for (std::size_t l = 0; l < plan.size(); ++l) {
+    if (plan[l].scheme != Scheme::kPS) {
+      throw InputError(detail::cat(flag, " works on parameter-server layers, and layer '", model.layers[l].name,
+                                   "' goes by ", schemeName(plan[l].scheme), "; add --scheme ps"));
     }
   }
-  s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
+}
+
+// The steps' SGD: the servers' (and replicas') update, or in gradient mode a mean only.
+SgdOptions sgdOptions(const Options& options, int per_node) {
   SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
-  sgd.passes = options.backward_passes_per_step;
   if (options.gradient_mode) {
     // The workers' optimizer steps: every scheme's "step" writes the mean gradient.
     sgd = SgdOptions{};
     sgd.momentum = 0.0f;
     sgd.gradient_only = true;
-    sgd.passes = options.backward_passes_per_step;
   }
   // A leader's contribution is its node's sum: every mean divides by the devices too.
-  sgd.passes *= per_node;
-  // A worker that may compute while its co-located shard steps (SSP, straggler
-  // dropping) must not share memory with it: the shard keeps its own values then, and
-  // the local worker gets them by message like any other.
-  // In gradient mode the shard's "values" are the mean gradient, never the parameters.
-  const bool separate = options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
-  const int net_rank = net.rank();
-  if ((leads || !s.nodes.hierarchical()) && cluster.hasShard(net_rank)) {
-    std::function<float*(const KVPair&)> storage = [&s](const KVPair& kv) {
-      return s.params[kv.layer][kv.tensor] + kv.offset;
-    };
-    if (separate) {
-      for (const auto key : s.book->pairsOfShard(cluster.shardOf(net_rank))) {
-        s.shard_values[key].resize(static_cast<std::size_t>(s.book->pair(key).length));
-      }
-      storage = [&s](const KVPair& kv) { return s.shard_values.at(kv.key).data(); };
-    }
-    s.server = std::make_unique<ParameterServer>(
-        *s.book, net, sgd, storage,
-        [&s](std::uint32_t key, std::uint64_t version) { s.client->onLocalFresh(key, version); }, s.failure,
-        ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness, separate,
-                     s.timeline.get()});
+  sgd.passes = options.backward_passes_per_step * per_node;
+  return sgd;
+}
+
+}  // namespace
+
+Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::vector<float*>> params,
+                 const Options& options)
+    : impl_(std::make_unique<Impl>(transport, options)) {
+  Impl& s = *impl_;
+  const SchemeMode mode = parseSchemeMode(options.scheme);
+  const CostRule rule = parseCostRule(options.cost_model);
+  checkOptions(options, mode);
+  POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
+  ClusterInfo(transport.size(), options.server_ranks, options.shards);  // checks the flags before any message
+  s.params = std::move(params);
+  s.startTransport();
+  // Should anything below throw, ~Impl tears down what was made, in order.
+  faultPoint(transport.rank(), "startup");
+  agree(startDescription(model, options), "start-up agreement check");
+  s.mapNodes(mode);
+  const ClusterInfo cluster = s.cluster();
+  if (rule == CostRule::kSchedule) checkScheduleOptions(options, mode);
+  const std::vector<bool> on_ps = s.planLayers(model, cluster, mode, rule);
+  s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
+  const SgdOptions sgd = sgdOptions(options, s.nodes.devicesPerNode());
+  s.makeServer(cluster, sgd);
+  s.makeWorker(cluster, sgd);
+  s.publish();
+  checkPlanAndBroadcast(model);
+}
+
+void Session::Impl::startTransport() {
+  if (options.timeline) timeline = std::make_shared<Timeline>(transport.rank());
+  transport.configure(SendPolicy{parseSendOrder(options.send_order, "send order"), options.max_bandwidth,
+                                 static_cast<std::size_t>(options.send_window_bytes), timeline});
+  // Control messages flow from here on; the components that receive the other kinds are
+  // created later, before the agreement check that every rank must pass before it sends any.
+  dispatch->control = &control;
+  dispatch->failure = &failure;
+  auto d = dispatch;
+  transport.start(TransportCallbacks{
+      [d](Message m) {
+        try {
+          d->route(std::move(m));
+        } catch (...) {
+          d->fail(std::current_exception());
+        }
+      },
+      [d](std::exception_ptr e) { d->fail(e); }});
+}
+
+// The devices level: with nodes, the network exchange runs among the nodes' leaders (a
+// cluster of one worker and one shard per node) and each node's other ranks are devices.
+void Session::Impl::mapNodes(SchemeMode mode) {
+  const int me = transport.rank();
+  nodes = options.devices_per_node == 1 ? NodeMap::flat(transport.size())
+          : options.devices_per_node > 1 ? NodeMap::blocks(transport.size(), options.devices_per_node)
+                                         : NodeMap::fromKeys(control.allgather(nodeKeyOfThisProcess(), "node names"));
+  if (!nodes.hierarchical()) return;
+  checkNodeOptions(options, mode);
+  if (nodes.isLeader(me)) net = std::make_unique<NodeTransport>(transport, nodes);
+  std::vector<bool> same(transport.size());
+  for (int r = 0; r < transport.size(); ++r) same[r] = nodes.sameNode(r, me);
+  transport.setSameNode(same);
+}
+
+ClusterInfo Session::Impl::cluster() const {
+  return nodes.hierarchical() ? ClusterInfo(nodes.nodes(), 0, 0)
+                              : ClusterInfo(transport.size(), options.server_ranks, options.shards);
+}
+
+// HybComm: the scheme of every layer, the same on every rank. Returns which layers the
+// servers hold (PS and factor push).
+std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster, SchemeMode mode,
+                                            CostRule rule) {
+  const int me = transport.rank();
+  const int per_node = nodes.devicesPerNode();
+  rates = PlatformRates{options.bandwidth, options.gemm_flops};
+  if (mode == SchemeMode::kAuto && rule != CostRule::kBytes && !rates.known()) {
+    // With nodes, SFB reconstructs from every device's factors: K = the node's batch.
+    rates = measureRates(control, me, transport.size(), model, cluster.workers(), options.batch * per_node, rates);
   }
+  // SFB's K is a node's whole batch: its devices' factors travel stacked.
+  const PlanRequest request{mode, rule, options.batch, rates};
+  plan = nodes.hierarchical() ? planForNodes(model, nodes.nodes(), per_node, request) : planSchemes(model, cluster, request);
+  if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {
+    applySchedulePlan(schedulePlanOfRankZero(control, me, options, model, cluster.workers(), per_node, rates), model,
+                      plan);
+  }
+  for (std::size_t l = 0; nodes.hierarchical() && l < plan.size(); ++l) {
+    if (model.layers[l].numel() == 0) {
+      throw InputError(detail::cat("layer '", model.layers[l].name, "' holds no values, which the devices level cannot "
+                                   "sync; drop it or run flat (--devices-per-node 1)"));
+    }
+  }
+  checkPlanForSlowWorkers(options, model, plan);
+  std::vector<bool> on_ps;
+  for (const auto& p : plan) {
+    schemes.push_back(p.scheme);
+    on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kFactorPush);  // factor-push layers live on the servers too
+  }
+  return on_ps;
+}
+
+// A worker that may compute while its co-located shard steps (SSP, straggler dropping)
+// must not share memory with it: the shard keeps its own values then, and the local worker
+// gets them by message like any other. In gradient mode the shard's "values" are the mean
+// gradient, never the parameters.
+bool Session::Impl::separateShard() const {
+  return options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
+}
+
+void Session::Impl::makeServer(const ClusterInfo& cluster, const SgdOptions& sgd) {
+  Transport& network = net ? *net : transport;
+  const int net_rank = network.rank();
+  const bool leads = nodes.isLeader(transport.rank());
+  if (!(leads || !nodes.hierarchical()) || !cluster.hasShard(net_rank)) return;
+  std::function<float*(const KVPair&)> storage = [this](const KVPair& kv) {
+    return params[kv.layer][kv.tensor] + kv.offset;
+  };
+  if (separateShard()) {
+    for (const auto key : book->pairsOfShard(cluster.shardOf(net_rank))) {
+      shard_values[key].resize(static_cast<std::size_t>(book->pair(key).length));
+    }
+    storage = [this](const KVPair& kv) { return shard_values.at(kv.key).data(); };
+  }
+  server = std::make_unique<ParameterServer>(
+      *book, network, sgd, storage, [this](std::uint32_t key, std::uint64_t version) { client->onLocalFresh(key, version); },
+      failure,
+      ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness,
+                   separateShard(), timeline.get()});
+}
+
+void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd) {
+  const int me = transport.rank();
+  Transport& network = net ? *net : transport;
   // The leaders' allreduce communicators are made with MPI_Comm_create_group, which blocks
   // without a deadline: meet here first, so a rank that failed on the way makes the others
   // time out in this barrier rather than hang inside MPI.
-  if (s.nodes.hierarchical() && std::count(s.schemes.begin(), s.schemes.end(), Scheme::kAllreduce) > 0) {
-    s.control.barrier("start-up, before the leaders' allreduce communicators");
+  if (nodes.hierarchical() && std::count(schemes.begin(), schemes.end(), Scheme::kAllreduce) > 0) {
+    control.barrier("start-up, before the leaders' allreduce communicators");
   }
   // Inside a node, layers travel in pieces of a KV pair's size (node/pieces.h).
   const std::size_t piece_floats = static_cast<std::size_t>(std::max<std::int64_t>(options.kv_pair_bytes, 4)) / sizeof(float);
   std::vector<bool> factors;
-  for (auto sc : s.schemes) factors.push_back(sc == Scheme::kSFB);
-  if (s.nodes.hierarchical() && options.node_memory) {
+  for (auto sc : schemes) factors.push_back(sc == Scheme::kSFB);
+  if (nodes.hierarchical() && options.node_memory) {
     // Gradients (not factors) go to the leader through shared memory where a node's ranks
     // can map one segment; the values come back the same way.
     std::vector<bool> gathered;
     for (bool f : factors) gathered.push_back(!f);
-    s.memory = NodeMemory::open(s.control, s.nodes, me, s.book->model(), gathered);
+    memory = NodeMemory::open(control, nodes, me, book->model(), gathered);
   }
-  if (s.nodes.hierarchical() && !leads) {
-    s.device = std::make_unique<DeviceClient>(s.book->model(), factors, transport, s.nodes.leader(s.nodes.nodeOf(me)), s.params,
-                                              DeviceOptions{options.gradient_mode, options.timeout, options.start_iteration,
-                                                            piece_floats},
-                                              s.failure, s.memory.get());
-  } else if (cluster.isWorker(net_rank)) {
-    if (s.nodes.hierarchical()) {
-      s.stage = std::make_unique<NodeStage>(s.book->model(), transport, s.nodes, s.params, options.gradient_mode,
-                                            piece_floats, options.timeout, s.failure, s.memory.get());
-    }
-    KVStoreOptions client_kvstore = kvstore;
-    client_kvstore.timeline = s.timeline.get();
-    s.client = std::make_unique<Client>(*s.book, net, s.server.get(), s.params, s.schemes,
-                                        ClientOptions{options.wfbp, options.timeout, sgd, client_kvstore, options.fusion_bytes,
-                                                      options.start_iteration, options.staleness, separate,
-                                                      s.timeline.get(), s.stage.get()},
-                                        s.failure);
+  if (nodes.hierarchical() && !nodes.isLeader(me)) {
+    device = std::make_unique<DeviceClient>(
+        book->model(), factors, transport, nodes.leader(nodes.nodeOf(me)), params,
+        DeviceOptions{options.gradient_mode, options.timeout, options.start_iteration, piece_floats}, failure, memory.get());
+    worker = device.get();
+    return;
   }
-  {
-    std::lock_guard<std::mutex> lock(s.dispatch->mu);
-    s.dispatch->server = s.server.get();
-    s.dispatch->client = s.client.get();
-    s.dispatch->stage = s.stage.get();
-    s.dispatch->device = s.device.get();
+  if (!cluster.isWorker(network.rank())) return;
+  if (nodes.hierarchical()) {
+    stage = std::make_unique<NodeStage>(book->model(), transport, nodes, params, options.gradient_mode, piece_floats,
+                                        options.timeout, failure, memory.get());
   }
-  checkPlanAndBroadcast(model);
+  KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
+                         options.timeout};
+  kvstore.timeline = timeline.get();
+  client = std::make_unique<Client>(*book, network, server.get(), params, schemes,
+                                    ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes,
+                                                  options.start_iteration, options.staleness, separateShard(),
+                                                  timeline.get(), stage.get()},
+                                    failure);
+  worker = client.get();
+}
+
+void Session::Impl::publish() {
+  std::lock_guard<std::mutex> lock(dispatch->mu);
+  dispatch->server = server.get();
+  dispatch->client = client.get();
+  dispatch->stage = stage.get();
+  dispatch->device = device.get();
 }
 
 void Session::agree(const std::string& mine, const std::string& what) {
@@ -497,7 +560,7 @@ Session::~Session() {
 
 int Session::rank() const { return impl_->transport.rank(); }
 int Session::size() const { return impl_->transport.size(); }
-bool Session::isWorker() const { return impl_->client != nullptr || impl_->device != nullptr; }
+bool Session::isWorker() const { return impl_->worker != nullptr; }
 bool Session::hasShard() const { return impl_->server != nullptr; }
 int Session::workers() const {
   return impl_->nodes.hierarchical() ? impl_->nodes.ranks() : impl_->book->cluster().workers();
@@ -522,31 +585,20 @@ ControlChannel& Session::control() { return impl_->control; }
 
 void Session::gradientsReady(int layer, std::vector<float*> grads) {
   impl_->failure.rethrowIfFailed();
-  if (impl_->device) return impl_->device->gradientsReady(layer, std::move(grads));
-  impl_->client->gradientsReady(layer, std::move(grads));
+  impl_->worker->gradientsReady(layer, std::move(grads));
 }
 
 void Session::endIteration() {
   impl_->failure.rethrowIfFailed();
-  if (impl_->device) {
-    impl_->device->endIteration();
-  } else {
-    impl_->client->endIteration();
-  }
+  impl_->worker->endIteration();
   faultPoint(impl_->transport.rank(), "iteration");
 }
 
-void Session::waitLayer(int layer) {
-  if (impl_->device) return impl_->device->waitLayer(layer);
-  impl_->client->waitLayer(layer);
-}
+void Session::waitLayer(int layer) { impl_->worker->waitLayer(layer); }
 void Session::waitAll() {
-  if (impl_->client) impl_->client->waitAll();
-  if (impl_->device) impl_->device->waitAll();
+  if (impl_->worker) impl_->worker->waitAll();
 }
-std::uint64_t Session::iteration() const {
-  return impl_->client ? impl_->client->iteration() : impl_->device ? impl_->device->iteration() : 0;
-}
+std::uint64_t Session::iteration() const { return impl_->worker ? impl_->worker->iteration() : 0; }
 
 void Session::serveUntil(std::uint64_t iterations) {
   POSEIDON_ENFORCE(impl_->server != nullptr, "serveUntil on a rank without a shard");
@@ -555,18 +607,15 @@ void Session::serveUntil(std::uint64_t iterations) {
 
 void Session::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
   impl_->failure.rethrowIfFailed();
-  if (impl_->device) return impl_->device->factorsReady(layer, U, V, K);
-  impl_->client->factorsReady(layer, U, V, K);
+  impl_->worker->factorsReady(layer, U, V, K);
 }
 
 void Session::setFactorGradients(int layer, std::vector<float*> grads) {
-  if (impl_->device) return impl_->device->setFactorGradients(layer, std::move(grads));
-  impl_->client->setFactorGradients(layer, std::move(grads));
+  impl_->worker->setFactorGradients(layer, std::move(grads));
 }
 
 void Session::layerReleased(int layer) {
-  if (impl_->device) return impl_->device->layerReleased(layer);
-  impl_->client->layerReleased(layer);
+  impl_->worker->layerReleased(layer);
 }
 
 bool Session::usesFactors(int layer) const {
@@ -663,6 +712,7 @@ void Session::finish() {
     s.dispatch->device = nullptr;
   }
   if (s.server) s.server->stop();
+  s.worker = nullptr;
   s.client.reset();
   s.device.reset();
   s.failure.rethrowIfFailed();

@@ -110,130 +110,175 @@ ModelSpec parseModelFile(const std::string& path) {
   return parseModelText(ss.str(), "model file " + path, name.empty() ? "custom" : name);
 }
 
-ModelSpec parseModelText(const std::string& text, const std::string& source, const std::string& name) {
-  ModelSpec spec;
-  spec.name = name;
-  std::istringstream lines(text);
-  std::string line;
-  int number = 0;
-  bool flat = false;
-  std::int64_t c = 0, h = 0, w = 0, features = 0;
-  std::int64_t params = 0;  // so far, at most kMaxParams
-  // Adds a layer's parameters to the model's, refusing a model beyond kMaxParams.
-  const auto addParams = [&params](const std::string& where, const std::string& layer,
-                                   std::initializer_list<std::int64_t> weight, std::int64_t bias) {
-    const std::int64_t n = boundedProduct(weight, kMaxParams);
-    if (n < 0 || n > kMaxParams - params - bias) {
-      throw InputError(detail::cat(where, ": ", layer, " takes the model past ", kMaxParams, " parameters"));
-    }
-    params += n + bias;
-  };
-  // An activation of c x h x w per example, at most kMaxValues.
-  const auto checkValues = [](const std::string& where, const std::string& what, std::int64_t channels,
-                              std::int64_t height, std::int64_t width) {
-    if (boundedProduct({channels, height, width}, kMaxValues) < 0) {
-      throw InputError(detail::cat(where, ": ", what, " of ", channels, "x", height, "x", width, " has more than ",
-                                   kMaxValues, " values per example"));
-    }
-  };
-  while (std::getline(lines, line)) {
-    ++number;
-    const std::vector<std::string> tok = splitWords(line.substr(0, line.find('#')));
-    if (tok.empty()) continue;
-    const std::string where = source + " line " + std::to_string(number);
-    const std::string& op = tok[0];
-    auto need = [&](std::size_t n, const char* usage) {
-      if (tok.size() != n) throw InputError(where + ": expected '" + usage + "'");
-    };
-    if (op == "input") {
-      need(4, "input C H W");
-      if (spec.channels) throw InputError(where + ": 'input' given twice");
-      c = spec.channels = parsePositive(tok[1], where, "input channels");
-      h = spec.height = parsePositive(tok[2], where, "input height");
-      w = spec.width = parsePositive(tok[3], where, "input width");
-      checkValues(where, "input", c, h, w);
-      continue;
-    }
-    if (op == "lr") {
-      need(2, "lr X");
-      spec.lr = parseWholeReal(tok[1]);
-      if (!(spec.lr > 0)) {
-        throw InputError(where + ": the learning rate must be a finite positive number, got '" + tok[1] + "'");
-      }
-      continue;
-    }
-    if (op == "classes") {
-      need(2, "classes N");
-      spec.classes = static_cast<int>(parsePositive(tok[1], where, "class count"));
-      continue;
-    }
-    if (!spec.channels) throw InputError(where + ": the first layer line must come after 'input C H W'");
+namespace {
+
+// One model text, line by line: the shape of the activation so far and the parameters so
+// far, so that every line is checked against what comes before it.
+class ModelTextParser {
+ public:
+  ModelTextParser(std::string source, const std::string& name) : source_(std::move(source)) { spec_.name = name; }
+
+  void line(const std::vector<std::string>& tok, int number) {
+    where_ = source_ + " line " + std::to_string(number);
+    tok_ = &tok;
+    if (header()) return;
+    if (!spec_.channels) throw InputError(where_ + ": the first layer line must come after 'input C H W'");
     LayerSpec l;
     l.line = number;
+    layer(l);
+    spec_.layers.push_back(l);
+  }
+
+  ModelSpec finish() {
+    if (!spec_.channels) throw InputError(source_ + ": missing 'input C H W'");
+    if (!spec_.classes) throw InputError(source_ + ": missing 'classes N'");
+    if (spec_.layers.empty() || spec_.layers.back().op != LayerSpec::Op::kFC) {
+      throw InputError(source_ + ": the last layer must be 'fc " + std::to_string(spec_.classes) + "'");
+    }
+    if (spec_.layers.back().out != spec_.classes) {
+      throw InputError(detail::cat(source_, ": the last fc has ", spec_.layers.back().out, " outputs but 'classes' is ",
+                                   spec_.classes));
+    }
+    return spec_;
+  }
+
+ private:
+  const std::vector<std::string>& tok() const { return *tok_; }
+  void need(std::size_t n, const char* usage) const {
+    if (tok().size() != n) throw InputError(where_ + ": expected '" + usage + "'");
+  }
+
+  // input, lr and classes: the model's own lines. Returns whether this was one.
+  bool header() {
+    const std::string& op = tok()[0];
+    if (op == "input") {
+      need(4, "input C H W");
+      if (spec_.channels) throw InputError(where_ + ": 'input' given twice");
+      c_ = spec_.channels = parsePositive(tok()[1], where_, "input channels");
+      h_ = spec_.height = parsePositive(tok()[2], where_, "input height");
+      w_ = spec_.width = parsePositive(tok()[3], where_, "input width");
+      checkValues("input", c_, h_, w_);
+    } else if (op == "lr") {
+      need(2, "lr X");
+      spec_.lr = parseWholeReal(tok()[1]);
+      if (!(spec_.lr > 0)) {
+        throw InputError(where_ + ": the learning rate must be a finite positive number, got '" + tok()[1] + "'");
+      }
+    } else if (op == "classes") {
+      need(2, "classes N");
+      spec_.classes = static_cast<int>(parsePositive(tok()[1], where_, "class count"));
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  void layer(LayerSpec& l) {
+    const std::string& op = tok()[0];
     if (op == "conv") {
-      if (tok.size() < 3 || tok.size() > 5) throw InputError(where + ": expected 'conv OUT K [stride=S] [pad=P]'");
-      if (flat) throw InputError(where + ": conv after flatten");
-      l.op = LayerSpec::Op::kConv;
-      l.in = c;
-      l.out = parsePositive(tok[1], where, "conv output channels");
-      l.kernel = parsePositive(tok[2], where, "conv kernel size");
-      for (std::size_t i = 3; i < tok.size(); ++i) {
-        if (tok[i].rfind("stride=", 0) == 0) l.stride = parsePositive(tok[i].substr(7), where, "stride");
-        else if (tok[i].rfind("pad=", 0) == 0) l.pad = tok[i].substr(4) == "0" ? 0 : parsePositive(tok[i].substr(4), where, "pad");
-        else throw InputError(where + ": unknown conv option '" + tok[i] + "' (use stride=S or pad=P)");
-      }
-      const std::int64_t oh = (h + 2 * l.pad - l.kernel) / l.stride + 1;
-      const std::int64_t ow = (w + 2 * l.pad - l.kernel) / l.stride + 1;
-      if (h + 2 * l.pad < l.kernel || w + 2 * l.pad < l.kernel || oh <= 0 || ow <= 0) {
-        throw InputError(detail::cat(where, ": conv kernel ", l.kernel, " does not fit the ", h, "x", w, " input"));
-      }
-      checkValues(where, "conv output", l.out, oh, ow);
-      addParams(where, "conv", {l.out, l.in, l.kernel, l.kernel}, l.out);
-      c = l.out, h = oh, w = ow;
+      conv(l);
     } else if (op == "pool") {
-      need(2, "pool K");
-      if (flat) throw InputError(where + ": pool after flatten");
-      l.op = LayerSpec::Op::kPool;
-      l.kernel = l.stride = parsePositive(tok[1], where, "pool size");
-      if (h < l.kernel || w < l.kernel) throw InputError(detail::cat(where, ": pool ", l.kernel, " on a ", h, "x", w, " input"));
-      h /= l.kernel, w /= l.kernel;
+      pool(l);
     } else if (op == "relu") {
       need(1, "relu");
       l.op = LayerSpec::Op::kRelu;
     } else if (op == "flatten") {
       need(1, "flatten");
-      if (flat) throw InputError(where + ": flatten given twice");
+      if (flat_) throw InputError(where_ + ": flatten given twice");
       l.op = LayerSpec::Op::kFlatten;
-      flat = true;
-      checkValues(where, "flatten", c, h, w);  // passed already, after input and every conv
-      features = c * h * w;
+      flat_ = true;
+      checkValues("flatten", c_, h_, w_);  // passed already, after input and every conv
+      features_ = c_ * h_ * w_;
     } else if (op == "dropout") {
       need(2, "dropout P");
       l.op = LayerSpec::Op::kDropout;
-      l.p = parseWholeReal(tok[1]);
-      if (!(l.p >= 0.0 && l.p < 1.0)) throw InputError(where + ": dropout probability must be in [0, 1), got '" + tok[1] + "'");
+      l.p = parseWholeReal(tok()[1]);
+      if (!(l.p >= 0.0 && l.p < 1.0)) {
+        throw InputError(where_ + ": dropout probability must be in [0, 1), got '" + tok()[1] + "'");
+      }
     } else if (op == "fc") {
       need(2, "fc OUT");
-      if (!flat) throw InputError(where + ": fc needs 'flatten' before it");
+      if (!flat_) throw InputError(where_ + ": fc needs 'flatten' before it");
       l.op = LayerSpec::Op::kFC;
-      l.in = features;
-      l.out = features = parsePositive(tok[1], where, "fc output features");
-      addParams(where, "fc", {l.out, l.in}, l.out);
+      l.in = features_;
+      l.out = features_ = parsePositive(tok()[1], where_, "fc output features");
+      addParams("fc", {l.out, l.in}, l.out);
     } else {
-      throw InputError(where + ": unknown layer '" + op + "' (use conv, pool, relu, flatten, fc, dropout)");
+      throw InputError(where_ + ": unknown layer '" + op + "' (use conv, pool, relu, flatten, fc, dropout)");
     }
-    spec.layers.push_back(l);
   }
-  if (!spec.channels) throw InputError(source + ": missing 'input C H W'");
-  if (!spec.classes) throw InputError(source + ": missing 'classes N'");
-  if (spec.layers.empty() || spec.layers.back().op != LayerSpec::Op::kFC) {
-    throw InputError(source + ": the last layer must be 'fc " + std::to_string(spec.classes) + "'");
+
+  void conv(LayerSpec& l) {
+    if (tok().size() < 3 || tok().size() > 5) throw InputError(where_ + ": expected 'conv OUT K [stride=S] [pad=P]'");
+    if (flat_) throw InputError(where_ + ": conv after flatten");
+    l.op = LayerSpec::Op::kConv;
+    l.in = c_;
+    l.out = parsePositive(tok()[1], where_, "conv output channels");
+    l.kernel = parsePositive(tok()[2], where_, "conv kernel size");
+    for (std::size_t i = 3; i < tok().size(); ++i) {
+      const std::string& t = tok()[i];
+      if (t.rfind("stride=", 0) == 0) l.stride = parsePositive(t.substr(7), where_, "stride");
+      else if (t.rfind("pad=", 0) == 0) l.pad = t.substr(4) == "0" ? 0 : parsePositive(t.substr(4), where_, "pad");
+      else throw InputError(where_ + ": unknown conv option '" + t + "' (use stride=S or pad=P)");
+    }
+    const std::int64_t oh = (h_ + 2 * l.pad - l.kernel) / l.stride + 1;
+    const std::int64_t ow = (w_ + 2 * l.pad - l.kernel) / l.stride + 1;
+    if (h_ + 2 * l.pad < l.kernel || w_ + 2 * l.pad < l.kernel || oh <= 0 || ow <= 0) {
+      throw InputError(detail::cat(where_, ": conv kernel ", l.kernel, " does not fit the ", h_, "x", w_, " input"));
+    }
+    checkValues("conv output", l.out, oh, ow);
+    addParams("conv", {l.out, l.in, l.kernel, l.kernel}, l.out);
+    c_ = l.out, h_ = oh, w_ = ow;
   }
-  if (spec.layers.back().out != spec.classes) {
-    throw InputError(detail::cat(source, ": the last fc has ", spec.layers.back().out, " outputs but 'classes' is ",
-                                 spec.classes));
+
+  void pool(LayerSpec& l) {
+    need(2, "pool K");
+    if (flat_) throw InputError(where_ + ": pool after flatten");
+    l.op = LayerSpec::Op::kPool;
+    l.kernel = l.stride = parsePositive(tok()[1], where_, "pool size");
+    if (h_ < l.kernel || w_ < l.kernel) {
+      throw InputError(detail::cat(where_, ": pool ", l.kernel, " on a ", h_, "x", w_, " input"));
+    }
+    h_ /= l.kernel, w_ /= l.kernel;
   }
-  return spec;
+
+  // Adds a layer's parameters to the model's, refusing a model beyond kMaxParams.
+  void addParams(const std::string& layer, std::initializer_list<std::int64_t> weight, std::int64_t bias) {
+    const std::int64_t n = boundedProduct(weight, kMaxParams);
+    if (n < 0 || n > kMaxParams - params_ - bias) {
+      throw InputError(detail::cat(where_, ": ", layer, " takes the model past ", kMaxParams, " parameters"));
+    }
+    params_ += n + bias;
+  }
+
+  // An activation of c x h x w per example, at most kMaxValues.
+  void checkValues(const std::string& what, std::int64_t channels, std::int64_t height, std::int64_t width) const {
+    if (boundedProduct({channels, height, width}, kMaxValues) < 0) {
+      throw InputError(detail::cat(where_, ": ", what, " of ", channels, "x", height, "x", width, " has more than ",
+                                   kMaxValues, " values per example"));
+    }
+  }
+
+  const std::string source_;
+  ModelSpec spec_;
+  std::string where_;
+  const std::vector<std::string>* tok_ = nullptr;
+  bool flat_ = false;
+  std::int64_t c_ = 0, h_ = 0, w_ = 0, features_ = 0;
+  std::int64_t params_ = 0;  // so far, at most kMaxParams
+};
+
+}  // namespace
+
+ModelSpec parseModelText(const std::string& text, const std::string& source, const std::string& name) {
+  ModelTextParser parser(source, name);
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::vector<std::string> tok = splitWords(line.substr(0, line.find('#')));
+    if (!tok.empty()) parser.line(tok, number);
+  }
+  return parser.finish();
 }
 
 }  // namespace poseidon

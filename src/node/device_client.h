@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "client/worker.h"
 #include "comm/transport.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"
@@ -28,22 +29,22 @@ struct DeviceOptions {
   std::size_t piece_floats = (2 << 20) / sizeof(float);  // a KV pair's size
 };
 
-class DeviceClient {
+class DeviceClient : public Worker {
  public:
   // `memory` (may be null: messages only) is shared with the leader (node_memory.h).
   DeviceClient(const ModelInfo& model, const std::vector<bool>& factors, Transport& world, int leader,
                std::vector<std::vector<float*>> params, const DeviceOptions& options, FailureState& failure,
                const NodeMemory* memory);
-  ~DeviceClient();
+  ~DeviceClient() override;
 
-  void gradientsReady(int layer, std::vector<float*> grads);
-  void factorsReady(int layer, const float* U, const float* V, std::int64_t K);
-  void setFactorGradients(int layer, std::vector<float*> grads);
-  void layerReleased(int layer);
-  void endIteration();
-  void waitLayer(int layer);
-  void waitAll();
-  std::uint64_t iteration() const { return iteration_; }
+  void gradientsReady(int layer, std::vector<float*> grads) override;
+  void factorsReady(int layer, const float* U, const float* V, std::int64_t K) override;
+  void setFactorGradients(int layer, std::vector<float*> grads) override;
+  void layerReleased(int layer) override;
+  void endIteration() override;
+  void waitLayer(int layer) override;
+  void waitAll() override;
+  std::uint64_t iteration() const override { return iteration_; }
   // A piece of the leader's values for a layer, or word that they are in the shared
   // memory (transport thread).
   void deliver(Message message);

@@ -79,6 +79,14 @@ AutogradSync::~AutogradSync() {
   }
 }
 
+void AutogradSync::finish() {
+  try {
+    staging_->drain();
+  } catch (...) {  // the training loop reports its own failure; the session still closes
+  }
+  session_->finish();
+}
+
 void AutogradSync::abortForward() {
   // The forward did not finish (an exception): it is not a pass to count.
   if (training_ && forwards_ > 0) --forwards_;
@@ -121,6 +129,7 @@ void AutogradSync::step() {
   }
   staging_->drain();  // every gradient handed over by the hooks has reached the session
   reportRemaining();
+  staging_->drain();  // and the layers reported just now (on a GPU, queued for the staging thread)
   session_->endIteration();
   resetStep();
   // Gradient mode: the user's optimizer steps next and needs every mean gradient.
@@ -132,6 +141,9 @@ void AutogradSync::step() {
 void AutogradSync::synchronize() {
   session_->waitAll();
   for (int l = 0; l < layerCount(); ++l) waitLayer(l);
+  // Gradient mode: the user's optimizer moved the device values; the host mirrors (what
+  // replicaDigest and --verify read) follow. The core never writes them in this mode.
+  if (options_.gradient_mode) staging_->paramsToHost();
   buffers_.makeEqual(session_->control(), options_.buffers, session_->size());
 }
 

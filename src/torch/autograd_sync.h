@@ -81,7 +81,9 @@ class AutogradSync {
   // Ends the iteration after the last backward pass (TorchModel::step).
   void step();
   void synchronize();
-  void finish() { session_->finish(); }
+  // Ends the session; staged calls still queued reach it first (an error path may close
+  // after a backward without step()).
+  void finish();
   // Views of host memory holding the whole state (copied from the device first); after a
   // restore wrote into them, stateRestored() puts the values back on the device.
   std::vector<StateRecord> stateRecords();

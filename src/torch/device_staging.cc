@@ -1,7 +1,10 @@
 #include "torch/device_staging.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <chrono>
 
 #include "poseidon/errors.h"
 
@@ -54,11 +57,12 @@ DeviceStaging::DeviceStaging(const std::vector<std::vector<torch::Tensor>>& para
     host_params_.push_back(std::move(values));
     host_grads_.push_back(std::move(grads));
   }
-  if (async()) {
+  if (streams()) {
     const c10::impl::VirtualGuardImpl impl(device_.type());
     copy_stream_ = impl.getStreamFromGlobalPool(device_);
-    thread_ = std::thread([this] { run(); });
   }
+  // Mirrored on the CPU too, so that the tests there see the same order of calls.
+  thread_ = std::thread([this] { run(); });
 }
 
 DeviceStaging::~DeviceStaging() {
@@ -96,10 +100,13 @@ void DeviceStaging::paramsToDevice() {
 }
 
 std::optional<c10::Event> DeviceStaging::onCopyStream(const std::function<void()>& copies) {
-  if (!async()) {
+  if (!streams()) {
     copies();
     return std::nullopt;
   }
+  // The model's device current while events are made and recorded (and destroyed): CUDA's
+  // guard otherwise switches back to device 0, which would open a context there.
+  const c10::DeviceGuard on_device(device_);
   const c10::impl::VirtualGuardImpl impl(device_.type());
   c10::Event produced(device_.type());
   produced.record(impl.getStream(device_));
@@ -128,7 +135,7 @@ void DeviceStaging::gradientsOut(int layer, const std::vector<torch::Tensor>& gr
       if (zero_device) grads[t].zero_();
       // The gradient's memory is in use on the copy stream until the copy is over, even
       // if the user drops .grad before then.
-      if (async()) grads[t].record_stream(*copy_stream_);
+      if (streams()) grads[t].record_stream(*copy_stream_);
     }
   });
   enqueue(std::move(done), [ready = std::move(ready), ptrs = pointers(host)]() mutable { ready(std::move(ptrs)); });
@@ -155,12 +162,13 @@ void DeviceStaging::then(std::function<void()> fn) { enqueue(std::nullopt, std::
 
 void DeviceStaging::toDevice(const std::vector<torch::Tensor>& from, const std::vector<torch::Tensor>& to) {
   torch::NoGradGuard no_grad;
-  if (!async()) {
+  if (!streams()) {
     for (std::size_t t = 0; t < to.size(); ++t) to[t].detach().copy_(from[t]);
     return;
   }
   // After what the compute stream has queued (the last backward may still read the
   // tensors); the compute stream then waits for these copies alone.
+  const c10::DeviceGuard on_device(device_);
   auto done = onCopyStream([&] {
     for (std::size_t t = 0; t < to.size(); ++t) to[t].detach().copy_(from[t], /*non_blocking=*/true);
   });
@@ -177,7 +185,7 @@ void DeviceStaging::gradientsIn(int layer, const std::vector<torch::Tensor>& gra
 }
 
 void DeviceStaging::enqueue(std::optional<c10::Event> done, std::function<void()> fn) {
-  if (!async()) {
+  if (!mirrored_) {
     fn();
     return;
   }
@@ -189,6 +197,9 @@ void DeviceStaging::enqueue(std::optional<c10::Event> done, std::function<void()
 }
 
 void DeviceStaging::run() {
+  // This thread's current device is the model's, so that the events it waits for and
+  // destroys never make CUDA open a context on another device.
+  if (streams()) c10::impl::VirtualGuardImpl(device_.type()).setDevice(device_);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -198,7 +209,8 @@ void DeviceStaging::run() {
     busy_ = true;
     lock.unlock();
     try {
-      if (p.done) p.done->synchronize();  // this copy only, not the device
+      // This copy only, not the device; polled (an event's synchronize spins a core).
+      while (p.done && !p.done->query()) std::this_thread::sleep_for(std::chrono::microseconds(50));
       // After a failure the rest is dropped: drain() reports the first cause.
       if (!error_) p.fn();
     } catch (...) {
@@ -211,7 +223,7 @@ void DeviceStaging::run() {
 }
 
 void DeviceStaging::drain() {
-  if (!async()) return;
+  if (!mirrored_) return;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
   if (error_) {

@@ -12,7 +12,8 @@
 // Everything the hooks would hand to the core goes through the staging thread in order, so
 // the core still sees one caller at a time, as with a CPU model (step() drains first).
 // A CPU model has no mirrors and every call here is direct, as before. Tests may ask for
-// mirrors on the CPU (`mirror_on_cpu`): the same bookkeeping with synchronous copies.
+// mirrors on the CPU (`mirror_on_cpu`): the same bookkeeping and staging thread, with
+// synchronous copies in place of the copy stream.
 // Only device-generic c10 calls (streams, events, record_stream): this file builds with any
 // LibTorch; CUDA is what a CUDA wheel registers behind them at run time.
 #pragma once
@@ -62,6 +63,7 @@ class DeviceStaging {
   // Runs `fn` after everything handed over before it (SFB release, gradient targets).
   void then(std::function<void()> fn);
   // Waits until every callback above has run; rethrows the first that failed.
+  // Callbacks run on the staging thread whenever the model is mirrored.
   void drain();
 
   // Layer l's host values (server mode) or its host gradient mirrors (gradient mode,
@@ -72,7 +74,8 @@ class DeviceStaging {
   std::vector<float*> hostGradients(int layer);
 
  private:
-  bool async() const { return mirrored_ && !device_.is_cpu(); }
+  // Copies on a copy stream with events (a GPU); mirrored CPU copies are synchronous.
+  bool streams() const { return mirrored_ && !device_.is_cpu(); }
   // Runs `copies` on the copy stream after what the current stream has queued so far;
   // returns the event that marks their end (none for the CPU).
   std::optional<c10::Event> onCopyStream(const std::function<void()>& copies);
