@@ -267,7 +267,7 @@ def test_write_profile_describes_the_model_for_the_simulator(tmp_path):
 def test_schedule_rule_takes_a_profile_of_the_same_model(tmp_path):
     """cost_model="schedule" plans from a profile of this model (a job of one has nothing to
     choose: every layer stays on PS; the choice among schemes is tested under mpirun by
-    cli_test's np2_schedule_rule). Bad input is one clear error."""
+    mpi.np2_schedule_rule, tests/mpi/test_plan.py). Bad input is one clear error."""
     net = small_net()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     model = poseidon.DistributedModel(net, optimizer, timeline=True)

@@ -1,0 +1,151 @@
+"""End-to-end: the synchronization schemes (PS, SFB, factor-push, allreduce through the
+KVStore's designs) against each other and the cost model's bytes, and the bandwidth
+manager, which changes when bytes leave, never what arrives."""
+import json
+
+import pytest
+
+from e2e import mpirun, run, train, within, expect_failure, compare_params
+
+
+def test_np4_convnet_bytes(args):
+    r, _ = train(args, 4, ["--model", "convnet", "--synthetic", "--iterations", "8", "--no-eval", "--json",
+                           "--scheme", "ps"])
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "convnet total")
+    for l in r["layers"]:
+        if l["params"] > 10000:
+            within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']}")
+
+
+def test_np4_fcnet_bytes(args):
+    r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json",
+                           "--scheme", "ps"])
+    print(f"fcnet, 4 ranks: {r['bytes_sent_per_iter']:.0f} bytes/iter sent, model {r['bytes_model_per_iter']:.0f}")
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "fcnet total")
+    for l in r["layers"]:
+        within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']}")
+
+
+def test_np4_sfb_equals_ps(args, tmp):
+    # Exactness: SFB reconstructs the same gradient the PS aggregates (fcnet, 4 ranks, 20 iterations).
+    common = ["--model", "fcnet", "--iterations", "20", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+    a, _ = train(args, 4, common + ["--scheme", "sfb", "--save-params", f"{tmp}/sfb.bin"])
+    b, _ = train(args, 4, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+    assert [l["scheme"] for l in a["layers"]] == ["ps", "ps", "ps", "sfb", "sfb", "sfb"], a["layers"]
+    loss_rel = abs(a["train_loss"] - b["train_loss"]) / abs(b["train_loss"])
+    print(f"train loss sfb {a['train_loss']:.9f} ps {b['train_loss']:.9f} (relative {loss_rel:.2e})")
+    assert loss_rel <= 1e-4, "train losses differ"
+    compare_params(f"{tmp}/sfb.bin", f"{tmp}/ps.bin", 1e-4, "sfb vs ps")
+
+
+def test_np4_sfb_bytes(args):
+    r, _ = train(args, 4, ["--model", "fcnet", "--synthetic", "--iterations", "3", "--no-eval", "--json",
+                           "--scheme", "auto", "--cost-model", "bytes"])
+    assert [l["scheme"] for l in r["layers"]] == ["ps", "ps", "ps", "sfb", "sfb", "ps"], r["layers"]
+    within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, "fcnet auto total")
+    for l in r["layers"]:
+        within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']} ({l['scheme']})")
+
+
+def test_np3_sfb_verify_and_time_model(args):
+    r, out = train(args, 3, ["--model", "mlp", "--iterations", "30", "--scheme", "sfb", "--verify", "5", "--json"])
+    assert all(l["scheme"] == "sfb" for l in r["layers"]), r["layers"]
+    assert r["test_accuracy"] > 50, f"accuracy {r['test_accuracy']}"
+    r, out = train(args, 3, ["--model", "mlp", "--iterations", "10", "--cost-model", "time", "--no-eval", "--json"])
+    assert r["cost_model"] == "time" and "cost model rates: link" in out, out[-1500:]
+    assert all("time:" in l["reason"] for l in r["layers"]), r["layers"]
+    r, out = train(args, 3, ["--model", "mlp", "--iterations", "10", "--cost-model", "time", "--no-eval", "--json",
+                             "--bandwidth", "1gbit", "--gflops", "40"])
+    assert "link 125.0 MB/s, GEMM 40.0 GFLOP/s" in out, out[-1500:]
+
+
+def test_np3_factor_push_equals_ps(args, tmp):
+    # The 2015 paper's strategy after Project Adam: factors to the servers, full values back;
+    # same values as PS. Its old name, "adam", still works, with a note.
+    common = ["--model", "mlp", "--iterations", "30", "--no-eval", "--json"]
+    a, _ = train(args, 3, common + ["--scheme", "factor-push", "--save-params", f"{tmp}/push.bin"])
+    b, _ = train(args, 3, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+    assert all(l["scheme"] == "factor-push" for l in a["layers"]), a["layers"]
+    compare_params(f"{tmp}/push.bin", f"{tmp}/ps.bin", 1e-4, "factor-push vs ps")
+    for l in a["layers"]:
+        within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']} (factor-push)")
+    rc, out, err, _ = run(mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--no-eval",
+                                       "--json", "--scheme", "adam"], 120)
+    old = json.loads(out.strip().splitlines()[-1]) if rc == 0 else {}
+    assert rc == 0 and "now called --scheme factor-push" in err and old.get("scheme") == "factor-push", (
+        f"--scheme adam (the old name): rc {rc}\n{err[-1500:]}")
+
+
+def test_np4_allreduce_equals_ps(args, tmp):
+    # The third transport: MPI_Allreduce through the KVStore and the dependency engine, each
+    # ordering design, against the parameter server (fcnet, 4 ranks, 20 iterations).
+    common = ["--model", "fcnet", "--iterations", "20", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+    b, _ = train(args, 4, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+    # funnel and chained: np3_convnet_allreduce_fused and the kvstore_stress cases.
+    for design in ["concurrent"]:
+        a, _ = train(args, 4, common + ["--scheme", "allreduce", "--kvstore", design,
+                                        "--save-params", f"{tmp}/{design}.bin"])
+        assert all(l["scheme"] == "allreduce" for l in a["layers"]), a["layers"]
+        loss_rel = abs(a["train_loss"] - b["train_loss"]) / abs(b["train_loss"])
+        print(f"{design}: train loss {a['train_loss']:.9f} vs ps {b['train_loss']:.9f} (relative {loss_rel:.2e})")
+        assert loss_rel <= 1e-4, "train losses differ"
+        compare_params(f"{tmp}/{design}.bin", f"{tmp}/ps.bin", 1e-4, f"allreduce {design} vs ps")
+
+
+def test_np3_convnet_allreduce_fused(args, tmp):
+    # Small conv layers share fusion buffers; without WFBP too; replicas checked as it goes.
+    common = ["--model", "convnet", "--iterations", "12", "--no-eval", "--json", "--seed", "5", "--lr", "0.01"]
+    b, _ = train(args, 3, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
+    a, out = train(args, 3, common + ["--scheme", "allreduce", "--fusion-bytes", "1048576", "--verify", "4",
+                                      "--kvstore", "funnel", "--save-params", f"{tmp}/fused.bin"])
+    assert "5 layers by allreduce in 2 collectives per iteration, KVStore design funnel" in out, out[-1500:]
+    compare_params(f"{tmp}/fused.bin", f"{tmp}/ps.bin", 1e-4, "fused allreduce vs ps")
+    c, _ = train(args, 3, common + ["--scheme", "allreduce", "--fusion-bytes", "0", "--no-wfbp", "--kvstore",
+                                    "chained", "--save-params", f"{tmp}/plain.bin"])
+    compare_params(f"{tmp}/plain.bin", f"{tmp}/ps.bin", 1e-4, "unfused allreduce without WFBP vs ps")
+
+
+def test_bad_kvstore(args):
+    base = mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                        "--scheme", "allreduce"]
+    expect_failure(args, base + ["--kvstore", "ring"], "--kvstore ring")
+    expect_failure(args, base + ["--kvstore", "concurrent", "--kvstore-comms", "4", "--kvstore-outstanding", "2"],
+                   "--kvstore-outstanding")
+    expect_failure(args, mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic",
+                                      "--scheme", "allreduce", "--server-ranks", "1"], "--server-ranks")
+
+
+# The three KVStore ordering designs under real mpirun, gradients ready in random order.
+@pytest.mark.ctest(TIMEOUT=300, SKIP_RETURN_CODE=None)
+@pytest.mark.parametrize("design", ["funnel", "concurrent", "chained"])
+def test_kvstore_stress(args, design):
+    for ranks in [2, 3]:
+        cmd = mpirun(ranks) + [args.stress, "--kvstore", design, "--iterations", "150"]
+        rc, out, err, secs = run(cmd, 240)
+        assert rc == 0, f"{' '.join(cmd)} exited {rc}\n{out[-2000:]}\n{err[-2000:]}"
+        assert out.count("0 wrong values") == ranks, out
+        print(out.strip())
+
+
+def test_np3_bandwidth_manager(args):
+    # The bandwidth manager changes when bytes leave, never what arrives: priority order,
+    # FIFO, no window and a sending budget all end with the same parameters. Its queue is
+    # reported; bad settings are one-line errors.
+    common = ["--model", "mlp", "--iterations", "6", "--synthetic", "--no-eval", "--json", "--seed", "9"]
+    for scheme in ["ps", "auto"]:
+        base, _ = train(args, 3, common + ["--scheme", scheme])
+        q = base["send_queue"]
+        assert q["order"] == "priority" and q["messages"] > 0 and q["max_bandwidth_bytes_per_s"] == 0, q
+        assert 0 <= q["wait_ms_mean"] <= q["wait_ms_max"], q
+        for extra in (["--send-order", "fifo"], ["--send-window", "0"], ["--send-window", "1"],
+                      ["--max-bandwidth", "400mbit"]):
+            r, _ = train(args, 3, common + ["--scheme", scheme] + extra)
+            assert r["param_digest"] == base["param_digest"], (
+                f"{scheme} {' '.join(extra)}: digest {r['param_digest']}, without it {base['param_digest']}")
+            print(f"{scheme} {' '.join(extra)}: digest equal, queue {r['send_queue']}")
+        assert r["send_queue"]["max_bandwidth_bytes_per_s"] == 50e6, r["send_queue"]
+    bad = mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic"]
+    expect_failure(args, bad + ["--send-order", "lifo"], "'priority' or 'fifo'")
+    expect_failure(args, bad + ["--max-bandwidth", "200"], "under 1mbit")
+    expect_failure(args, bad + ["--max-bandwidth", "fast"], "--max-bandwidth")
+    expect_failure(args, bad + ["--send-window", "-1"], "--send-window")
