@@ -143,8 +143,13 @@ void DeviceStaging::gradientsOut(int layer, const std::vector<torch::Tensor>& gr
 
 void DeviceStaging::factorsOut(torch::Tensor U, torch::Tensor V,
                                std::function<void(const torch::Tensor&, const torch::Tensor&)> ready) {
-  if (!mirrored_ || U.device().is_cpu()) {
+  if (!mirrored_) {
     ready(U, V);
+    return;
+  }
+  if (U.device().is_cpu()) {
+    // In order with the gradients queued before: the core takes its calls one at a time.
+    enqueue(std::nullopt, [ready = std::move(ready), U, V] { ready(U, V); });
     return;
   }
   auto hu = hostMirror(U, true);
