@@ -53,12 +53,12 @@ int main(int argc, char** argv) {
   ResidualMlp net;
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(1e-2));
 
-  poseidon::Options options;      // Poseidon
-  options.gradient_mode = true;   // Poseidon: the mean gradient in .grad; Adam steps locally
-  options.batch = batch;          // Poseidon: examples per worker per step, for the cost model
+  poseidon::Options options;     // Poseidon
+  options.gradient_mode = true;  // Poseidon: the mean gradient in .grad; Adam steps locally
+  options.batch = batch;         // Poseidon: examples per worker per step, for the cost model
   const auto example = torch::randn({batch, 20});
   poseidon::TorchModel model(runtime.transport(), net, "residual_mlp", options,  // Poseidon
-                             [&] { net->forward(example); });  // Poseidon: a probe forward
+                             [&] { net->forward(example); });                    // Poseidon: a probe forward
   const double before = test_loss(net);
 
   torch::manual_seed(1 + runtime.rank());  // each worker draws its own data

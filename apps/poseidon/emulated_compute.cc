@@ -34,7 +34,8 @@ void waitMs(double ms) {
 
 void writeProfile(Session& session, const std::string& path, std::int64_t batch) {
   if (session.rank() != 0) return;
-  writeFileAtomically(path, profileText(session.book().model(), session.timeline()->durationsMs(), batch, session.size()));
+  writeFileAtomically(path,
+                      profileText(session.book().model(), session.timeline()->durationsMs(), batch, session.size()));
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }
 
@@ -43,10 +44,11 @@ namespace {
 // The profile must name every layer of the model, and if it names its shapes, be of this
 // model: the same layers, kinds and sizes (not describe(): the run's factor rows were
 // probed, these are not).
-void checkProfileFits(const ComputeProfile& profile, const TrainOptions& o, const ModelSpec& spec, const ModelInfo& info) {
+void checkProfileFits(const ComputeProfile& profile, const TrainOptions& o, const ModelSpec& spec,
+                      const ModelInfo& info) {
   if (profile.batch != o.batch) {
-    throw InputError(detail::cat(o.emulate_compute, " was measured at batch ", profile.batch, "; run with --batch ",
-                                 profile.batch));
+    throw InputError(
+        detail::cat(o.emulate_compute, " was measured at batch ", profile.batch, "; run with --batch ", profile.batch));
   }
   for (const auto& layer : info.layers) {
     if (!profile.layers.count(layer.name)) {
@@ -76,7 +78,8 @@ struct EmulatedBuffers {
   std::vector<std::vector<float*>> grad_ptrs;
   std::vector<std::vector<float>> U, V;  // by layer, for layers that go by factors
 
-  EmulatedBuffers(torch::nn::Sequential& net, std::size_t layers) : grads(layers), grad_ptrs(layers), U(layers), V(layers) {
+  EmulatedBuffers(torch::nn::Sequential& net, std::size_t layers)
+      : grads(layers), grad_ptrs(layers), U(layers), V(layers) {
     int l = 0;
     for (const auto& m : net->children()) {
       auto ps = m->parameters(true);
@@ -158,10 +161,11 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   buffers.makeFactors(session, info, o.batch);
   const bool lead = session.rank() == 0;
   if (lead) {
-    std::printf("poseidon: COMPUTE IS EMULATED: every layer's forward and backward is a wait taken from %s; all "
-                "communication is real. %s, %d ranks, batch %lld, %lld iterations\n",
-                o.emulate_compute.c_str(), spec.name.c_str(), session.size(), static_cast<long long>(o.batch),
-                static_cast<long long>(total));
+    std::printf(
+        "poseidon: COMPUTE IS EMULATED: every layer's forward and backward is a wait taken from %s; all "
+        "communication is real. %s, %d ranks, batch %lld, %lld iterations\n",
+        o.emulate_compute.c_str(), spec.name.c_str(), session.size(), static_cast<long long>(o.batch),
+        static_cast<long long>(total));
     std::fflush(stdout);
   }
   std::vector<double> times;
@@ -182,10 +186,10 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   gatherSessionFigures(report, session, info, bytes_before, static_cast<double>(total), session.isWorker(), 0.0);
   session.finish();
   if (lead) {
-    std::printf("poseidon: done (compute emulated): %lld iterations, %.3f s/iter (median), %.1f images/s, %.1f MB sent "
-                "per iteration per worker\n",
-                static_cast<long long>(total), report.s_per_iter_median, report.images_per_s,
-                report.bytes_sent_per_iter / 1e6);
+    std::printf(
+        "poseidon: done (compute emulated): %lld iterations, %.3f s/iter (median), %.1f images/s, %.1f MB sent "
+        "per iteration per worker\n",
+        static_cast<long long>(total), report.s_per_iter_median, report.images_per_s, report.bytes_sent_per_iter / 1e6);
     if (o.json) std::printf("%s\n", toJson(report).c_str());
     std::fflush(stdout);
   }

@@ -41,17 +41,36 @@ void must(const std::vector<std::string>& argv) {
 }
 
 // tc rate in bits per second, as tc reads it.
-std::string tcRate(double bytes_per_s) { return detail::cat(static_cast<long long>(std::llround(bytes_per_s * 8)), "bit"); }
+std::string tcRate(double bytes_per_s) {
+  return detail::cat(static_cast<long long>(std::llround(bytes_per_s * 8)), "bit");
+}
 
 std::vector<std::string> shape(const std::string& ns, const std::string& dev, double rate, double delay_ms) {
   if (delay_ms > 0) {
-    return {"ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "netem",
-            "delay", detail::cat(delay_ms, "ms"), "rate", tcRate(rate), "limit", "100000"};
+    return {"ip",
+            "netns",
+            "exec",
+            ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "root",
+            "netem",
+            "delay",
+            detail::cat(delay_ms, "ms"),
+            "rate",
+            tcRate(rate),
+            "limit",
+            "100000"};
   }
   // A token bucket: bursts of 20 ms worth of bytes at most, so short tests see the rate too.
   const long long burst = std::max(64LL * 1024, static_cast<long long>(rate / 50));
-  return {"ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
-          "rate", tcRate(rate), "burst", std::to_string(burst), "latency", "200ms"};
+  return {"ip",      "netns", "exec",       ns,      "tc",
+          "qdisc",   "add",   "dev",        dev,     "root",
+          "tbf",     "rate",  tcRate(rate), "burst", std::to_string(burst),
+          "latency", "200ms"};
 }
 
 }  // namespace
@@ -102,7 +121,8 @@ Lab::~Lab() { tearDown(); }
 
 long long Lab::bytesSent(int rank) const {
   // The hub's end of the rank's veth receives exactly what the rank's NIC sends.
-  const std::string cmd = detail::cat("ip netns exec ", hub_, " cat /sys/class/net/vb", rank, "/statistics/rx_bytes 2>/dev/null");
+  const std::string cmd =
+      detail::cat("ip netns exec ", hub_, " cat /sys/class/net/vb", rank, "/statistics/rx_bytes 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return -1;
   long long bytes = -1;

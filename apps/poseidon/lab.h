@@ -24,8 +24,8 @@ class Lab {
   // The namespaces' names without the rank number: "<prefix><rank>".
   std::string rankPrefix() const { return prefix_ + "-r"; }
   const std::string& subnet() const { return subnet_; }  // a.b.c.0/24
-  std::string address(int rank) const;                    // of the rank's NIC
-  static constexpr const char* kInterface = "lab0";        // the NIC's name inside each rank
+  std::string address(int rank) const;                   // of the rank's NIC
+  static constexpr const char* kInterface = "lab0";      // the NIC's name inside each rank
 
   // Bytes the rank's NIC has sent so far (its kernel counter: frames with their TCP/IP
   // headers, every message of every scheme and of MPI's own set-up). -1 if unreadable.

@@ -32,10 +32,14 @@ double parseDelayMs(const std::string& text) {
   const double v = std::strtod(text.c_str(), &end);
   const std::string unit(end);
   double ms = -1;
-  if (unit == "ms") ms = v;
-  else if (unit == "us") ms = v / 1000;
-  else if (unit == "s") ms = v * 1000;
-  if (end == text.c_str() || ms < 0 || ms > 10000) throw InputError("--latency " + text + ": give a delay such as 1ms or 200us");
+  if (unit == "ms")
+    ms = v;
+  else if (unit == "us")
+    ms = v / 1000;
+  else if (unit == "s")
+    ms = v * 1000;
+  if (end == text.c_str() || ms < 0 || ms > 10000)
+    throw InputError("--latency " + text + ": give a delay such as 1ms or 200us");
   return ms;
 }
 
@@ -49,8 +53,8 @@ std::string self() {
 }  // namespace
 
 CLI::App* addLabCommand(CLI::App& app, LabOptions& o) {
-  auto* cmd = app.add_subcommand(
-      "lab", "Run an mpirun job with each rank behind its own capped network link (needs root)");
+  auto* cmd =
+      app.add_subcommand("lab", "Run an mpirun job with each rank behind its own capped network link (needs root)");
   cmd->add_option("--ranks", o.ranks, "Ranks, each in its own network namespace")
       ->capture_default_str()
       ->each([&o](const std::string&) { o.ranks_given = true; });
@@ -85,12 +89,13 @@ int runLab(const LabOptions& o) {
   const int links = o.nodes > 0 ? o.nodes : o.ranks;
   const int ranks = links * per_node;
   if (o.nodes > 0 && o.ranks_given && o.ranks != ranks) {
-    throw InputError(detail::cat("--ranks ", o.ranks, " but --nodes ", o.nodes, " x --ranks-per-node ", per_node, " is ",
-                                 ranks, "; give one or the other"));
+    throw InputError(detail::cat("--ranks ", o.ranks, " but --nodes ", o.nodes, " x --ranks-per-node ", per_node,
+                                 " is ", ranks, "; give one or the other"));
   }
   if (ranks > 250) throw InputError("use at most 250 ranks in the lab");
   Lab lab(links, rate, delay_ms);
-  const std::string who = per_node > 1 ? detail::cat(links, " nodes of ", per_node, " ranks") : detail::cat(links, " ranks");
+  const std::string who =
+      per_node > 1 ? detail::cat(links, " nodes of ", per_node, " ranks") : detail::cat(links, " ranks");
   std::printf("poseidon lab: %s, each behind its own %s link%s (namespaces %s*, subnet %s)\n", who.c_str(),
               o.bandwidth.c_str(), delay_ms > 0 ? detail::cat(" with ", o.latency, " delay").c_str() : "",
               lab.rankPrefix().c_str(), lab.subnet().c_str());
@@ -99,9 +104,25 @@ int runLab(const LabOptions& o) {
   // mpirun runs in the hub; each rank enters its node's namespace through `ip netns exec`
   // (a node: the ranks rank / D; flat, D = 1). Ranks of one node talk over its loopback.
   std::vector<std::string> argv = {
-      "ip", "netns", "exec", lab.hub(), "mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--mca", "btl",
-      "tcp,self", "--mca", "btl_tcp_if_include", lab.subnet(), "--mca",
-      "oob_tcp_if_include", lab.subnet(), "/bin/sh", "-c",
+      "ip",
+      "netns",
+      "exec",
+      lab.hub(),
+      "mpirun",
+      "-np",
+      std::to_string(ranks),
+      "--oversubscribe",
+      "--mca",
+      "btl",
+      "tcp,self",
+      "--mca",
+      "btl_tcp_if_include",
+      lab.subnet(),
+      "--mca",
+      "oob_tcp_if_include",
+      lab.subnet(),
+      "/bin/sh",
+      "-c",
       detail::cat("POSEIDON_NODE=$((OMPI_COMM_WORLD_RANK / ", per_node,
                   ")); export POSEIDON_NODE; exec ip netns exec \"$0$POSEIDON_NODE\" \"$@\""),
       lab.rankPrefix()};
@@ -121,7 +142,8 @@ int runLab(const LabOptions& o) {
   struct sigaction sa {};
   sa.sa_handler = forward;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {}, old_hup {};
+  struct sigaction old_int {
+  }, old_term{}, old_hup{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   sigaction(SIGHUP, &sa, &old_hup);

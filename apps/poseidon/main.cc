@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "poseidon/config.h"
-#include "poseidon/errors.h"
 #include "allocator.h"
 #include "blas_kernels.h"
 #include "lab_command.h"
 #include "plan_command.h"
+#include "poseidon/config.h"
+#include "poseidon/errors.h"
 #include "simulate_command.h"
 #include "threads.h"
 #include "train_command.h"

@@ -98,8 +98,9 @@ void applySchedule(const sim::ScheduleChoice& schedule, std::vector<LayerPlan>& 
 
 void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
   if (o.profile.empty()) {
-    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
-                     "(from `poseidon train --profile-out FILE`)");
+    throw InputError(
+        "--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
+        "(from `poseidon train --profile-out FILE`)");
   }
   if (!rates.known()) throw InputError("--cost-model schedule needs --bandwidth and --gflops");
   if (o.servers != 0) throw InputError("--cost-model schedule simulates a shard on every worker: drop --servers");
@@ -111,38 +112,48 @@ void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
 }  // namespace
 
 CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
-  auto* cmd = app.add_subcommand("plan", "Show the communication cost of each layer under PS, SFB and the 2015 "
-                                         "paper's strategy, and the scheme BestScheme picks (no MPI needed)");
-  cmd->footer("Examples:\n"
-              "  poseidon plan --model vgg19 --workers 8 --batch 32\n"
-              "  poseidon plan --layer 4096x4096 --workers 8 --batch 32 --bandwidth 1gbit --gflops 50\n"
-              "  poseidon plan --profile fcnet.prof --nodes 4 --cost-model schedule --bandwidth 1gbit --gflops 50\n"
-              "Floats are per node per iteration, what it sends plus what it receives (ATC'17 Table 1).");
+  auto* cmd = app.add_subcommand("plan",
+                                 "Show the communication cost of each layer under PS, SFB and the 2015 "
+                                 "paper's strategy, and the scheme BestScheme picks (no MPI needed)");
+  cmd->footer(
+      "Examples:\n"
+      "  poseidon plan --model vgg19 --workers 8 --batch 32\n"
+      "  poseidon plan --layer 4096x4096 --workers 8 --batch 32 --bandwidth 1gbit --gflops 50\n"
+      "  poseidon plan --profile fcnet.prof --nodes 4 --cost-model schedule --bandwidth 1gbit --gflops 50\n"
+      "Floats are per node per iteration, what it sends plus what it receives (ATC'17 Table 1).");
   cmd->add_option("--model", o.model, "fcnet, convnet, mlp, or the papers' alexnet, vgg16, vgg19, vgg19-22k")
       ->capture_default_str();
   cmd->add_option("--model-file", o.model_file, "Sequential net described in a text file");
   cmd->add_option("--layer", o.layers, "An FC layer MxN (repeatable); replaces --model");
-  cmd->add_option("--profile", o.profile, "Layers and measured times from `poseidon train --profile-out FILE` (or "
-                                          "Python's write_profile); replaces --model, needed by --cost-model schedule");
+  cmd->add_option("--profile", o.profile,
+                  "Layers and measured times from `poseidon train --profile-out FILE` (or "
+                  "Python's write_profile); replaces --model, needed by --cost-model schedule");
   cmd->add_option("--workers", o.workers, "P1, the number of workers")->capture_default_str();
   cmd->add_option("--servers", o.servers, "P2, parameter-server shards (0: one per worker, co-located)");
   cmd->add_option("--batch", o.batch, "K, examples per worker per iteration")->capture_default_str();
   cmd->add_option("--nodes", o.nodes,
                   "The devices level: P1 = this many nodes (replaces --workers), each summing or stacking its "
                   "--devices-per-node devices' share before the exchange");
-  cmd->add_option("--devices-per-node", o.devices_per_node, "With --nodes: devices (ranks) per node; K per node is "
-                  "this times --batch")->capture_default_str();
-  cmd->add_option("--cost-model", o.cost_model, "bytes (the paper's rule), time (needs --bandwidth and --gflops), or "
+  cmd->add_option("--devices-per-node", o.devices_per_node,
+                  "With --nodes: devices (ranks) per node; K per node is "
+                  "this times --batch")
+      ->capture_default_str();
+  cmd->add_option("--cost-model", o.cost_model,
+                  "bytes (the paper's rule), time (needs --bandwidth and --gflops), or "
                   "schedule (also --profile: the plan whose simulated iteration, with WFBP's overlap, is shortest)")
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s, for the SFB reconstruction time");
-  cmd->add_option("--host-cores", o.host_cores, "With --cost-model schedule: bound each simulated iteration by a "
+  cmd->add_option("--host-cores", o.host_cores,
+                  "With --cost-model schedule: bound each simulated iteration by a "
                   "host's cores, shared by its nodes' compute, reconstruction and communication (0: not modelled)")
       ->capture_default_str();
-  cmd->add_option("--nodes-per-host", o.nodes_per_host, "With --host-cores: nodes sharing one host")->capture_default_str();
-  cmd->add_option("--stack-rate", o.stack_rate, "With --host-cores: bytes communication moves per CPU second, e.g. "
-                  "500MB (bench/host_cpu.py measures it)")->capture_default_str();
+  cmd->add_option("--nodes-per-host", o.nodes_per_host, "With --host-cores: nodes sharing one host")
+      ->capture_default_str();
+  cmd->add_option("--stack-rate", o.stack_rate,
+                  "With --host-cores: bytes communication moves per CPU second, e.g. "
+                  "500MB (bench/host_cpu.py measures it)")
+      ->capture_default_str();
   cmd->add_flag("--json", o.json, "One JSON object instead of the table");
   return cmd;
 }
@@ -182,8 +193,9 @@ PlanRequest planRequest(const PlanOptions& o) {
   }
   if (req.rule == CostRule::kSchedule) checkScheduleRule(o, req.rates);
   if (req.rule != CostRule::kSchedule && (o.host_cores != 0 || o.nodes_per_host != 1 || o.stack_rate != "0")) {
-    throw InputError("--host-cores, --nodes-per-host and --stack-rate bound the schedule rule's simulated iterations: "
-                     "add --cost-model schedule");
+    throw InputError(
+        "--host-cores, --nodes-per-host and --stack-rate bound the schedule rule's simulated iterations: "
+        "add --cost-model schedule");
   }
   if (!req.rates.known()) req.rates = PlatformRates{};  // predicted times only with both
   return req;
@@ -199,8 +211,12 @@ struct PlanTotals {
     ps += p.ps_floats;
     sfb += fc ? p.sfb_floats : p.ps_floats;
     factor_push += fc ? p.factor_push_floats : p.ps_floats;
-    chosen += p.scheme == Scheme::kSFB ? p.sfb_floats : p.scheme == Scheme::kAllreduce ? p.allreduce_floats : p.ps_floats;
-    chosen_s += p.scheme == Scheme::kSFB ? p.sfb_seconds : p.scheme == Scheme::kAllreduce ? p.allreduce_seconds : p.ps_seconds;
+    chosen += p.scheme == Scheme::kSFB         ? p.sfb_floats
+              : p.scheme == Scheme::kAllreduce ? p.allreduce_floats
+                                               : p.ps_floats;
+    chosen_s += p.scheme == Scheme::kSFB         ? p.sfb_seconds
+                : p.scheme == Scheme::kAllreduce ? p.allreduce_seconds
+                                                 : p.ps_seconds;
   }
 };
 
@@ -241,7 +257,8 @@ void printLayerRow(const LayerInfo& l, const LayerPlan& p, bool timed) {
   const bool fc = l.kind == LayerKind::kFC;
   const std::string shape = fc ? std::to_string(l.M) + "x" + std::to_string(l.N) : "-";
   std::printf("%-8s %-5s %13s %12lld %14.0f %14s %14s %14s %-9s", l.name.c_str(), layerKindName(l.kind), shape.c_str(),
-              static_cast<long long>(l.numel()), p.ps_floats, fc ? std::to_string(static_cast<long long>(p.sfb_floats)).c_str() : "-",
+              static_cast<long long>(l.numel()), p.ps_floats,
+              fc ? std::to_string(static_cast<long long>(p.sfb_floats)).c_str() : "-",
               fc ? std::to_string(static_cast<long long>(p.factor_push_floats)).c_str() : "-",
               p.allreduce_floats > 0 ? std::to_string(std::llround(p.allreduce_floats)).c_str() : "-",
               schemeName(p.scheme));
@@ -254,22 +271,26 @@ void printTableHead(const PlanOptions& o, const ModelInfo& model, int servers, c
   const std::string who = o.nodes > 0 ? detail::cat("P1 = ", o.nodes, " nodes x ", o.devices_per_node, " devices")
                                       : detail::cat("P1 = ", o.workers, " workers");
   std::printf("plan: %s, %s, P2 = %d server shards (%s), K = %lld per %s, cost model %s%s%s\n", model.name.c_str(),
-              who.c_str(), servers, o.servers == 0 ? "co-located" : "separate", o.batch, o.nodes > 0 ? "node" : "worker",
-              costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
+              who.c_str(), servers, o.servers == 0 ? "co-located" : "separate", o.batch,
+              o.nodes > 0 ? "node" : "worker", costRuleName(req.rule), note.empty() ? "" : "; ", note.c_str());
   std::printf("%-8s %-5s %13s %12s %14s %14s %14s %14s %-9s%s\n", "layer", "kind", "MxN", "params", "ps_floats",
-              "sfb_floats", "factor_push_floats", "ar_floats", "chosen", req.rates.known() ? "      ps_s     sfb_s" : "");
+              "sfb_floats", "factor_push_floats", "ar_floats", "chosen",
+              req.rates.known() ? "      ps_s     sfb_s" : "");
 }
 
 void printTableFoot(const PlanTotals& t, const PlanRequest& req, const sim::ScheduleChoice& schedule) {
-  std::printf("total floats per node per iteration: all ps %.0f, sfb for FC %.0f, factor-push for FC %.0f, chosen %.0f "
-              "(%.1fx fewer than all ps)\n",
-              t.ps, t.sfb, t.factor_push, t.chosen, t.chosen > 0 ? t.ps / t.chosen : 1.0);
-  if (req.rates.known()) std::printf("predicted communication time per iteration, chosen schemes: %.4f s\n", t.chosen_s);
+  std::printf(
+      "total floats per node per iteration: all ps %.0f, sfb for FC %.0f, factor-push for FC %.0f, chosen %.0f "
+      "(%.1fx fewer than all ps)\n",
+      t.ps, t.sfb, t.factor_push, t.chosen, t.chosen > 0 ? t.ps / t.chosen : 1.0);
+  if (req.rates.known())
+    std::printf("predicted communication time per iteration, chosen schemes: %.4f s\n", t.chosen_s);
   if (req.rule == CostRule::kSchedule) {
-    std::printf("schedule rule: simulated iteration %.4f s with the chosen plan, %.4f s with the time rule's (%d "
-                "plans simulated%s)\n",
-                schedule.iteration_s, schedule.time_rule_s, schedule.simulated,
-                schedule.exhaustive ? ", every combination" : ", one layer flipped at a time");
+    std::printf(
+        "schedule rule: simulated iteration %.4f s with the chosen plan, %.4f s with the time rule's (%d "
+        "plans simulated%s)\n",
+        schedule.iteration_s, schedule.time_rule_s, schedule.simulated,
+        schedule.exhaustive ? ", every combination" : ", one layer flipped at a time");
   }
 }
 
@@ -311,7 +332,8 @@ int runPlan(const PlanOptions& given) {
   const ModelInfo model = planModel(o, profiled.get(), note);
   // Co-located: every worker holds a shard. Separate servers: extra server-only ranks.
   const int servers = o.servers == 0 ? o.workers : o.servers;
-  const ClusterInfo cluster = o.servers == 0 ? ClusterInfo(o.workers, 0, 0) : ClusterInfo(o.workers + servers, servers, servers);
+  const ClusterInfo cluster =
+      o.servers == 0 ? ClusterInfo(o.workers, 0, 0) : ClusterInfo(o.workers + servers, servers, servers);
   const PlanRequest req = planRequest(o);
   auto plans = planSchemes(model, cluster, req);
   sim::ScheduleChoice schedule;

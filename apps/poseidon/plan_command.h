@@ -11,7 +11,7 @@ namespace poseidon::app {
 struct PlanOptions {
   std::string model;  // empty: fcnet, or the --profile's own layers
   std::string model_file;
-  std::string profile;  // measured layer times: the model's layers, and the schedule rule's input
+  std::string profile;              // measured layer times: the model's layers, and the schedule rule's input
   std::vector<std::string> layers;  // "MxN", repeatable
   int workers = 8;
   int servers = 0;  // 0: as many as workers (co-located)

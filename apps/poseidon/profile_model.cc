@@ -23,7 +23,8 @@ ModelInfo profiledLayers(const std::string& path, const std::string& model, cons
     return info;
   }
   if (model.empty() && model_file.empty()) {
-    throw InputError("--profile " + path + " has times only (no shape lines): name the model that made it with "
+    throw InputError("--profile " + path +
+                     " has times only (no shape lines): name the model that made it with "
                      "--model or --model-file");
   }
   const ModelSpec spec = model_file.empty() ? builtinModel(model) : parseModelFile(model_file);

@@ -11,8 +11,7 @@ void ProgressPrinter::iteration(std::int64_t it, std::int64_t total, std::int64_
                                 std::uint64_t dropped) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
-  const bool due =
-      every_ > 0 ? (it + 1) % every_ == 0 : std::chrono::duration<double>(now - last_).count() >= 5.0;
+  const bool due = every_ > 0 ? (it + 1) % every_ == 0 : std::chrono::duration<double>(now - last_).count() >= 5.0;
   if (!due && !force) return;
   last_ = now;
   std::printf("poseidon: epoch %lld/%lld iter %lld/%lld loss %.4f %.3f s/iter %.1f images/s",
@@ -29,7 +28,8 @@ void maybeInjectFault(int rank, std::int64_t iteration) {
   int dr = -1;
   long long dit = -1, ms = 0;
   if (delay && std::sscanf(delay, "%d:%lld:%lld", &dr, &dit, &ms) == 3 && dr == rank && dit == iteration) {
-    std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT_DELAY: stalling %lld ms at iteration %lld\n", rank, ms, dit);
+    std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT_DELAY: stalling %lld ms at iteration %lld\n", rank, ms,
+                 dit);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
   static const char* spec = std::getenv("POSEIDON_FAULT_EXIT");

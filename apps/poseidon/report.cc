@@ -15,7 +15,8 @@ double median(std::vector<double> v) {
 
 void setThroughput(TrainReport& r, const std::vector<double>& iter_seconds, int workers, std::int64_t batch) {
   r.s_per_iter_median = median(iter_seconds);
-  r.s_per_iter_mean = iter_seconds.empty() ? 0 : std::accumulate(iter_seconds.begin(), iter_seconds.end(), 0.0) / iter_seconds.size();
+  r.s_per_iter_mean =
+      iter_seconds.empty() ? 0 : std::accumulate(iter_seconds.begin(), iter_seconds.end(), 0.0) / iter_seconds.size();
   r.images_per_s = r.s_per_iter_median > 0 ? workers * batch / r.s_per_iter_median : 0;
 }
 

@@ -39,13 +39,13 @@ struct TrainReport {
   double train_loss = 0;
   std::optional<double> test_accuracy;
   double bytes_sent_per_iter = 0;
-  bool bytes_per_node = false;      // bytes_sent_per_iter is per node (devices level), else per worker
+  bool bytes_per_node = false;  // bytes_sent_per_iter is per node (devices level), else per worker
   double bytes_model_per_iter = 0;
   std::string param_digest;
   // Straggler dropping, summed over shards: worker updates left out of steps, updates late.
   std::uint64_t dropped_updates = 0;
   std::uint64_t late_updates = 0;
-  int staleness = 0;                  // the SSP bound
+  int staleness = 0;                     // the SSP bound
   std::uint64_t max_staleness_seen = 0;  // the most any worker's read lacked
   // The bandwidth manager: its order and budget (bytes/s per rank, 0: none), and the
   // messages its queues sent over the network during the whole run, summed over ranks,

@@ -47,7 +47,8 @@ double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int ran
   if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
   if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
   // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
-  if (scheme == Scheme::kAllreduce) return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);
+  if (scheme == Scheme::kAllreduce)
+    return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);
   // Factor push with sharded servers: the factors go to every other shard that holds a pair of
   // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
   std::vector<bool> shard_used(cluster.shards(), false);
@@ -112,13 +113,20 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
   for (int l = 0; l < L; ++l) {
     const auto& li = info.layers[l];
     const auto& plan = session.plan()[l];
-    LayerReport lr{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), schemeName(plan.scheme),
-                   sum[1 + 2 * l] / senders, sum[2 + 2 * l] / senders, plan.reason};
+    LayerReport lr{li.name,
+                   layerKindName(li.kind),
+                   li.M,
+                   li.N,
+                   li.numel(),
+                   schemeName(plan.scheme),
+                   sum[1 + 2 * l] / senders,
+                   sum[2 + 2 * l] / senders,
+                   plan.reason};
     report.bytes_model_per_iter += lr.bytes_model_per_iter;
     report.layers.push_back(lr);
   }
-  const auto all = session.control().allreduceSum(
-      {worker ? (session.bytesSent() - before.total) / iterations : 0.0}, "bytes sent");
+  const auto all =
+      session.control().allreduceSum({worker ? (session.bytesSent() - before.total) / iterations : 0.0}, "bytes sent");
   report.bytes_sent_per_iter = all[0] / senders;
   report.bytes_per_node = nodes;
   const auto stragglers = session.control().allreduceSum(
@@ -146,8 +154,8 @@ void checkDigestsAgree(Session& session, const std::string& digest) {
 void writeTimeline(Session& session, const std::string& path, const std::string& model) {
   const auto all = session.control().allgather(session.timeline()->events(), "timeline");
   if (session.rank() != 0) return;
-  std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + model + "\",\"ranks\":" +
-                     std::to_string(all.size()) + ",\"compute\":\"real\"},\"traceEvents\":[\n";
+  std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + model +
+                     "\",\"ranks\":" + std::to_string(all.size()) + ",\"compute\":\"real\"},\"traceEvents\":[\n";
   for (std::size_t r = 0; r < all.size(); ++r) text += (r ? ",\n" : "") + all[r];
   text += "\n]}\n";
   writeFileAtomically(path, text);  // a reader never sees half a file

@@ -10,9 +10,9 @@
 #include "coordinator/units.h"
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
+#include "profile_model.h"
 #include "simulate/calibration.h"
 #include "simulate/paper_models.h"
-#include "profile_model.h"
 #include "simulate/simulator.h"
 
 namespace poseidon::app {
@@ -31,10 +31,14 @@ double parseSeconds(const std::string& text, const std::string& flag) {
   const double v = std::strtod(text.c_str(), &end);
   const std::string unit(end);
   double scale = -1;
-  if (unit == "s") scale = 1;
-  else if (unit == "ms") scale = 1e-3;
-  else if (unit == "us") scale = 1e-6;
-  else if (unit.empty() && v == 0) scale = 0;
+  if (unit == "s")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e-3;
+  else if (unit == "us")
+    scale = 1e-6;
+  else if (unit.empty() && v == 0)
+    scale = 0;
   if (end == text.c_str() || scale < 0 || !(v >= 0) || v * scale > 10) {
     throw InputError(flag + " " + text + ": give a delay such as 50us, 1ms or 0");
   }
@@ -48,9 +52,12 @@ double parseFlops(const std::string& text, const std::string& flag) {
   std::string unit(end);
   std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
   double scale = -1;
-  if (unit.empty()) scale = 1;
-  else if (unit == "g" || unit == "gflops") scale = 1e9;
-  else if (unit == "t" || unit == "tflops") scale = 1e12;
+  if (unit.empty())
+    scale = 1;
+  else if (unit == "g" || unit == "gflops")
+    scale = 1e9;
+  else if (unit == "t" || unit == "tflops")
+    scale = 1e12;
   if (end == text.c_str() || scale < 0 || !(v > 0)) {
     throw InputError(flag + " " + text + ": give FLOP/s such as 4.2e12, 4200G or 4.2T");
   }
@@ -84,7 +91,8 @@ struct Plan {
 
 Plan makePlan(const SimulateOptions& o) {
   Plan p;
-  p.model = o.profile.empty() ? sim::paperModel(o.model.empty() ? kDefaultModel : o.model) : profiledModel(o.profile, o.model, o.model_file);
+  p.model = o.profile.empty() ? sim::paperModel(o.model.empty() ? kDefaultModel : o.model)
+                              : profiledModel(o.profile, o.model, o.model_file);
   if (o.profile.empty() && !o.model_file.empty()) throw InputError("--model-file goes with --profile FILE");
   if (o.nodes != 0 && !o.sweep.empty()) throw InputError("give either --nodes N or --sweep LIST, not both");
   if (o.nodes < 0) throw InputError("--nodes must be at least 1");
@@ -175,8 +183,8 @@ ordered_json runJson(const SimResult& r, double speedup) {
 }
 
 void printLayers(const SimResult& r) {
-  std::printf("  %-28s %-4s %12s %9s %9s %11s %9s %11s\n", "layer", "sch", "params", "fwd_ms", "bwd_ms",
-              "bwd_end_ms", "sync_ms", "fwd_wait_ms");
+  std::printf("  %-28s %-4s %12s %9s %9s %11s %9s %11s\n", "layer", "sch", "params", "fwd_ms", "bwd_ms", "bwd_end_ms",
+              "sync_ms", "fwd_wait_ms");
   for (const auto& l : r.layers) {
     std::printf("  %-28s %-4s %12.0f %9.2f %9.2f %11.2f %9.2f %11.2f%s\n", l.name.c_str(), schemeName(l.scheme),
                 l.params, l.forward_s * 1e3, l.backward_s * 1e3, l.backward_end_s * 1e3, l.sync_end_s * 1e3,
@@ -187,8 +195,9 @@ void printLayers(const SimResult& r) {
 }  // namespace
 
 CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
-  auto* cmd = app.add_subcommand("simulate", "Simulate training iterations on N nodes (discrete events, no MPI): "
-                                             "iteration time, images/s, speedup, link use, critical path");
+  auto* cmd = app.add_subcommand("simulate",
+                                 "Simulate training iterations on N nodes (discrete events, no MPI): "
+                                 "iteration time, images/s, speedup, link use, critical path");
   cmd->footer(
       "Systems: poseidon (WFBP + HybComm: PS or SFB per layer as BestScheme picks), wfbp (WFBP, PS for every\n"
       "layer), ps (naive: every sync after the whole backward), coarse (TensorFlow-like: each tensor whole on\n"
@@ -200,44 +209,62 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
       "  poseidon simulate --model vgg19-22k --nodes 32 --bandwidth 40gbit\n"
       "  poseidon simulate --model vgg19-22k --sweep 1,8,32,64,128,256 --system poseidon --json\n"
       "  poseidon simulate --profile fcnet.prof --gemm-rate 50G --nodes 4 --bandwidth 1gbit");
-  cmd->add_option("--model", o.model, "alexnet, vgg19, vgg19-22k (the default), googlenet, inception-v3, resnet-152; "
-                                      "with a --profile that has no shape lines, the model that made it (fcnet, convnet, mlp)");
-  cmd->add_option("--model-file", o.model_file, "With a --profile that has no shape lines: the model file it was "
-                                                "made with");
-  cmd->add_option("--profile", o.profile, "Per-layer times (and shapes) from `poseidon train --profile-out FILE` or "
-                                          "Python's DistributedModel.write_profile(FILE)");
+  cmd->add_option("--model", o.model,
+                  "alexnet, vgg19, vgg19-22k (the default), googlenet, inception-v3, resnet-152; "
+                  "with a --profile that has no shape lines, the model that made it (fcnet, convnet, mlp)");
+  cmd->add_option("--model-file", o.model_file,
+                  "With a --profile that has no shape lines: the model file it was "
+                  "made with");
+  cmd->add_option("--profile", o.profile,
+                  "Per-layer times (and shapes) from `poseidon train --profile-out FILE` or "
+                  "Python's DistributedModel.write_profile(FILE)");
   cmd->add_option("--nodes", o.nodes, "N nodes (default: the sweep 1,2,4,8,16,32)");
   cmd->add_option("--sweep", o.sweep, "Node counts, e.g. 1,2,4,8,16,32,64,128,256");
-  cmd->add_option("--devices-per-node", o.devices_per_node, "D devices per node: they sum (or stack) before the "
-                                                           "network, K = D x batch")->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Examples per device per iteration (default: the model's: 32 for VGG19, 128 "
-                                      "for GoogLeNet, 256 for AlexNet; the profile's)");
+  cmd->add_option("--devices-per-node", o.devices_per_node,
+                  "D devices per node: they sum (or stack) before the "
+                  "network, K = D x batch")
+      ->capture_default_str();
+  cmd->add_option("--batch", o.batch,
+                  "Examples per device per iteration (default: the model's: 32 for VGG19, 128 "
+                  "for GoogLeNet, 256 for AlexNet; the profile's)");
   cmd->add_option("--bandwidth", o.bandwidth, "Each node's NIC, each direction: 40gbit, 10gbit, 1gbit, 125MB")
       ->capture_default_str();
   cmd->add_option("--latency", o.latency, "One-way latency per message, e.g. 50us (default 0)");
-  cmd->add_option("--switch-capacity", o.switch_capacity, "All traffic through the switch, e.g. 320gbit "
-                                                          "(default: non-blocking)");
+  cmd->add_option("--switch-capacity", o.switch_capacity,
+                  "All traffic through the switch, e.g. 320gbit "
+                  "(default: non-blocking)");
   cmd->add_option("--system", o.system, "poseidon, wfbp, ps, coarse or all")->capture_default_str();
-  cmd->add_option("--order", o.order, "Which queued message a NIC sends next: priority (lowest layer first), fifo, "
-                                      "or default (priority for poseidon and wfbp)")->capture_default_str();
+  cmd->add_option("--order", o.order,
+                  "Which queued message a NIC sends next: priority (lowest layer first), fifo, "
+                  "or default (priority for poseidon and wfbp)")
+      ->capture_default_str();
   cmd->add_option("--device-rate", o.device_rate, "FLOP/s of one device for built-in models, e.g. 4.2T");
   cmd->add_option("--gemm-rate", o.gemm_rate, "FLOP/s of SFB reconstruction (default: --device-rate)");
-  cmd->add_option("--reconstruct", o.reconstruct, "Where SFB's reconstruction GEMM runs: device (between layers, "
-                                                  "delaying them) or separate (overlapping the compute)")
+  cmd->add_option("--reconstruct", o.reconstruct,
+                  "Where SFB's reconstruction GEMM runs: device (between layers, "
+                  "delaying them) or separate (overlapping the compute)")
       ->capture_default_str();
-  cmd->add_option("--cost-model", o.cost_model, "Poseidon's BestScheme: bytes (the paper's rule), time (bytes "
-                                                "over --bandwidth plus the reconstruction over --gemm-rate), or schedule "
-                                                "(the SFB/PS combination this simulation runs fastest)")
+  cmd->add_option("--cost-model", o.cost_model,
+                  "Poseidon's BestScheme: bytes (the paper's rule), time (bytes "
+                  "over --bandwidth plus the reconstruction over --gemm-rate), or schedule "
+                  "(the SFB/PS combination this simulation runs fastest)")
       ->capture_default_str();
-  cmd->add_option("--reduce-rate", o.reduce_rate, "Bytes/s a server sums a contribution (and steps) at, or a leader "
-                                                  "sums its devices' gradients; 0: free")->capture_default_str();
-  cmd->add_option("--host-cores", o.host_cores, "Cores of a host, a bound on the iteration: its nodes' compute threads "
-                                                "and network stack share them (0: not modelled)")->capture_default_str();
-  cmd->add_option("--nodes-per-host", o.nodes_per_host, "Nodes sharing one host's cores (all of a `poseidon lab` "
-                                                        "run's ranks share this machine)")->capture_default_str();
-  cmd->add_option("--stack-rate", o.stack_rate, "Bytes the host's communication moves per CPU second (network stack, "
-                                                "MPI, copy and server threads; sender's and receiver's work together; "
-                                                "bench/simulate_validate.py measures it); 0: free")
+  cmd->add_option("--reduce-rate", o.reduce_rate,
+                  "Bytes/s a server sums a contribution (and steps) at, or a leader "
+                  "sums its devices' gradients; 0: free")
+      ->capture_default_str();
+  cmd->add_option("--host-cores", o.host_cores,
+                  "Cores of a host, a bound on the iteration: its nodes' compute threads "
+                  "and network stack share them (0: not modelled)")
+      ->capture_default_str();
+  cmd->add_option("--nodes-per-host", o.nodes_per_host,
+                  "Nodes sharing one host's cores (all of a `poseidon lab` "
+                  "run's ranks share this machine)")
+      ->capture_default_str();
+  cmd->add_option("--stack-rate", o.stack_rate,
+                  "Bytes the host's communication moves per CPU second (network stack, "
+                  "MPI, copy and server threads; sender's and receiver's work together; "
+                  "bench/simulate_validate.py measures it); 0: free")
       ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.kv_pair_bytes, "Largest KV pair of the information book")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Iterations simulated; the first warms up")->capture_default_str();
@@ -250,12 +277,13 @@ int runSimulate(const SimulateOptions& o) {
   const Plan p = makePlan(o);
   ordered_json runs = ordered_json::array();
   if (!o.json) {
-    std::printf("simulate: %s, %.1f M parameters, batch %lld per device, %d device(s) per node, %s per node%s; "
-                "device %.3g FLOP/s (%s)\n",
-                p.model.name.c_str(), static_cast<double>(p.model.params()) / 1e6, static_cast<long long>(p.base.batch),
-                p.base.devices_per_node, o.bandwidth.c_str(),
-                p.base.switch_bytes_per_s > 0 ? (", switch " + o.switch_capacity).c_str() : ", non-blocking switch",
-                p.base.device_flops_per_s, p.calibration.c_str());
+    std::printf(
+        "simulate: %s, %.1f M parameters, batch %lld per device, %d device(s) per node, %s per node%s; "
+        "device %.3g FLOP/s (%s)\n",
+        p.model.name.c_str(), static_cast<double>(p.model.params()) / 1e6, static_cast<long long>(p.base.batch),
+        p.base.devices_per_node, o.bandwidth.c_str(),
+        p.base.switch_bytes_per_s > 0 ? (", switch " + o.switch_capacity).c_str() : ", non-blocking switch",
+        p.base.device_flops_per_s, p.calibration.c_str());
     std::printf("%-9s %6s %12s %11s %9s %9s %9s %4s\n", "system", "nodes", "iteration_s", "images/s", "speedup",
                 "up_mean", "up_max", "sfb");
   }

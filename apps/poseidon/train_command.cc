@@ -9,7 +9,8 @@ namespace {
 
 // What to train: the model, its data, how much of it.
 void addModelOptions(CLI::App* cmd, TrainOptions& o) {
-  cmd->add_option("--model", o.model, "Built-in model: fcnet, convnet, mlp (Sequential nets) or resnet (residual "
+  cmd->add_option("--model", o.model,
+                  "Built-in model: fcnet, convnet, mlp (Sequential nets) or resnet (residual "
                   "blocks with BatchNorm, a module with its own forward)")
       ->capture_default_str();
   cmd->add_option("--model-file", o.model_file, "Sequential net described in a text file (overrides --model)");
@@ -39,8 +40,9 @@ void addOptimizerOptions(CLI::App* cmd, TrainOptions& o) {
                   "Learning rate (default: the model's own; SGD: fcnet 0.05, convnet 0.01, mlp 0.05, resnet 0.1, a "
                   "model file may give 'lr X', else 0.01; adam and adamw: resnet 0.005, others 0.001)")
       ->each([&o](const std::string&) { o.lr_given = true; });
-  cmd->add_option("--lr-schedule", o.lr_schedule,
-                  "linear (decay to zero over the run, good for a fixed budget) or constant; applies to every optimizer")
+  cmd->add_option(
+         "--lr-schedule", o.lr_schedule,
+         "linear (decay to zero over the run, good for a fixed budget) or constant; applies to every optimizer")
       ->capture_default_str();
   cmd->add_option("--momentum", o.session.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", o.session.weight_decay,
@@ -69,18 +71,20 @@ void addSchemeOptions(CLI::App* cmd, TrainOptions& o) {
       ->transform(CLI::Validator(
           [](std::string& v) {
             if (v == "adam") {  // the scheme's name until 2026-11: scripts may still say it
-              std::fprintf(stderr, "poseidon: --scheme adam is now called --scheme factor-push (--optimizer adam is "
-                                   "the Adam optimizer)\n");
+              std::fprintf(stderr,
+                           "poseidon: --scheme adam is now called --scheme factor-push (--optimizer adam is "
+                           "the Adam optimizer)\n");
               v = "factor-push";
             }
             return std::string();
           },
           "", "old scheme names"))
       ->capture_default_str();
-  cmd->add_option("--cost-model", o.session.cost_model,
-                  "How auto decides: bytes (the paper's rule: fewest floats moved), time (bytes over the link "
-                  "bandwidth plus the SFB reconstruction GEMM), or schedule (the SFB/PS plan whose simulated iteration, "
-                  "with WFBP's overlap, is shortest; needs --profile or --emulate-compute)")
+  cmd->add_option(
+         "--cost-model", o.session.cost_model,
+         "How auto decides: bytes (the paper's rule: fewest floats moved), time (bytes over the link "
+         "bandwidth plus the SFB reconstruction GEMM), or schedule (the SFB/PS plan whose simulated iteration, "
+         "with WFBP's overlap, is shortest; needs --profile or --emulate-compute)")
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate for --cost-model time, e.g. 1gbit (default: measured)");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s for --cost-model time (default: measured)");
@@ -168,7 +172,8 @@ void addRunOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--stack-rate", o.stack_rate,
                   "With --cost-model schedule: bytes the host's communication moves per CPU second (e.g. 500MB; "
                   "bench/host_cpu.py measures it), to bound each simulated iteration by the host's cores; 0: not "
-                  "modelled")->capture_default_str();
+                  "modelled")
+      ->capture_default_str();
   cmd->add_option("--profile-out", o.profile_out,
                   "Write this run's per-layer forward/backward times (rank 0, medians) as a profile for "
                   "--emulate-compute");

@@ -16,8 +16,9 @@ Data loadData(const TrainOptions& o, const NetChoice& net) {
     d.test_set = loadFashionMnist(o.data, false);
     if (d.train_set.channels != net.channels || d.train_set.height != net.height || d.train_set.width != net.width ||
         net.classes != 10) {
-      throw InputError(detail::cat("model ", net.name, " expects input ", net.channels, "x", net.height, "x",
-                                   net.width, " and ", net.classes, " classes; Fashion-MNIST is 1x28x28 with 10 "
+      throw InputError(detail::cat("model ", net.name, " expects input ", net.channels, "x", net.height, "x", net.width,
+                                   " and ", net.classes,
+                                   " classes; Fashion-MNIST is 1x28x28 with 10 "
                                    "classes (use --synthetic for other shapes)"));
     }
   }
@@ -31,8 +32,8 @@ Data loadData(const TrainOptions& o, const NetChoice& net) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> batchOf(const Data& d, const std::vector<std::int64_t>& indices) {
-  auto index = torch::from_blob(const_cast<std::int64_t*>(indices.data()),
-                                {static_cast<std::int64_t>(indices.size())}, torch::kLong);
+  auto index = torch::from_blob(const_cast<std::int64_t*>(indices.data()), {static_cast<std::int64_t>(indices.size())},
+                                torch::kLong);
   return {d.train_x.index_select(0, index), d.train_y.index_select(0, index)};
 }
 

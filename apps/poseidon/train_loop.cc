@@ -115,8 +115,8 @@ void TrainRun::loadDataAndNet() {
   net_ = std::make_unique<TrainNet>(choice_);
   net_->toDevice(o_.device);
   // The run's length, known before the session: the learning-rate schedule spans it.
-  partition_ = std::make_unique<Partition>(data_.train_set.count, workers_, std::min(rank_, workers_ - 1), o_.batch,
-                                           o_.seed);
+  partition_ =
+      std::make_unique<Partition>(data_.train_set.count, workers_, std::min(rank_, workers_ - 1), o_.batch, o_.seed);
   per_epoch_ = partition_->batchesPerEpoch();
   if (per_epoch_ == 0) {
     throw InputError(detail::cat("--batch ", o_.batch, " on ", workers_, " workers takes more than the ",
@@ -140,9 +140,9 @@ std::string TrainRun::agreement() const {
   return detail::cat("epochs=", o_.epochs, " iterations=", o_.iterations, " seed=", o_.seed,
                      " synthetic=", o_.synthetic, " eval=", !o_.no_eval, " verify=", o_.verify_every,
                      " server_ranks=", options_.server_ranks, " shards=", options_.shards,
-                     " pair=", options_.kv_pair_bytes, " train=", data_.train_set.count,
-                     " optimizer=", o_.optimizer, " gradient_mode=", options_.gradient_mode,
-                     " buffers=", options_.buffers, " passes=", options_.backward_passes_per_step);
+                     " pair=", options_.kv_pair_bytes, " train=", data_.train_set.count, " optimizer=", o_.optimizer,
+                     " gradient_mode=", options_.gradient_mode, " buffers=", options_.buffers,
+                     " passes=", options_.backward_passes_per_step);
 }
 
 void TrainRun::connect() {
@@ -172,15 +172,14 @@ void TrainRun::connect() {
 std::string TrainRun::checkpointConfig() const {
   std::string schemes;
   for (const auto& p : session()->plan()) schemes += std::string(schemeName(p.scheme)) + ",";
-  return detail::cat(info_.describe(), " | workers=", workers_, " batch=", o_.batch, " seed=", o_.seed,
-                     " total=", total_, " lr=", options_.lr, " schedule=", o_.lr_schedule,
-                     " momentum=", options_.momentum, " wd=", options_.weight_decay, " schemes=", schemes,
-                     " server_ranks=", options_.server_ranks, " shards=", options_.shards,
-                     " pair=", options_.kv_pair_bytes, " fusion=", options_.fusion_bytes,
-                     " synthetic=", o_.synthetic, " train=", data_.train_set.count, " optimizer=", o_.optimizer,
-                     " gradient_mode=", options_.gradient_mode, " buffers=", options_.buffers,
-                     " passes=", options_.backward_passes_per_step, " nodes=", session()->nodes(), "x",
-                     session()->devicesPerNode());
+  return detail::cat(
+      info_.describe(), " | workers=", workers_, " batch=", o_.batch, " seed=", o_.seed, " total=", total_,
+      " lr=", options_.lr, " schedule=", o_.lr_schedule, " momentum=", options_.momentum, " wd=", options_.weight_decay,
+      " schemes=", schemes, " server_ranks=", options_.server_ranks, " shards=", options_.shards,
+      " pair=", options_.kv_pair_bytes, " fusion=", options_.fusion_bytes, " synthetic=", o_.synthetic,
+      " train=", data_.train_set.count, " optimizer=", o_.optimizer, " gradient_mode=", options_.gradient_mode,
+      " buffers=", options_.buffers, " passes=", options_.backward_passes_per_step, " nodes=", session()->nodes(), "x",
+      session()->devicesPerNode());
 }
 
 void TrainRun::planSyncPoints() {
@@ -217,23 +216,22 @@ std::string TrainRun::optimizerSummary() const {
 
 void TrainRun::printStart() const {
   if (!lead_) return;
-  const std::string where =
-      model_ ? detail::cat(", ", session()->book().cluster().shards(),
-                           session()->book().cluster().shards() == 1 ? " shard, " : " shards, ",
-                           session()->book().pairs().size(), " KV pairs")
-             : " (plain LibTorch baseline)";
-  const std::string passes =
-      options_.backward_passes_per_step > 1 ? detail::cat(" in ", options_.backward_passes_per_step, " backward passes")
-                                            : "";
-  std::printf("poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
-              "batch %lld per worker%s, optimizer %s, lr %g (%s), %lld iterations, schemes %s, WFBP %s, "
-              "%d compute thread%s per rank%s%s\n",
-              net_->name().c_str(), info_.numel() / 1e6, info_.layers.size(), workers_, workers_ == 1 ? "" : "s",
-              where.c_str(), static_cast<long long>(o_.batch), passes.c_str(), optimizerSummary().c_str(),
-              static_cast<double>(options_.lr), o_.lr_schedule.c_str(), static_cast<long long>(total_),
-              schemeSummary().c_str(), o_.no_wfbp ? "off" : "on", compute_.threads, compute_.threads == 1 ? "" : "s",
-              o_.synthetic ? ", synthetic data" : "",
-              compute_.blas.empty() ? "" : (", OpenBLAS " + compute_.blas + " kernels").c_str());
+  const std::string where = model_ ? detail::cat(", ", session()->book().cluster().shards(),
+                                                 session()->book().cluster().shards() == 1 ? " shard, " : " shards, ",
+                                                 session()->book().pairs().size(), " KV pairs")
+                                   : " (plain LibTorch baseline)";
+  const std::string passes = options_.backward_passes_per_step > 1
+                                 ? detail::cat(" in ", options_.backward_passes_per_step, " backward passes")
+                                 : "";
+  std::printf(
+      "poseidon: training %s (%.2f M parameters, %zu layers with parameters) on %d worker%s%s, "
+      "batch %lld per worker%s, optimizer %s, lr %g (%s), %lld iterations, schemes %s, WFBP %s, "
+      "%d compute thread%s per rank%s%s\n",
+      net_->name().c_str(), info_.numel() / 1e6, info_.layers.size(), workers_, workers_ == 1 ? "" : "s", where.c_str(),
+      static_cast<long long>(o_.batch), passes.c_str(), optimizerSummary().c_str(), static_cast<double>(options_.lr),
+      o_.lr_schedule.c_str(), static_cast<long long>(total_), schemeSummary().c_str(), o_.no_wfbp ? "off" : "on",
+      compute_.threads, compute_.threads == 1 ? "" : "s", o_.synthetic ? ", synthetic data" : "",
+      compute_.blas.empty() ? "" : (", OpenBLAS " + compute_.blas + " kernels").c_str());
   Session* s = session();
   if (!net_->device().is_cpu()) {
     std::printf("poseidon: on %s (rank 0's; each rank its local rank's GPU), gradients through pinned host memory\n",
@@ -242,8 +240,8 @@ void TrainRun::printStart() const {
   if (s && !s->collectiveSummary().empty()) std::printf("poseidon: %s\n", s->collectiveSummary().c_str());
   if (s && !s->nodeSummary().empty()) std::printf("poseidon: %s\n", s->nodeSummary().c_str());
   if (s && (s->rates().bandwidth_bytes_per_s > 0 || s->rates().gemm_flops_per_s > 0)) {
-    std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n", s->rates().bandwidth_bytes_per_s / 1e6,
-                s->rates().gemm_flops_per_s / 1e9);
+    std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n",
+                s->rates().bandwidth_bytes_per_s / 1e6, s->rates().gemm_flops_per_s / 1e9);
   }
   std::fflush(stdout);
 }
@@ -365,10 +363,11 @@ TrainReport TrainRun::finish() {
 void TrainRun::printDone(const TrainReport& r) const {
   if (!lead_) return;
   if (!o_.save_params.empty()) net_->saveParameters(o_.save_params);
-  std::printf("poseidon: done: %lld iterations, %.3f s/iter (median), %.1f images/s, final loss %.4f, "
-              "%.1f MB sent per iteration per %s, parameter digest %s\n",
-              static_cast<long long>(total_), r.s_per_iter_median, r.images_per_s, r.train_loss,
-              r.bytes_sent_per_iter / 1e6, r.bytes_per_node ? "node" : "worker", r.param_digest.c_str());
+  std::printf(
+      "poseidon: done: %lld iterations, %.3f s/iter (median), %.1f images/s, final loss %.4f, "
+      "%.1f MB sent per iteration per %s, parameter digest %s\n",
+      static_cast<long long>(total_), r.s_per_iter_median, r.images_per_s, r.train_loss, r.bytes_sent_per_iter / 1e6,
+      r.bytes_per_node ? "node" : "worker", r.param_digest.c_str());
   if (o_.json) std::printf("%s\n", toJson(r).c_str());
   std::fflush(stdout);
 }

@@ -63,8 +63,9 @@ void TrainNet::toDevice(const std::string& choice) {
   const bool gpu = torch::cuda::is_available();
   if (choice == "cpu" || (choice == "auto" && !gpu)) return;
   if (!gpu) {
-    throw InputError("--device cuda: this PyTorch sees no CUDA GPU (a CPU-only build, no driver, or "
-                     "CUDA_VISIBLE_DEVICES empty); use --device cpu or auto");
+    throw InputError(
+        "--device cuda: this PyTorch sees no CUDA GPU (a CPU-only build, no driver, or "
+        "CUDA_VISIBLE_DEVICES empty); use --device cpu or auto");
   }
   // Ranks of one host take the visible GPUs in turn by local rank (several may share one).
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");

@@ -96,16 +96,17 @@ void TrainOptions::validate() const {
   const int passes = session.backward_passes_per_step;
   if (passes < 1) throw InputError(detail::cat("--backward-passes ", passes, ": give at least 1"));
   if (batch % passes != 0) {
-    throw InputError(detail::cat("--batch ", batch, " does not split into ", passes,
-                                 " equal micro-batches (--backward-passes)"));
+    throw InputError(
+        detail::cat("--batch ", batch, " does not split into ", passes, " equal micro-batches (--backward-passes)"));
   }
   if (!emulate_compute.empty()) {
     if (baseline) throw InputError("--emulate-compute emulates Poseidon's ranks; drop --baseline");
     if (iterations <= 0) throw InputError("--emulate-compute needs --iterations (there is no data to make epochs of)");
     // The emulation hands the session gradients of one pass and has no optimizer of its own.
     if (gradientMode() || session.backward_passes_per_step != 1) {
-      throw InputError("--emulate-compute emulates server-side SGD with one backward pass: drop --optimizer, "
-                       "--gradient-mode and --backward-passes");
+      throw InputError(
+          "--emulate-compute emulates server-side SGD with one backward pass: drop --optimizer, "
+          "--gradient-mode and --backward-passes");
     }
   } else {
     requireNewFile("--profile-out", profile_out);
@@ -116,14 +117,16 @@ void TrainOptions::validateScheduleRule() const {
   const CostRule rule = parseCostRule(session.cost_model);
   if (rule != CostRule::kSchedule) {
     if (!profile.empty()) {
-      throw InputError("--profile " + profile + " is the schedule rule's input: add --cost-model schedule (or drop it)");
+      throw InputError("--profile " + profile +
+                       " is the schedule rule's input: add --cost-model schedule (or drop it)");
     }
     if (stack_rate != "0") throw InputError("--stack-rate goes with --cost-model schedule");
     return;
   }
   if (profile.empty() && emulate_compute.empty()) {
-    throw InputError("--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
-                     "(written by an earlier `poseidon train --profile-out FILE`)");
+    throw InputError(
+        "--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
+        "(written by an earlier `poseidon train --profile-out FILE`)");
   }
   // Rank 0 alone reads it (it sends the plan to the others, whose hosts may have no copy):
   // a missing or malformed file fails there, before MPI.
@@ -136,7 +139,8 @@ void TrainOptions::validateScheduleRule() const {
   if (no_wfbp || session.send_order != "priority") {
     throw InputError("--cost-model schedule simulates WFBP in priority order: drop --no-wfbp and --send-order fifo");
   }
-  if (session.scheme != "auto") throw InputError("--cost-model schedule decides for --scheme auto: drop --scheme " + session.scheme);
+  if (session.scheme != "auto")
+    throw InputError("--cost-model schedule decides for --scheme auto: drop --scheme " + session.scheme);
 }
 
 Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) const {

@@ -7,13 +7,14 @@ namespace poseidon::app {
 std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const std::string& kind, std::vector<torch::Tensor> params,
                                                        const Options& o) {
   const double lr = o.lr, wd = o.weight_decay;
-  if (kind == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr).weight_decay(wd));
+  if (kind == "adam")
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr).weight_decay(wd));
   if (kind == "adamw") {
     return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr).weight_decay(wd));
   }
   if (kind == "sgd") {
-    return std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(lr).momentum(o.momentum).weight_decay(wd));
+    return std::make_unique<torch::optim::SGD>(params,
+                                               torch::optim::SGDOptions(lr).momentum(o.momentum).weight_decay(wd));
   }
   throw InputError("--optimizer " + kind + ": use one of sgd, adam, adamw");
 }

@@ -44,23 +44,21 @@ std::string cat(const Args&... args) {
 }  // namespace poseidon
 
 // Internal invariant: throws poseidon::Error with file:line and the message.
-#define POSEIDON_ENFORCE(cond, ...)                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      throw ::poseidon::Error(::poseidon::detail::cat(__FILE__, ":", __LINE__, ": ", \
-                                                      "check '" #cond "' failed: ",  \
-                                                      ##__VA_ARGS__));               \
-    }                                                                                \
+#define POSEIDON_ENFORCE(cond, ...)                                                                             \
+  do {                                                                                                          \
+    if (!(cond)) {                                                                                              \
+      throw ::poseidon::Error(                                                                                  \
+          ::poseidon::detail::cat(__FILE__, ":", __LINE__, ": ", "check '" #cond "' failed: ", ##__VA_ARGS__)); \
+    }                                                                                                           \
   } while (0)
 
 // Internal invariant on two values: names both values in the message.
-#define POSEIDON_ENFORCE_EQ(a, b, ...)                                                   \
-  do {                                                                                   \
-    const auto& _pa = (a);                                                               \
-    const auto& _pb = (b);                                                               \
-    if (!(_pa == _pb)) {                                                                 \
-      throw ::poseidon::Error(::poseidon::detail::cat(__FILE__, ":", __LINE__, ": ", #a, \
-                                                      " == ", #b, " failed (", _pa,      \
-                                                      " vs ", _pb, ") ", ##__VA_ARGS__)); \
-    }                                                                                    \
+#define POSEIDON_ENFORCE_EQ(a, b, ...)                                                                                 \
+  do {                                                                                                                 \
+    const auto& _pa = (a);                                                                                             \
+    const auto& _pb = (b);                                                                                             \
+    if (!(_pa == _pb)) {                                                                                               \
+      throw ::poseidon::Error(::poseidon::detail::cat(__FILE__, ":", __LINE__, ": ", #a, " == ", #b, " failed (", _pa, \
+                                                      " vs ", _pb, ") ", ##__VA_ARGS__));                              \
+    }                                                                                                                  \
   } while (0)

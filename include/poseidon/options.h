@@ -44,9 +44,9 @@ struct Options {
   // the CLI (`poseidon train --profile FILE`) and Python (DistributedModel(profile=FILE))
   // set it with sim::schedulePlanFrom (src/simulate, not part of the installed package: a
   // C++ user of the installed library writes this callback).
-  using SchedulePlan = std::function<std::vector<std::string>(const ModelInfo& model, std::int64_t batch,
-                                                              int nodes, int devices_per_node,
-                                                              double bandwidth, double gemm_flops)>;
+  using SchedulePlan =
+      std::function<std::vector<std::string>(const ModelInfo& model, std::int64_t batch, int nodes,
+                                             int devices_per_node, double bandwidth, double gemm_flops)>;
   SchedulePlan schedule_plan;
   // Examples per worker per iteration (K in the cost model).
   std::int64_t batch = 32;

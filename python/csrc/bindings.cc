@@ -19,13 +19,13 @@
 
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/state_file.h"
+#include "comm/transport.h"
 #include "common/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
-#include "comm/transport.h"
 #include "poseidon/runtime.h"
 #include "profile/compute_profile.h"
 #include "simulate/profiled_model.h"
@@ -117,8 +117,9 @@ class PyModel {
     sync_.reset();
     transport_->stop();
     if (!transport_->drained()) {
-      throw CommError("messages to other ranks were still undelivered 10 s after close() (a peer stalled or its "
-                      "link went down); end the job");
+      throw CommError(
+          "messages to other ranks were still undelivered 10 s after close() (a peer stalled or its "
+          "link went down); end the job");
     }
   }
   // Collective: this job's state (session records, buffers) and this rank's `extra` bytes.
@@ -145,8 +146,8 @@ class PyModel {
     Timeline* tl = training ? sync().session().timeline() : nullptr;
     const auto start = Clock::now();
     const double cpu = tl ? Timeline::threadCpuMs() : 0;  // read only where the forward is timed
-    sync().beginForward(training, false, batch);  // waits for layers and makes the buffers equal
-    if (!training) last_begin_.reset();    // an evaluation is no part of an iteration
+    sync().beginForward(training, false, batch);          // waits for layers and makes the buffers equal
+    if (!training) last_begin_.reset();                   // an evaluation is no part of an iteration
     timing_ = tl;
     if (!timing_) return;
     const auto now = Clock::now();
@@ -287,9 +288,8 @@ void bindCheckpoints(py::module_& m) {
     Checkpointer::checkCompatible(info, config, ranks);
   });
   // This rank's extra bytes in `info` (local: no other rank takes part).
-  m.def("checkpoint_extra", [](const CheckpointInfo& info, int rank) {
-    return py::bytes(Checkpointer::readExtra(info, rank));
-  });
+  m.def("checkpoint_extra",
+        [](const CheckpointInfo& info, int rank) { return py::bytes(Checkpointer::readExtra(info, rank)); });
 }
 
 void bindOptions(py::module_& m) {
@@ -359,8 +359,10 @@ void bindModel(py::module_& m) {
       .def("capture_factors",
            [](PyModel& p, int l, const torch::Tensor& x, torch::Tensor y) { return p.sync().captureFactors(l, x, y); })
       .def("step", &PyModel::step, unlocked)
-      .def("synchronize", [](PyModel& p) { p.sync().synchronize(); }, unlocked)
-      .def("digest", [](PyModel& p) { return p.sync().digest(); }, unlocked)
+      .def(
+          "synchronize", [](PyModel& p) { p.sync().synchronize(); }, unlocked)
+      .def(
+          "digest", [](PyModel& p) { return p.sync().digest(); }, unlocked)
       .def("uses_factors", [](PyModel& p, int l) { return p.sync().session().usesFactors(l); })
       .def("iteration", [](PyModel& p) { return p.sync().session().iteration(); })
       .def("bytes_sent", [](PyModel& p) { return p.sync().session().bytesSent(); })

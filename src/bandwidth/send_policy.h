@@ -34,7 +34,7 @@ struct SendPolicy {
 // waited in the queue (for the window, the budget or more urgent messages).
 struct SendQueueStats {
   std::uint64_t messages = 0;
-  double wait_seconds = 0;      // summed over the messages
+  double wait_seconds = 0;  // summed over the messages
   double max_wait_seconds = 0;
 };
 

@@ -41,8 +41,8 @@ class TokenBucket {
   const double rate_;
   const double burst_;
   std::mutex mu_;
-  double tokens_;             // guarded by mu_
-  Clock::time_point last_;    // guarded by mu_
+  double tokens_;           // guarded by mu_
+  Clock::time_point last_;  // guarded by mu_
 };
 
 }  // namespace poseidon

@@ -11,7 +11,6 @@
 
 namespace poseidon {
 
-
 namespace {
 
 constexpr const char* kHeader = "poseidon-checkpoint 1";

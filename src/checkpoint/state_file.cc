@@ -139,9 +139,9 @@ std::string readFileBytes(const std::string& path) {
 }
 
 FileDigest digestOf(const std::string& bytes) {
-  return FileDigest{bytes.size(), static_cast<std::uint32_t>(::crc32_z(::crc32_z(0, nullptr, 0),
-                                                                        reinterpret_cast<const Bytef*>(bytes.data()),
-                                                                        bytes.size()))};
+  return FileDigest{bytes.size(),
+                    static_cast<std::uint32_t>(::crc32_z(::crc32_z(0, nullptr, 0),
+                                                         reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()))};
 }
 
 std::string readStateFile(const std::string& path, const std::vector<StateRecord>& records) {
@@ -158,7 +158,8 @@ struct Header {
 };
 
 Header parseHeader(const std::string& bytes, const std::string& path, Cursor& c) {
-  if (bytes.size() < sizeof(kMagic) + 4 + 4 + 8 + 4) throw InputError(detail::cat("checkpoint file ", path, " is truncated"));
+  if (bytes.size() < sizeof(kMagic) + 4 + 4 + 8 + 4)
+    throw InputError(detail::cat("checkpoint file ", path, " is truncated"));
   if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     throw InputError(detail::cat(path, " is not a Poseidon checkpoint file"));
   }
@@ -170,7 +171,8 @@ Header parseHeader(const std::string& bytes, const std::string& path, Cursor& c)
   c.skip(sizeof(kMagic), "magic");
   const auto version = c.get<std::uint32_t>("version");
   if (version != kVersion) {
-    throw InputError(detail::cat("checkpoint file ", path, " has format version ", version, "; this build reads ", kVersion));
+    throw InputError(
+        detail::cat("checkpoint file ", path, " has format version ", version, "; this build reads ", kVersion));
   }
   Header h;
   h.count = c.get<std::uint32_t>("record count");

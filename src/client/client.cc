@@ -55,18 +55,17 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
   layer_of_key_.resize(book.pairs().size());
   for (const auto& kv : book.pairs()) layer_of_key_[kv.key] = static_cast<std::uint32_t>(kv.layer);
   if (!allreduce.empty()) {
-    collective_ = std::make_unique<CollectiveSyncer>(
-        book.model(), allreduce, params, transport,
-        CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration, options.timeline,
-                          options.node},
-        failure,
-        [this](int layer) {
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            complete_[layer] = true;
-          }
-          cv_.notify_all();
-        });
+    collective_ =
+        std::make_unique<CollectiveSyncer>(book.model(), allreduce, params, transport,
+                                           CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd,
+                                                             options.start_iteration, options.timeline, options.node},
+                                           failure, [this](int layer) {
+                                             {
+                                               std::lock_guard<std::mutex> lock(mu_);
+                                               complete_[layer] = true;
+                                             }
+                                             cv_.notify_all();
+                                           });
     collective_->schedule(iteration_);
   }
 }
@@ -131,7 +130,8 @@ void Client::setFactorGradients(int layer, std::vector<float*> grads) {
 
 void Client::layerReleased(int layer) {
   if (SfbSyncer* s = sfb_.at(layer)) s->release(iteration_);
-  if (schemes_.at(layer) == Scheme::kFactorPush && options_.wfbp && reported_[layer] && !started_[layer]) startSync(layer);
+  if (schemes_.at(layer) == Scheme::kFactorPush && options_.wfbp && reported_[layer] && !started_[layer])
+    startSync(layer);
 }
 
 void Client::startSync(int layer) {
@@ -204,7 +204,8 @@ void Client::endIteration() {
   if (options_.timeline) {
     // Bytes this worker has sent so far, per scheme: the counters' slopes in the viewer.
     std::map<std::string, double> bytes;
-    for (std::size_t l = 0; l < schemes_.size(); ++l) bytes[schemeName(schemes_[l])] += bytesSentForLayer(static_cast<int>(l));
+    for (std::size_t l = 0; l < schemes_.size(); ++l)
+      bytes[schemeName(schemes_[l])] += bytesSentForLayer(static_cast<int>(l));
     const auto now = Timeline::Clock::now();
     for (const auto& [scheme, b] : bytes) options_.timeline->counter("bytes sent: " + scheme, b, now);
   }
@@ -218,9 +219,10 @@ void Client::waitLayer(int layer) {
 void Client::waitSynced(int layer, std::uint64_t version) {
   try {
     std::unique_lock<std::mutex> lock(mu_);
-    waitFor(lock, cv_, [&] { return complete_[layer]; }, options_.timeout, &failure_,
-            detail::cat("rank ", transport_.rank(), ": sync of layer '", book_.model().layers[layer].name,
-                        "' for iteration ", iteration_ - 1));
+    waitFor(
+        lock, cv_, [&] { return complete_[layer]; }, options_.timeout, &failure_,
+        detail::cat("rank ", transport_.rank(), ": sync of layer '", book_.model().layers[layer].name,
+                    "' for iteration ", iteration_ - 1));
   } catch (const TimeoutError& e) {
     // This wait and the layer's own may run out together: either names the silent workers.
     if (ps_[layer]) ps_[layer]->rethrowNamingCulprits(e, iteration_ - 1);
@@ -248,7 +250,8 @@ void Client::onParams(Message message) {
     throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, ", which does not exist"));
   }
   PsSyncer* s = ps_[layer_of_key_[h.key]];
-  if (!s) throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, " of a layer not on the PS"));
+  if (!s)
+    throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, " of a layer not on the PS"));
   s->deliver(h.key, h.iteration, std::move(message));
 }
 

@@ -16,8 +16,8 @@
 #include "client/collective_syncer.h"
 #include "client/layer_syncer.h"
 #include "client/worker.h"
-#include "common/thread_pool.h"
 #include "comm/transport.h"
+#include "common/thread_pool.h"
 #include "common/wait.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
@@ -100,17 +100,17 @@ class Client : public Worker {
   std::vector<PsSyncer*> ps_;                          // by layer, or null
   std::vector<SfbSyncer*> sfb_;                        // by layer, or null
   std::vector<std::uint32_t> layer_of_key_;
-  std::uint64_t iteration_ = 0;                        // compute thread only
-  std::vector<std::function<void()>> pending_send_;    // compute thread only: by layer
-  std::vector<bool> reported_;                         // compute thread only
-  std::vector<bool> started_;                          // compute thread only
+  std::uint64_t iteration_ = 0;                      // compute thread only
+  std::vector<std::function<void()>> pending_send_;  // compute thread only: by layer
+  std::vector<bool> reported_;                       // compute thread only
+  std::vector<bool> started_;                        // compute thread only
   std::vector<Scheme> schemes_;
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<bool> complete_;  // guarded by mu_: the BSP vector C
+  std::vector<bool> complete_;                    // guarded by mu_: the BSP vector C
   std::unique_ptr<CollectiveSyncer> collective_;  // the allreduce layers, if any
-  ThreadPool pool_;             // last: its threads stop before the syncers go
+  ThreadPool pool_;                               // last: its threads stop before the syncers go
 };
 
 }  // namespace poseidon

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "comm/transport.h"
 #include "checkpoint/state_file.h"
+#include "comm/transport.h"
 #include "common/digest.h"
 #include "common/timeline.h"
 #include "engine/external_event.h"
@@ -170,8 +170,8 @@ void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
       targets = layer.grads;
     }
     for (std::size_t k = 0; k < layer.params.size(); ++k) {
-      sgdStep(targets[k], layer.momentum[k].empty() ? nullptr : layer.momentum[k].data(), {sum}, scale,
-              layer.sizes[k], step, layer.first_step);
+      sgdStep(targets[k], layer.momentum[k].empty() ? nullptr : layer.momentum[k].data(), {sum}, scale, layer.sizes[k],
+              step, layer.first_step);
       sum += layer.sizes[k];
     }
     layer.first_step = false;
@@ -184,7 +184,8 @@ std::string CollectiveSyncer::summary() const {
   std::size_t layers = 0;
   for (const auto& b : buckets_) layers += b->plan.layers.size();
   return detail::cat(layers, " layer", layers == 1 ? "" : "s", " by allreduce in ", buckets_.size(), " collective",
-                     buckets_.size() == 1 ? "" : "s", " per iteration, KVStore design ", kvstoreTypeName(store_->type()));
+                     buckets_.size() == 1 ? "" : "s", " per iteration, KVStore design ",
+                     kvstoreTypeName(store_->type()));
 }
 
 std::int64_t CollectiveSyncer::floatsOfLayer(int layer) const {

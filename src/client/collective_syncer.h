@@ -80,7 +80,7 @@ class CollectiveSyncer {
   NodeStage* const node_;
   const int workers_;
   std::function<void(int)> on_done_;
-  std::vector<std::unique_ptr<Layer>> layers_;  // by model layer; null if not allreduce
+  std::vector<std::unique_ptr<Layer>> layers_;    // by model layer; null if not allreduce
   std::vector<std::unique_ptr<Bucket>> buckets_;  // in back-propagation order
   Engine engine_;
   std::unique_ptr<KVStore> store_;

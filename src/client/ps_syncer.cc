@@ -105,8 +105,8 @@ void PsSyncer::deliver(std::uint32_t key, std::uint64_t version, Message message
     }
     Slot& slot = slots_[pos];
     if (version != slot.version + 1) {
-      throw CommError(detail::cat("KV pair ", key, ": fresh values of version ", version,
-                                  " after version ", slot.version, " (BSP allows only the next)"));
+      throw CommError(detail::cat("KV pair ", key, ": fresh values of version ", version, " after version ",
+                                  slot.version, " (BSP allows only the next)"));
     }
     slot.version = version;
     slot.message = std::move(message);
@@ -118,9 +118,10 @@ void PsSyncer::deliver(std::uint32_t key, std::uint64_t version, Message message
 void PsSyncer::Receive(std::uint64_t iteration) {
   std::unique_lock<std::mutex> lock(mu_);
   try {
-    waitFor(lock, cv_, [&] { return fresh_ == static_cast<int>(slots_.size()); }, timeout_, &failure_,
-            detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer()].name,
-                        "' for iteration ", iteration));
+    waitFor(
+        lock, cv_, [&] { return fresh_ == static_cast<int>(slots_.size()); }, timeout_, &failure_,
+        detail::cat("rank ", transport_.rank(), ": fresh parameters of layer '", book_.model().layers[layer()].name,
+                    "' for iteration ", iteration));
   } catch (const TimeoutError& e) {
     throwNamingCulprits(e, iteration);
   }

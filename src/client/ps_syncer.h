@@ -78,7 +78,7 @@ class PsSyncer final : public LayerSyncer {
   ParameterServer* const local_shard_;  // pushes in place unless local_by_message_; names who a wait waits for
   const bool local_by_message_;
   const std::vector<float*> params_;
-  std::vector<float*> grads_;  // of the iteration in progress; cleared by Move (none for factors)
+  std::vector<float*> grads_;                 // of the iteration in progress; cleared by Move (none for factors)
   std::vector<std::shared_ptr<Work>> sends_;  // pushes still reading grads_
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
@@ -92,7 +92,7 @@ class PsSyncer final : public LayerSyncer {
   std::condition_variable cv_;
   std::vector<Slot> slots_;  // guarded by mu_; by position in keys_
   int fresh_ = 0;            // guarded by mu_; slots at the awaited version
-  std::uint64_t awaited_;  // guarded by mu_
+  std::uint64_t awaited_;    // guarded by mu_
 };
 
 }  // namespace poseidon

@@ -1,19 +1,19 @@
 #include "poseidon/session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
-#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
+#include "bandwidth/send_policy.h"
 #include "checkpoint/state_file.h"
 #include "client/client.h"
 #include "comm/control_channel.h"
-#include "bandwidth/send_policy.h"
 #include "comm/transport.h"
-#include "common/fault.h"
 #include "common/digest.h"
+#include "common/fault.h"
 #include "common/timeline.h"
 #include "coordinator/information_book.h"
 #include "coordinator/rate_probe.h"
@@ -39,7 +39,7 @@ struct Dispatch {
   Client* client = nullptr;           // guarded by mu
   NodeStage* stage = nullptr;         // guarded by mu: on a node's leader
   DeviceClient* device = nullptr;     // guarded by mu: on a node's other ranks
-  FailureState* failure = nullptr;   // guarded by mu
+  FailureState* failure = nullptr;    // guarded by mu
 
   // A failure from the transport's thread; after detach() there is no session to tell.
   void fail(std::exception_ptr e) {
@@ -54,30 +54,36 @@ struct Dispatch {
         if (control) control->onMessage(std::move(m));
         return;
       case MsgType::kPushGrad:
-        if (!server) throw CommError(detail::cat("rank ", m.header().source, " pushed a gradient to a rank with no shard"));
+        if (!server)
+          throw CommError(detail::cat("rank ", m.header().source, " pushed a gradient to a rank with no shard"));
         server->onPush(std::move(m));
         return;
       case MsgType::kParams:
-        if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent parameters to a rank that does not train"));
+        if (!client)
+          throw CommError(detail::cat("rank ", m.header().source, " sent parameters to a rank that does not train"));
         client->onParams(std::move(m));
         return;
       case MsgType::kPushFactors:
-        if (!server) throw CommError(detail::cat("rank ", m.header().source, " pushed factors to a rank with no shard"));
+        if (!server)
+          throw CommError(detail::cat("rank ", m.header().source, " pushed factors to a rank with no shard"));
         server->onPushFactors(std::move(m));
         return;
       case MsgType::kFactors:
-        if (!client) throw CommError(detail::cat("rank ", m.header().source, " sent factors to a rank that does not train"));
+        if (!client)
+          throw CommError(detail::cat("rank ", m.header().source, " sent factors to a rank that does not train"));
         client->onFactors(std::move(m));
         return;
       case MsgType::kNodeGrad:
       case MsgType::kNodeGradShared:
       case MsgType::kNodeFactors:
-        if (!stage) throw CommError(detail::cat("rank ", m.header().source, " sent its share to a rank that leads no node"));
+        if (!stage)
+          throw CommError(detail::cat("rank ", m.header().source, " sent its share to a rank that leads no node"));
         stage->deliver(std::move(m));
         return;
       case MsgType::kNodeParams:
       case MsgType::kNodeParamsShared:
-        if (!device) throw CommError(detail::cat("rank ", m.header().source, " sent a layer to a rank that is no device"));
+        if (!device)
+          throw CommError(detail::cat("rank ", m.header().source, " sent a layer to a rank that is no device"));
         device->deliver(std::move(m));
         return;
     }
@@ -94,11 +100,12 @@ std::string firstDifference(const std::string& a, const std::string& b) {
 
 // What the devices level does not combine with yet: a clear error instead of a wrong job.
 void checkNodeOptions(const Options& o, SchemeMode mode) {
-  const char* what = o.server_ranks > 0 || o.shards > 0 ? "--server-ranks and --shards (each node's leader holds a shard)"
-                     : o.staleness > 0                   ? "--staleness"
-                     : o.straggler_timeout.count() > 0   ? "--straggler-timeout"
-                     : mode == SchemeMode::kFactorPush   ? "--scheme factor-push"
-                                                         : nullptr;
+  const char* what = o.server_ranks > 0 || o.shards > 0
+                         ? "--server-ranks and --shards (each node's leader holds a shard)"
+                     : o.staleness > 0                 ? "--staleness"
+                     : o.straggler_timeout.count() > 0 ? "--straggler-timeout"
+                     : mode == SchemeMode::kFactorPush ? "--scheme factor-push"
+                                                       : nullptr;
   if (what) {
     throw InputError(detail::cat("--devices-per-node does not work with ", what, " yet; drop one of them"));
   }
@@ -107,15 +114,17 @@ void checkNodeOptions(const Options& o, SchemeMode mode) {
 // The schedule rule simulates BSP with WFBP in priority order, a shard on every node, for
 // --scheme auto: a run without them would train a plan chosen for another system.
 void checkScheduleOptions(const Options& o, SchemeMode mode) {
-  const char* what = mode != SchemeMode::kAuto                        ? "a forced scheme (use --scheme auto)"
-                     : !o.wfbp                                        ? "--no-wfbp"
-                     : o.send_order != "priority"                     ? "--send-order fifo"
-                     : o.server_ranks > 0 || o.shards > 0             ? "--server-ranks and --shards"
+  const char* what = mode != SchemeMode::kAuto                            ? "a forced scheme (use --scheme auto)"
+                     : !o.wfbp                                            ? "--no-wfbp"
+                     : o.send_order != "priority"                         ? "--send-order fifo"
+                     : o.server_ranks > 0 || o.shards > 0                 ? "--server-ranks and --shards"
                      : o.staleness > 0 || o.straggler_timeout.count() > 0 ? "--staleness and --straggler-timeout"
-                                                                      : nullptr;
+                                                                          : nullptr;
   if (what) {
-    throw InputError(detail::cat("--cost-model schedule simulates BSP with WFBP in priority order and a shard on "
-                                 "every node; it does not work with ", what));
+    throw InputError(
+        detail::cat("--cost-model schedule simulates BSP with WFBP in priority order and a shard on "
+                    "every node; it does not work with ",
+                    what));
   }
 }
 
@@ -129,12 +138,13 @@ std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me,
   if (me == 0) {
     try {
       if (!o.schedule_plan) {
-        throw InputError("the schedule cost model needs the model's measured layer times: a profile (`poseidon train "
-                         "--profile FILE`, DistributedModel(profile=FILE) in Python)");
+        throw InputError(
+            "the schedule cost model needs the model's measured layer times: a profile (`poseidon train "
+            "--profile FILE`, DistributedModel(profile=FILE) in Python)");
       }
       answer = "plan:";
-      for (const auto& scheme : o.schedule_plan(model, o.batch, nodes, per_node, rates.bandwidth_bytes_per_s,
-                                                rates.gemm_flops_per_s)) {
+      for (const auto& scheme :
+           o.schedule_plan(model, o.batch, nodes, per_node, rates.bandwidth_bytes_per_s, rates.gemm_flops_per_s)) {
         answer += scheme + ",";
       }
     } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
@@ -161,7 +171,8 @@ void applySchedulePlan(const std::vector<std::string>& chosen, const ModelInfo& 
   }
   for (std::size_t l = 0; l < plan.size(); ++l) {
     const std::string& name = model.layers[l].name;
-    if (chosen[l] != "ps" && chosen[l] != "sfb") throw InputError("the schedule rule chose '" + chosen[l] + "' for " + name);
+    if (chosen[l] != "ps" && chosen[l] != "sfb")
+      throw InputError("the schedule rule chose '" + chosen[l] + "' for " + name);
     if (chosen[l] == "sfb" && plan[l].sfb_floats <= 0) {
       throw InputError("the schedule rule chose sfb for '" + name + "', which cannot go by sufficient factors");
     }
@@ -280,26 +291,27 @@ void checkOptions(const Options& options, SchemeMode mode) {
   if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
     throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
   }
-  if (options.gradient_mode && (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kFactorPush)) {
-    throw InputError("gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
-                     "auto schemes; drop --staleness, --straggler-timeout or --scheme factor-push, or use server-side SGD");
+  if (options.gradient_mode &&
+      (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kFactorPush)) {
+    throw InputError(
+        "gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
+        "auto schemes; drop --staleness, --straggler-timeout or --scheme factor-push, or use server-side SGD");
   }
 }
 
 // What every rank must share before any other collective (the rate probe is one), or
 // ranks would wait on each other in different calls.
 std::string startDescription(const ModelInfo& model, const Options& options) {
-  return detail::cat(model.describe(), " | ", options.agreement, " | scheme=", options.scheme,
-                     " cost_model=", options.cost_model, " bandwidth=", options.bandwidth,
-                     " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
-                     " decay=", options.lr_decay_iterations, " momentum=", options.momentum,
-                     " wd=", options.weight_decay, " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes,
-                     " kvstore=", options.kvstore, "/", options.kvstore_comms, "/", options.kvstore_outstanding,
-                     " fusion=", options.fusion_bytes, " start=", options.start_iteration,
-                     " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
-                     " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
-                     " buffers=", options.buffers, " devices_per_node=", options.devices_per_node,
-                     " node_memory=", options.node_memory);
+  return detail::cat(
+      model.describe(), " | ", options.agreement, " | scheme=", options.scheme, " cost_model=", options.cost_model,
+      " bandwidth=", options.bandwidth, " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
+      " decay=", options.lr_decay_iterations, " momentum=", options.momentum, " wd=", options.weight_decay,
+      " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes, " kvstore=", options.kvstore, "/", options.kvstore_comms,
+      "/", options.kvstore_outstanding, " fusion=", options.fusion_bytes, " start=", options.start_iteration,
+      " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
+      " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
+      " buffers=", options.buffers, " devices_per_node=", options.devices_per_node,
+      " node_memory=", options.node_memory);
 }
 
 // SSP and straggler dropping bound or drop a worker's pushes to the servers: PS layers only.
@@ -365,22 +377,21 @@ void Session::Impl::startTransport() {
   dispatch->control = &control;
   dispatch->failure = &failure;
   auto d = dispatch;
-  transport.start(TransportCallbacks{
-      [d](Message m) {
-        try {
-          d->route(std::move(m));
-        } catch (...) {
-          d->fail(std::current_exception());
-        }
-      },
-      [d](std::exception_ptr e) { d->fail(e); }});
+  transport.start(TransportCallbacks{[d](Message m) {
+                                       try {
+                                         d->route(std::move(m));
+                                       } catch (...) {
+                                         d->fail(std::current_exception());
+                                       }
+                                     },
+                                     [d](std::exception_ptr e) { d->fail(e); }});
 }
 
 // The devices level: with nodes, the network exchange runs among the nodes' leaders (a
 // cluster of one worker and one shard per node) and each node's other ranks are devices.
 void Session::Impl::mapNodes(SchemeMode mode) {
   const int me = transport.rank();
-  nodes = options.devices_per_node == 1 ? NodeMap::flat(transport.size())
+  nodes = options.devices_per_node == 1  ? NodeMap::flat(transport.size())
           : options.devices_per_node > 1 ? NodeMap::blocks(transport.size(), options.devices_per_node)
                                          : NodeMap::fromKeys(control.allgather(nodeKeyOfThisProcess(), "node names"));
   if (!nodes.hierarchical()) return;
@@ -409,14 +420,16 @@ std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const Cluste
   }
   // SFB's K is a node's whole batch: its devices' factors travel stacked.
   const PlanRequest request{mode, rule, options.batch, rates};
-  plan = nodes.hierarchical() ? planForNodes(model, nodes.nodes(), per_node, request) : planSchemes(model, cluster, request);
+  plan = nodes.hierarchical() ? planForNodes(model, nodes.nodes(), per_node, request)
+                              : planSchemes(model, cluster, request);
   if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {
     applySchedulePlan(schedulePlanOfRankZero(control, me, options, model, cluster.workers(), per_node, rates), model,
                       plan);
   }
   for (std::size_t l = 0; nodes.hierarchical() && l < plan.size(); ++l) {
     if (model.layers[l].numel() == 0) {
-      throw InputError(detail::cat("layer '", model.layers[l].name, "' holds no values, which the devices level cannot "
+      throw InputError(detail::cat("layer '", model.layers[l].name,
+                                   "' holds no values, which the devices level cannot "
                                    "sync; drop it or run flat (--devices-per-node 1)"));
     }
   }
@@ -424,7 +437,8 @@ std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const Cluste
   std::vector<bool> on_ps;
   for (const auto& p : plan) {
     schemes.push_back(p.scheme);
-    on_ps.push_back(p.scheme == Scheme::kPS || p.scheme == Scheme::kFactorPush);  // factor-push layers live on the servers too
+    on_ps.push_back(p.scheme == Scheme::kPS ||
+                    p.scheme == Scheme::kFactorPush);  // factor-push layers live on the servers too
   }
   return on_ps;
 }
@@ -452,8 +466,8 @@ void Session::Impl::makeServer(const ClusterInfo& cluster, const SgdOptions& sgd
     storage = [this](const KVPair& kv) { return shard_values.at(kv.key).data(); };
   }
   server = std::make_unique<ParameterServer>(
-      *book, network, sgd, storage, [this](std::uint32_t key, std::uint64_t version) { client->onLocalFresh(key, version); },
-      failure,
+      *book, network, sgd, storage,
+      [this](std::uint32_t key, std::uint64_t version) { client->onLocalFresh(key, version); }, failure,
       ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness,
                    separateShard(), timeline.get()});
 }
@@ -468,7 +482,8 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
     control.barrier("start-up, before the leaders' allreduce communicators");
   }
   // Inside a node, layers travel in pieces of a KV pair's size (node/pieces.h).
-  const std::size_t piece_floats = static_cast<std::size_t>(std::max<std::int64_t>(options.kv_pair_bytes, 4)) / sizeof(float);
+  const std::size_t piece_floats =
+      static_cast<std::size_t>(std::max<std::int64_t>(options.kv_pair_bytes, 4)) / sizeof(float);
   std::vector<bool> factors;
   for (auto sc : schemes) factors.push_back(sc == Scheme::kSFB);
   if (nodes.hierarchical() && options.node_memory) {
@@ -481,7 +496,8 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
   if (nodes.hierarchical() && !nodes.isLeader(me)) {
     device = std::make_unique<DeviceClient>(
         book->model(), factors, transport, nodes.leader(nodes.nodeOf(me)), params,
-        DeviceOptions{options.gradient_mode, options.timeout, options.start_iteration, piece_floats}, failure, memory.get());
+        DeviceOptions{options.gradient_mode, options.timeout, options.start_iteration, piece_floats}, failure,
+        memory.get());
     worker = device.get();
     return;
   }
@@ -493,11 +509,11 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
   KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
                          options.timeout};
   kvstore.timeline = timeline.get();
-  client = std::make_unique<Client>(*book, network, server.get(), params, schemes,
-                                    ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes,
-                                                  options.start_iteration, options.staleness, separateShard(),
-                                                  timeline.get(), stage.get()},
-                                    failure);
+  client = std::make_unique<Client>(
+      *book, network, server.get(), params, schemes,
+      ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes, options.start_iteration,
+                    options.staleness, separateShard(), timeline.get(), stage.get()},
+      failure);
   worker = client.get();
 }
 
@@ -571,8 +587,8 @@ std::string Session::nodeSummary() const {
   const Impl& s = *impl_;
   if (!s.nodes.hierarchical()) return "";
   const std::string inside = s.memory ? detail::cat("shared memory (", s.memory->bytes() >> 20, " MiB per node)")
-                                      : s.options.node_memory ? "messages (its ranks could not map one shared memory segment)"
-                                                              : "messages";
+                             : s.options.node_memory ? "messages (its ranks could not map one shared memory segment)"
+                                                     : "messages";
   return detail::cat(s.nodes.nodes(), " nodes of ", s.nodes.devicesPerNode(), " devices; inside a node by ", inside);
 }
 int Session::networkRank() const {
@@ -614,9 +630,7 @@ void Session::setFactorGradients(int layer, std::vector<float*> grads) {
   impl_->worker->setFactorGradients(layer, std::move(grads));
 }
 
-void Session::layerReleased(int layer) {
-  impl_->worker->layerReleased(layer);
-}
+void Session::layerReleased(int layer) { impl_->worker->layerReleased(layer); }
 
 bool Session::usesFactors(int layer) const {
   const Scheme scheme = impl_->schemes.at(layer);
@@ -625,9 +639,7 @@ bool Session::usesFactors(int layer) const {
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
 const PlatformRates& Session::rates() const { return impl_->rates; }
 
-std::uint64_t Session::maxStalenessSeen() const {
-  return impl_->client ? impl_->client->maxStalenessSeen() : 0;
-}
+std::uint64_t Session::maxStalenessSeen() const { return impl_->client ? impl_->client->maxStalenessSeen() : 0; }
 
 std::uint64_t Session::droppedUpdates() const { return impl_->server ? impl_->server->droppedUpdates() : 0; }
 std::uint64_t Session::lateUpdates() const { return impl_->server ? impl_->server->lateUpdates() : 0; }
@@ -659,9 +671,7 @@ std::vector<StateRecord> Session::stateRecords() {
 Timeline* Session::timeline() const { return impl_->timeline.get(); }
 SendQueueStats Session::sendQueueStats() const { return impl_->transport.sendStats(); }
 
-std::string Session::collectiveSummary() const {
-  return impl_->client ? impl_->client->collectiveSummary() : "";
-}
+std::string Session::collectiveSummary() const { return impl_->client ? impl_->client->collectiveSummary() : ""; }
 
 std::string Session::replicaDigest() const {
   Digest d;

@@ -8,8 +8,7 @@
 
 namespace poseidon {
 
-FunnelKVStore::FunnelKVStore(const KVStoreOptions& options, Engine& engine, Transport& transport,
-                             FailureState& failure)
+FunnelKVStore::FunnelKVStore(const KVStoreOptions& options, Engine& engine, Transport& transport, FailureState& failure)
     : KVStore(options, engine), comm_(transport.newCommunicator(options.timeout, failure)), failure_(failure) {}
 
 FunnelKVStore::~FunnelKVStore() { stop(); }

@@ -9,8 +9,8 @@
 namespace poseidon {
 
 struct FusedBucket {
-  std::vector<int> layers;             // in the order given
-  std::vector<std::int64_t> offsets;   // where each layer's floats start in the buffer
+  std::vector<int> layers;            // in the order given
+  std::vector<std::int64_t> offsets;  // where each layer's floats start in the buffer
   std::int64_t floats = 0;
 };
 

@@ -19,9 +19,12 @@ KVStoreType parseKVStoreType(const std::string& name) {
 
 const char* kvstoreTypeName(KVStoreType type) {
   switch (type) {
-    case KVStoreType::kFunnel: return "funnel";
-    case KVStoreType::kConcurrent: return "concurrent";
-    case KVStoreType::kChained: return "chained";
+    case KVStoreType::kFunnel:
+      return "funnel";
+    case KVStoreType::kConcurrent:
+      return "concurrent";
+    case KVStoreType::kChained:
+      return "chained";
   }
   return "?";
 }
@@ -134,9 +137,12 @@ std::unique_ptr<KVStore> KVStore::create(const KVStoreOptions& options, Engine& 
                                          FailureState& failure) {
   options.validate();
   switch (options.type) {
-    case KVStoreType::kFunnel: return std::make_unique<FunnelKVStore>(options, engine, transport, failure);
-    case KVStoreType::kConcurrent: return std::make_unique<ConcurrentKVStore>(options, engine, transport, failure);
-    case KVStoreType::kChained: return std::make_unique<ChainedKVStore>(options, engine, transport, failure);
+    case KVStoreType::kFunnel:
+      return std::make_unique<FunnelKVStore>(options, engine, transport, failure);
+    case KVStoreType::kConcurrent:
+      return std::make_unique<ConcurrentKVStore>(options, engine, transport, failure);
+    case KVStoreType::kChained:
+      return std::make_unique<ChainedKVStore>(options, engine, transport, failure);
   }
   throw Error("unknown KVStore type");
 }

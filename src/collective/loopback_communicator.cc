@@ -13,7 +13,8 @@ LoopbackRendezvous::LoopbackRendezvous(int size, std::chrono::milliseconds timeo
 void LoopbackRendezvous::run(int rank, int op, const float* send, float* recv, std::size_t count, int root) {
   std::unique_lock<std::mutex> lock(mu_);
   // The previous collective must be over for everybody before its slots are reused.
-  waitFor(lock, cv_, [&] { return !draining_; }, timeout_, nullptr, "loopback collective: previous one to drain");
+  waitFor(
+      lock, cv_, [&] { return !draining_; }, timeout_, nullptr, "loopback collective: previous one to drain");
   send_[rank] = send;
   recv_[rank] = recv;
   count_[rank] = count;
@@ -38,8 +39,9 @@ void LoopbackRendezvous::run(int rank, int op, const float* send, float* recv, s
     ++generation_;
     cv_.notify_all();
   } else {
-    waitFor(lock, cv_, [&] { return generation_ != generation; }, timeout_, nullptr,
-            detail::cat("loopback collective: rank ", rank, " waiting for the others"));
+    waitFor(
+        lock, cv_, [&] { return generation_ != generation; }, timeout_, nullptr,
+        detail::cat("loopback collective: rank ", rank, " waiting for the others"));
   }
   const bool mismatch = mismatch_;
   if (++left_ == size_) {

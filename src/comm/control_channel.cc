@@ -7,8 +7,7 @@
 
 namespace poseidon {
 
-ControlChannel::ControlChannel(Transport& transport, std::chrono::milliseconds timeout,
-                               const FailureState& failure)
+ControlChannel::ControlChannel(Transport& transport, std::chrono::milliseconds timeout, const FailureState& failure)
     : transport_(transport), timeout_(timeout), failure_(failure) {}
 
 void ControlChannel::onMessage(Message message) {
@@ -24,8 +23,9 @@ Message ControlChannel::waitMessage(std::uint32_t seq, int source, const std::st
                                     std::chrono::milliseconds extra) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto key = std::make_pair(seq, source);
-  waitFor(lock, cv_, [&] { return box_.count(key) > 0; }, timeout_ + extra, &failure_,
-          detail::cat("rank ", transport_.rank(), " waiting for rank ", source, " (", what, ")"));
+  waitFor(
+      lock, cv_, [&] { return box_.count(key) > 0; }, timeout_ + extra, &failure_,
+      detail::cat("rank ", transport_.rank(), " waiting for rank ", source, " (", what, ")"));
   Message m = std::move(box_[key]);
   box_.erase(key);
   return m;
@@ -104,8 +104,8 @@ void ControlChannel::broadcastFloats(float* data, std::size_t n, int root, const
     } else {
       Message m = waitMessage(seq, root, what);
       if (m.payloadBytes() != count * sizeof(float)) {
-        throw CommError(detail::cat("broadcast of ", what, ": expected ", count * sizeof(float),
-                                    " bytes from rank ", root, ", got ", m.payloadBytes()));
+        throw CommError(detail::cat("broadcast of ", what, ": expected ", count * sizeof(float), " bytes from rank ",
+                                    root, ", got ", m.payloadBytes()));
       }
       std::memcpy(data + off, m.payload(), m.payloadBytes());
     }

@@ -71,7 +71,7 @@ void LoopbackTransport::runLoop() {
 }
 
 std::unique_ptr<Communicator> LoopbackTransport::newCommunicator(std::chrono::milliseconds timeout,
-                                                                const FailureState&) {
+                                                                 const FailureState&) {
   // The n-th communicator of every rank meets at the hub's n-th rendezvous.
   std::lock_guard<std::mutex> lock(hub_.mu_);
   if (communicators_ == hub_.rendezvous_.size()) {
@@ -83,14 +83,15 @@ std::unique_ptr<Communicator> LoopbackTransport::newCommunicator(std::chrono::mi
 }
 
 std::unique_ptr<Communicator> LoopbackTransport::newGroupCommunicator(const std::vector<int>& members,
-                                                                     std::chrono::milliseconds timeout,
-                                                                     const FailureState&) {
+                                                                      std::chrono::milliseconds timeout,
+                                                                      const FailureState&) {
   const auto me = std::find(members.begin(), members.end(), rank_);
   if (me == members.end()) throw CommError(detail::cat("rank ", rank_, " made a communicator of a group without it"));
   std::lock_guard<std::mutex> lock(hub_.mu_);
   auto& all = hub_.group_rendezvous_[members];
   std::size_t& mine = group_communicators_[members];
-  if (mine == all.size()) all.push_back(std::make_shared<LoopbackRendezvous>(static_cast<int>(members.size()), timeout));
+  if (mine == all.size())
+    all.push_back(std::make_shared<LoopbackRendezvous>(static_cast<int>(members.size()), timeout));
   auto comm = std::make_unique<LoopbackCommunicator>(all[mine++], static_cast<int>(me - members.begin()));
   comm->countInto(&traffic());
   return comm;

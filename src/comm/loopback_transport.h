@@ -57,7 +57,7 @@ class LoopbackTransport final : public Transport {
 
   LoopbackHub& hub_;
   const int rank_;
-  std::size_t communicators_ = 0;  // created by this rank so far
+  std::size_t communicators_ = 0;                                // created by this rank so far
   std::map<std::vector<int>, std::size_t> group_communicators_;  // the same, by group
   TransportCallbacks callbacks_;
   std::mutex mu_;

@@ -6,8 +6,8 @@
 
 namespace poseidon {
 
-Message Message::make(MsgType type, std::uint32_t key, std::uint32_t source,
-                      std::uint64_t iteration, std::size_t payload_bytes) {
+Message Message::make(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
+                      std::size_t payload_bytes) {
   Message m;
   m.size_ = sizeof(MessageHeader) + payload_bytes;
   // new[] without value-initialisation: payloads are megabytes and are overwritten at once.
@@ -39,11 +39,9 @@ Message Message::toContiguous() const {
   return m;
 }
 
-Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
-                        std::size_t max_payload_bytes) {
+Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, std::size_t max_payload_bytes) {
   if (size < sizeof(MessageHeader)) {
-    throw CommError(detail::cat("received a truncated message: ", size,
-                                " bytes, shorter than the 32-byte header"));
+    throw CommError(detail::cat("received a truncated message: ", size, " bytes, shorter than the 32-byte header"));
   }
   MessageHeader h;
   std::memcpy(&h, bytes.get(), sizeof(h));
@@ -51,9 +49,8 @@ Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
     throw CommError("received bytes that are not a Poseidon message (bad magic)");
   }
   if (h.version != MessageHeader::kVersion) {
-    throw CommError(detail::cat("received a message of protocol version ", h.version,
-                                ", this build speaks version ", MessageHeader::kVersion,
-                                "; run the same build on every rank"));
+    throw CommError(detail::cat("received a message of protocol version ", h.version, ", this build speaks version ",
+                                MessageHeader::kVersion, "; run the same build on every rank"));
   }
   if (h.type < static_cast<std::uint16_t>(MsgType::kControl) ||
       h.type > static_cast<std::uint16_t>(MsgType::kNodeParamsShared)) {
@@ -61,8 +58,8 @@ Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
   }
   if (h.payload_bytes > max_payload_bytes || h.payload_bytes != size - sizeof(MessageHeader)) {
     throw CommError(detail::cat("received a message whose header announces ", h.payload_bytes,
-                                " payload bytes but carries ", size - sizeof(MessageHeader),
-                                " (limit ", max_payload_bytes, ")"));
+                                " payload bytes but carries ", size - sizeof(MessageHeader), " (limit ",
+                                max_payload_bytes, ")"));
   }
   Message m;
   m.size_ = size;

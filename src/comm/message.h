@@ -10,15 +10,15 @@
 namespace poseidon {
 
 enum class MsgType : std::uint16_t {
-  kControl = 1,   // collectives used at start-up and between epochs
-  kPushGrad = 2,  // worker -> shard: gradient of one KV pair
-  kParams = 3,    // shard -> worker: fresh parameters of one KV pair
-  kFactors = 4,   // worker -> worker: sufficient factors (U, V) of one FC layer
-  kPushFactors = 5,  // worker -> shard: factors of one FC layer (the 2015 paper's strategy)
-  kNodeGrad = 6,     // device -> its node's leader: one layer's gradient, all tensors
-  kNodeFactors = 7,  // device -> its node's leader: one FC layer's factors (U, V)
-  kNodeParams = 8,   // leader -> a device of its node: one layer's fresh values (or mean gradient)
-  kNodeGradShared = 9,    // as kNodeGrad, but the gradient is in the node's shared memory
+  kControl = 1,            // collectives used at start-up and between epochs
+  kPushGrad = 2,           // worker -> shard: gradient of one KV pair
+  kParams = 3,             // shard -> worker: fresh parameters of one KV pair
+  kFactors = 4,            // worker -> worker: sufficient factors (U, V) of one FC layer
+  kPushFactors = 5,        // worker -> shard: factors of one FC layer (the 2015 paper's strategy)
+  kNodeGrad = 6,           // device -> its node's leader: one layer's gradient, all tensors
+  kNodeFactors = 7,        // device -> its node's leader: one FC layer's factors (U, V)
+  kNodeParams = 8,         // leader -> a device of its node: one layer's fresh values (or mean gradient)
+  kNodeGradShared = 9,     // as kNodeGrad, but the gradient is in the node's shared memory
   kNodeParamsShared = 10,  // as kNodeParams, but the values are in the node's shared memory
 };
 
@@ -44,16 +44,15 @@ class Message {
  public:
   Message() = default;
   // A message with an uninitialised payload of `payload_bytes` for the caller to fill.
-  static Message make(MsgType type, std::uint32_t key, std::uint32_t source,
-                      std::uint64_t iteration, std::size_t payload_bytes);
+  static Message make(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
+                      std::size_t payload_bytes);
   // A message whose payload stays where it is, at `payload`.
   static Message makeExternal(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
                               const void* payload, std::size_t payload_bytes);
   // Validates raw bytes received from the wire: magic, version, known type, and a payload
   // length that matches the byte count and stays under `max_payload_bytes`.
   // Throws CommError naming what is wrong.
-  static Message decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
-                        std::size_t max_payload_bytes);
+  static Message decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, std::size_t max_payload_bytes);
 
   bool empty() const { return data_ == nullptr; }
   const MessageHeader& header() const { return *reinterpret_cast<const MessageHeader*>(data_.get()); }

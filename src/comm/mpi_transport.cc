@@ -2,8 +2,8 @@
 
 #include <pthread.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <climits>
 
 #include "collective/mpi_communicator.h"
@@ -24,7 +24,12 @@ constexpr double kBudgetBurstBytes = 2 << 20;
 }  // namespace
 
 MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes)
-    : comm_(mpi.comm()), groups_comm_(mpi.groupsComm()), thread_multiple_(mpi.threadMultiple()), rank_(mpi.rank()), size_(mpi.size()), max_payload_bytes_(max_payload_bytes),
+    : comm_(mpi.comm()),
+      groups_comm_(mpi.groupsComm()),
+      thread_multiple_(mpi.threadMultiple()),
+      rank_(mpi.rank()),
+      size_(mpi.size()),
+      max_payload_bytes_(max_payload_bytes),
       budget_(std::make_unique<TokenBucket>(0, 0)) {
   POSEIDON_ENFORCE(max_payload_bytes_ + sizeof(MessageHeader) < static_cast<std::size_t>(INT_MAX),
                    "MPI counts are int: messages must stay under 2 GiB");
@@ -119,7 +124,8 @@ std::unique_ptr<Communicator> MpiTransport::newGroupCommunicator(const std::vect
   const int rc = MPI_Comm_create_group(groups_comm_, group, kGroupTag, &sub);
   MPI_Group_free(&group);
   MPI_Group_free(&all);
-  if (rc != MPI_SUCCESS || sub == MPI_COMM_NULL) throw CommError("MPI_Comm_create_group failed for the allreduce among leaders");
+  if (rc != MPI_SUCCESS || sub == MPI_COMM_NULL)
+    throw CommError("MPI_Comm_create_group failed for the allreduce among leaders");
   std::unique_ptr<MpiCommunicator> comm;
   try {
     comm = std::make_unique<MpiCommunicator>(sub, timeout, failure);  // its own duplicate
@@ -203,8 +209,9 @@ void MpiTransport::post(Outgoing& out) {
   // The tag is the message type; the header inside the bytes carries the rest.
   const int tag = static_cast<int>(out.message.type());
   if (out.message.contiguous()) {
-    check(MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE, out.peer, tag, comm_, &req),
-          "MPI_Isend");
+    check(
+        MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE, out.peer, tag, comm_, &req),
+        "MPI_Isend");
   } else {
     // Header and payload from where they are: one message on the wire, no copy here.
     MPI_Aint where[2];
@@ -252,8 +259,7 @@ bool MpiTransport::testInFlight() {
   if (requests_.empty()) return false;
   std::vector<int> done(requests_.size());
   int outcount = 0;
-  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &outcount, done.data(),
-                     MPI_STATUSES_IGNORE),
+  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &outcount, done.data(), MPI_STATUSES_IGNORE),
         "MPI_Testsome");
   if (outcount <= 0) return false;
   std::size_t sent = 0;

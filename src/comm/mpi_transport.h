@@ -62,10 +62,10 @@ class MpiTransport final : public Transport {
   using Clock = std::chrono::steady_clock;
   struct InFlight {
     bool is_send;
-    Message message;                    // a send keeps its bytes alive until done
-    std::shared_ptr<Work> work;         // sends only
+    Message message;                         // a send keeps its bytes alive until done
+    std::shared_ptr<Work> work;              // sends only
     std::unique_ptr<std::uint8_t[]> buffer;  // receives only
-    std::size_t size = 0;               // receives: bytes; sends: bytes counted in the window
+    std::size_t size = 0;                    // receives: bytes; sends: bytes counted in the window
   };
 
   void runLoop();
@@ -88,17 +88,17 @@ class MpiTransport final : public Transport {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  SendPolicy policy_;            // set before start()
-  std::vector<bool> same_node_;  // guarded by mu_: peers whose messages skip window and budget
-  std::unique_ptr<TokenBucket> budget_;  // shared with the collectives (thread-safe)
-  SendQueue<Outgoing> outbox_{SendOrder::kPriority};  // guarded by mu_
-  std::uint64_t pushes_ = 0;     // sends queued so far; guarded by mu_
-  SendQueueStats stats_;         // guarded by mu_
-  bool stopping_ = false;        // guarded by mu_
+  SendPolicy policy_;                                    // set before start()
+  std::vector<bool> same_node_;                          // guarded by mu_: peers whose messages skip window and budget
+  std::unique_ptr<TokenBucket> budget_;                  // shared with the collectives (thread-safe)
+  SendQueue<Outgoing> outbox_{SendOrder::kPriority};     // guarded by mu_
+  std::uint64_t pushes_ = 0;                             // sends queued so far; guarded by mu_
+  SendQueueStats stats_;                                 // guarded by mu_
+  bool stopping_ = false;                                // guarded by mu_
   std::chrono::steady_clock::time_point stop_deadline_;  // guarded by mu_
-  std::size_t unsent_ = 0;       // sends queued or in flight; guarded by mu_
-  bool loop_ended_ = false;      // the progress thread returned; guarded by mu_
-  std::condition_variable sent_cv_;  // unsent_ fell or the loop ended
+  std::size_t unsent_ = 0;                               // sends queued or in flight; guarded by mu_
+  bool loop_ended_ = false;                              // the progress thread returned; guarded by mu_
+  std::condition_variable sent_cv_;                      // unsent_ fell or the loop ended
   std::atomic<bool> abandoned_{false};
 
   // Owned by the progress thread only.

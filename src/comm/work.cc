@@ -11,7 +11,8 @@ bool Work::isCompleted() const {
 
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  waitFor(lock, cv_, [&] { return done_; }, timeout, nullptr, what_);
+  waitFor(
+      lock, cv_, [&] { return done_; }, timeout, nullptr, what_);
   if (error_) std::rethrow_exception(error_);
 }
 

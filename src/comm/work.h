@@ -26,8 +26,8 @@ class Work {
   const std::string what_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;          // guarded by mu_
-  std::exception_ptr error_;   // guarded by mu_
+  bool done_ = false;         // guarded by mu_
+  std::exception_ptr error_;  // guarded by mu_
 };
 
 }  // namespace poseidon

@@ -33,8 +33,10 @@ FaultSpec parse(const char* text) {
   const bool known_action = a == "stop" || a == "exit" || a == "throw";
   if (n < 3 || text[used] != '\0' || nth < 1 || !known_phase || !known_action) {
     // A test hook that silently never fires would make its test pass for the wrong reason.
-    std::fprintf(stderr, "poseidon: POSEIDON_FAULT='%s' is not RANK:PHASE:ACTION[:N] (phases startup, broadcast, "
-                 "iteration, checkpoint, finish; actions stop, exit, throw; N >= 1)\n", text);
+    std::fprintf(stderr,
+                 "poseidon: POSEIDON_FAULT='%s' is not RANK:PHASE:ACTION[:N] (phases startup, broadcast, "
+                 "iteration, checkpoint, finish; actions stop, exit, throw; N >= 1)\n",
+                 text);
     std::_Exit(2);
   }
   f.set = true;
@@ -52,10 +54,9 @@ void faultPoint(int rank, const char* phase) {
   static std::atomic<int> reached{0};
   if (!spec.set || spec.rank != rank || spec.phase != phase) return;
   if (++reached != spec.nth) return;
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT: %s at phase %s (time %.3f)\n", rank,
-               spec.action.c_str(), phase, now);
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::fprintf(stderr, "poseidon: rank %d: POSEIDON_FAULT: %s at phase %s (time %.3f)\n", rank, spec.action.c_str(),
+               phase, now);
   std::fflush(stderr);
   if (spec.action == "stop") {
     raise(SIGSTOP);

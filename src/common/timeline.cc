@@ -35,8 +35,8 @@ int Timeline::trackId(const std::string& track) {
   return id;
 }
 
-void Timeline::span(const std::string& track, const std::string& name, const char* category,
-                    Clock::time_point begin, Clock::time_point end) {
+void Timeline::span(const std::string& track, const std::string& name, const char* category, Clock::time_point begin,
+                    Clock::time_point end) {
   std::lock_guard<std::mutex> lock(mu_);
   if (begin < origin_) return;  // start-up, before the common origin
   const double ts = std::chrono::duration<double, std::micro>(begin - origin_).count();
@@ -47,7 +47,8 @@ void Timeline::span(const std::string& track, const std::string& name, const cha
 void Timeline::counter(const std::string& name, double value, Clock::time_point at) {
   std::lock_guard<std::mutex> lock(mu_);
   if (at < origin_) return;
-  events_.push_back(Event{name, "bytes", -1, std::chrono::duration<double, std::micro>(at - origin_).count(), 0, value});
+  events_.push_back(
+      Event{name, "bytes", -1, std::chrono::duration<double, std::micro>(at - origin_).count(), 0, value});
 }
 
 void Timeline::sample(const std::string& name, double ms) {
@@ -78,7 +79,8 @@ std::string Timeline::events() const {
     if (!out.empty()) out += ",\n";
     out += s;
   };
-  std::snprintf(buf, sizeof(buf), R"({"ph":"M","name":"process_name","pid":%d,"args":{"name":"rank %d"}})", rank_, rank_);
+  std::snprintf(buf, sizeof(buf), R"({"ph":"M","name":"process_name","pid":%d,"args":{"name":"rank %d"}})", rank_,
+                rank_);
   add(buf);
   for (const auto& [track, id] : tracks_) {
     add(std::string(R"({"ph":"M","name":"thread_name","pid":)") + std::to_string(rank_) + R"(,"tid":)" +

@@ -46,9 +46,9 @@ class Timeline {
 
   const int rank_;
   mutable std::mutex mu_;
-  Clock::time_point origin_;                 // guarded by mu_
-  std::map<std::string, int> tracks_;        // guarded by mu_
-  std::vector<Event> events_;                // guarded by mu_
+  Clock::time_point origin_;                            // guarded by mu_
+  std::map<std::string, int> tracks_;                   // guarded by mu_
+  std::vector<Event> events_;                           // guarded by mu_
   std::map<std::string, std::vector<double>> samples_;  // guarded by mu_
 };
 
@@ -56,7 +56,10 @@ class Timeline {
 class TimelineSpan {
  public:
   TimelineSpan(Timeline* timeline, std::string track, std::string name, const char* category)
-      : timeline_(timeline), track_(std::move(track)), name_(std::move(name)), category_(category),
+      : timeline_(timeline),
+        track_(std::move(track)),
+        name_(std::move(name)),
+        category_(category),
         begin_(timeline ? Timeline::Clock::now() : Timeline::Clock::time_point()) {}
   ~TimelineSpan() {
     if (timeline_) timeline_->span(track_, name_, category_, begin_, Timeline::Clock::now());

@@ -32,15 +32,13 @@ class FailureState {
 // passed, and rethrows the failure recorded in `failure` (checked every 50 ms).
 template <typename Pred>
 void waitFor(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Pred ready,
-             std::chrono::milliseconds timeout, const FailureState* failure,
-             const std::string& what);
+             std::chrono::milliseconds timeout, const FailureState* failure, const std::string& what);
 
 [[noreturn]] void throwTimeout(const std::string& what, std::chrono::milliseconds timeout);
 
 template <typename Pred>
 void waitFor(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, Pred ready,
-             std::chrono::milliseconds timeout, const FailureState* failure,
-             const std::string& what) {
+             std::chrono::milliseconds timeout, const FailureState* failure, const std::string& what) {
   const auto deadline = Clock::now() + timeout;
   const auto slice = std::chrono::milliseconds(50);
   while (!ready()) {

@@ -13,8 +13,8 @@ ClusterInfo::ClusterInfo(int ranks, int server_only, int shards)
   }
   if (shards_ < 1) throw InputError(detail::cat("--shards ", shards_, ": need at least one shard"));
   if (shards_ > ranks_) {
-    throw InputError(detail::cat("--shards ", shards_, " but the job has ", ranks_,
-                                 " MPI ranks: each shard needs its own rank"));
+    throw InputError(
+        detail::cat("--shards ", shards_, " but the job has ", ranks_, " MPI ranks: each shard needs its own rank"));
   }
   if (shards_ < server_only_) {
     throw InputError(detail::cat("--shards ", shards_, " is fewer than --server-ranks ", server_only_,

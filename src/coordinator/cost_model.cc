@@ -4,10 +4,14 @@ namespace poseidon {
 
 const char* schemeName(Scheme scheme) {
   switch (scheme) {
-    case Scheme::kPS: return "ps";
-    case Scheme::kSFB: return "sfb";
-    case Scheme::kFactorPush: return "factor-push";
-    case Scheme::kAllreduce: return "allreduce";
+    case Scheme::kPS:
+      return "ps";
+    case Scheme::kSFB:
+      return "sfb";
+    case Scheme::kFactorPush:
+      return "factor-push";
+    case Scheme::kAllreduce:
+      return "allreduce";
   }
   return "?";
 }
@@ -23,9 +27,12 @@ double CostModel::allreduceFloats(std::int64_t M, std::int64_t N, int P1) {
 double CostModel::psFloats(std::int64_t M, std::int64_t N, int P1, int P2, PsRole role) {
   const double mn = static_cast<double>(M) * static_cast<double>(N);
   switch (role) {
-    case PsRole::kServerAndWorker: return 2.0 * mn * (P1 + P2 - 2) / P2;
-    case PsRole::kWorkerOnly: return 2.0 * mn;
-    case PsRole::kServerOnly: return 2.0 * P1 * mn / P2;
+    case PsRole::kServerAndWorker:
+      return 2.0 * mn * (P1 + P2 - 2) / P2;
+    case PsRole::kWorkerOnly:
+      return 2.0 * mn;
+    case PsRole::kServerOnly:
+      return 2.0 * P1 * mn / P2;
   }
   return 0.0;
 }
@@ -43,22 +50,22 @@ double CostModel::sfbClusterFloats(std::int64_t M, std::int64_t N, int P, std::i
 }
 
 double CostModel::factorPushClusterFloats(std::int64_t M, std::int64_t N, int P, std::int64_t K) {
-  return P * static_cast<double>(K) * static_cast<double>(M + N) +
-         P * static_cast<double>(M) * static_cast<double>(N);
+  return P * static_cast<double>(K) * static_cast<double>(M + N) + P * static_cast<double>(M) * static_cast<double>(N);
 }
 
 Scheme CostModel::bestScheme(const LayerInfo& layer, int P1, int P2, std::int64_t K, PsRole role) {
   if (layer.kind != LayerKind::kFC) return Scheme::kPS;
-  return sfbFloats(layer.M, layer.N, P1, K) <= psFloats(layer.M, layer.N, P1, P2, role) ? Scheme::kSFB
-                                                                                        : Scheme::kPS;
+  return sfbFloats(layer.M, layer.N, P1, K) <= psFloats(layer.M, layer.N, P1, P2, role) ? Scheme::kSFB : Scheme::kPS;
 }
 
 double CostModel::psSentFloats(std::int64_t numel, const ClusterInfo& cluster, int rank) {
   const int P1 = cluster.workers();
   const int P2 = cluster.shards();
   PsRole role = PsRole::kServerAndWorker;
-  if (!cluster.isWorker(rank)) role = PsRole::kServerOnly;
-  else if (!cluster.hasShard(rank)) role = PsRole::kWorkerOnly;
+  if (!cluster.isWorker(rank))
+    role = PsRole::kServerOnly;
+  else if (!cluster.hasShard(rank))
+    role = PsRole::kWorkerOnly;
   // Table 1's formulas are per M x N matrix; they are linear in M*N, so numel stands in.
   return psFloats(numel, 1, P1, P2, role) / 2.0;
 }

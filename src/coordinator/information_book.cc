@@ -14,8 +14,8 @@ namespace {
 constexpr std::int64_t kMinSplitBytesPerShard = 16 << 10;
 }  // namespace
 
-InformationBook::InformationBook(const ModelInfo& model, const ClusterInfo& cluster,
-                                 std::int64_t max_pair_bytes, const std::vector<bool>& on_ps)
+InformationBook::InformationBook(const ModelInfo& model, const ClusterInfo& cluster, std::int64_t max_pair_bytes,
+                                 const std::vector<bool>& on_ps)
     : model_(model), cluster_(cluster), max_pair_bytes_(max_pair_bytes) {
   if (max_pair_bytes < static_cast<std::int64_t>(sizeof(float))) {
     throw InputError(detail::cat("--kv-pair-bytes ", max_pair_bytes, " is too small: a pair holds at least one float"));

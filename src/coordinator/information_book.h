@@ -16,9 +16,9 @@ namespace poseidon {
 struct KVPair {
   std::uint32_t key = 0;
   int layer = 0;
-  int tensor = 0;             // index within the layer's tensors
-  std::int64_t offset = 0;    // first float of the tensor this pair covers
-  std::int64_t length = 0;    // floats
+  int tensor = 0;           // index within the layer's tensors
+  std::int64_t offset = 0;  // first float of the tensor this pair covers
+  std::int64_t length = 0;  // floats
   int shard = 0;
 };
 

@@ -6,9 +6,12 @@ namespace poseidon {
 
 const char* layerKindName(LayerKind kind) {
   switch (kind) {
-    case LayerKind::kFC: return "fc";
-    case LayerKind::kConv: return "conv";
-    case LayerKind::kOther: return "other";
+    case LayerKind::kFC:
+      return "fc";
+    case LayerKind::kConv:
+      return "conv";
+    case LayerKind::kOther:
+      return "other";
   }
   return "?";
 }

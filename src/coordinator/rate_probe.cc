@@ -16,7 +16,8 @@ double gemmRate(std::int64_t m, std::int64_t n, std::int64_t k) {
       c(static_cast<std::size_t>(m * n));
   auto once = [&] {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                1.0f, a.data(), static_cast<int>(m), b.data(), static_cast<int>(n), 0.0f, c.data(), static_cast<int>(n));
+                1.0f, a.data(), static_cast<int>(m), b.data(), static_cast<int>(n), 0.0f, c.data(),
+                static_cast<int>(n));
   };
   once();  // warm-up: page in the operands and the output
   const auto start = std::chrono::steady_clock::now();

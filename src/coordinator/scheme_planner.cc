@@ -26,20 +26,28 @@ CostRule parseCostRule(const std::string& name) {
 
 const char* schemeModeName(SchemeMode mode) {
   switch (mode) {
-    case SchemeMode::kPS: return "ps";
-    case SchemeMode::kSFB: return "sfb";
-    case SchemeMode::kAuto: return "auto";
-    case SchemeMode::kFactorPush: return "factor-push";
-    case SchemeMode::kAllreduce: return "allreduce";
+    case SchemeMode::kPS:
+      return "ps";
+    case SchemeMode::kSFB:
+      return "sfb";
+    case SchemeMode::kAuto:
+      return "auto";
+    case SchemeMode::kFactorPush:
+      return "factor-push";
+    case SchemeMode::kAllreduce:
+      return "allreduce";
   }
   return "?";
 }
 
 const char* costRuleName(CostRule rule) {
   switch (rule) {
-    case CostRule::kBytes: return "bytes";
-    case CostRule::kTime: return "time";
-    case CostRule::kSchedule: return "schedule";
+    case CostRule::kBytes:
+      return "bytes";
+    case CostRule::kTime:
+      return "time";
+    case CostRule::kSchedule:
+      return "schedule";
   }
   return "?";
 }
@@ -61,7 +69,8 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
   const PsRole role = cluster.hasShard(0) ? PsRole::kServerAndWorker : PsRole::kWorkerOnly;
   const bool time_rule = req.rule != CostRule::kBytes;  // the schedule rule starts from the time rule's choice
   if (time_rule && req.mode == SchemeMode::kAuto && !req.rates.known()) {
-    throw InputError(detail::cat("the ", costRuleName(req.rule), " cost model needs the link bandwidth and the GEMM rate"));
+    throw InputError(
+        detail::cat("the ", costRuleName(req.rule), " cost model needs the link bandwidth and the GEMM rate"));
   }
   // The collectives run among all ranks, so every rank must train.
   const bool allreduce_ok = P1 > 1 && cluster.serverOnly() == 0;
@@ -109,19 +118,30 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       p.time_choice = p.bytes_choice;
     }
     switch (req.mode) {
-      case SchemeMode::kPS: p.scheme = Scheme::kPS; break;
-      case SchemeMode::kSFB: p.scheme = fc ? Scheme::kSFB : Scheme::kPS; break;
-      case SchemeMode::kFactorPush: p.scheme = fc ? Scheme::kFactorPush : Scheme::kPS; break;
+      case SchemeMode::kPS:
+        p.scheme = Scheme::kPS;
+        break;
+      case SchemeMode::kSFB:
+        p.scheme = fc ? Scheme::kSFB : Scheme::kPS;
+        break;
+      case SchemeMode::kFactorPush:
+        p.scheme = fc ? Scheme::kFactorPush : Scheme::kPS;
+        break;
       // Even with one worker: the collectives are trivial, but the engine path is the
       // same, which is what a one-rank benchmark of the designs measures.
-      case SchemeMode::kAllreduce: p.scheme = Scheme::kAllreduce; break;
-      case SchemeMode::kAuto: p.scheme = time_rule ? p.time_choice : p.bytes_choice; break;
+      case SchemeMode::kAllreduce:
+        p.scheme = Scheme::kAllreduce;
+        break;
+      case SchemeMode::kAuto:
+        p.scheme = time_rule ? p.time_choice : p.bytes_choice;
+        break;
     }
     if (P1 == 1 && req.mode != SchemeMode::kAllreduce) {
       p.reason = "one worker: nothing to exchange";
     } else if (req.mode != SchemeMode::kAuto) {
       p.reason = !fc && req.mode != SchemeMode::kAllreduce && req.mode != SchemeMode::kPS
-                     ? (layer.kind == LayerKind::kFC ? "FC, but its factors cannot be captured" : "not FC: no sufficient factors")
+                     ? (layer.kind == LayerKind::kFC ? "FC, but its factors cannot be captured"
+                                                     : "not FC: no sufficient factors")
                      : std::string("forced by --scheme ") + schemeModeName(req.mode);
     } else if (!fc && !allreduce_ok) {
       p.reason = "not FC: no sufficient factors";

@@ -1,11 +1,11 @@
 #include <zlib.h>
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
-#include <sys/stat.h>
 
 #include "data/dataset.h"
 #include "poseidon/errors.h"
@@ -70,7 +70,9 @@ std::vector<std::uint8_t> decompress(const std::vector<std::uint8_t>& file, cons
       ret = inflate(&z, Z_NO_FLUSH);
       if (ret == Z_STREAM_ERROR || ret == Z_NEED_DICT || ret == Z_MEM_ERROR || ret == Z_DATA_ERROR) {
         throw InputError(detail::cat("dataset file ", name, " is corrupt: ",
-                                     z.msg ? z.msg : ret == Z_MEM_ERROR ? "out of memory" : "compressed data error"));
+                                     z.msg                ? z.msg
+                                     : ret == Z_MEM_ERROR ? "out of memory"
+                                                          : "compressed data error"));
       }
       const std::size_t made = sizeof(buf) - z.avail_out;
       out.insert(out.end(), buf, buf + made);
@@ -115,16 +117,16 @@ Dataset parseIdxPair(const std::vector<std::uint8_t>& images_file, const std::ve
   }
   const std::uint64_t want = 16 + static_cast<std::uint64_t>(d.count) * d.height * d.width;
   if (img.size() != want) {
-    throw InputError(detail::cat("dataset file ", images_path, " is truncated or padded: header promises ",
-                                 d.count, " images (", want, " bytes), file has ", img.size(), " bytes"));
+    throw InputError(detail::cat("dataset file ", images_path, " is truncated or padded: header promises ", d.count,
+                                 " images (", want, " bytes), file has ", img.size(), " bytes"));
   }
   if (lab.size() != 8 + static_cast<std::uint64_t>(labels)) {
-    throw InputError(detail::cat("dataset file ", labels_path, " is truncated or padded: header promises ",
-                                 labels, " labels, file has ", lab.size() - 8));
+    throw InputError(detail::cat("dataset file ", labels_path, " is truncated or padded: header promises ", labels,
+                                 " labels, file has ", lab.size() - 8));
   }
   if (labels != d.count) {
-    throw InputError(detail::cat(images_path, " has ", d.count, " images but ", labels_path, " has ", labels,
-                                 " labels"));
+    throw InputError(
+        detail::cat(images_path, " has ", d.count, " images but ", labels_path, " has ", labels, " labels"));
   }
   d.images.resize(static_cast<std::size_t>(d.count * d.imageSize()));
   for (std::size_t i = 0; i < d.images.size(); ++i) d.images[i] = (img[16 + i] / 255.0f - kMean) / kStd;

@@ -45,8 +45,8 @@ void Engine::push(std::function<void()> task, const std::vector<Tag>& reads, con
       reads, mutates, kind);
 }
 
-void Engine::pushAsync(std::function<void(Done)> task, const std::vector<Tag>& reads,
-                       const std::vector<Tag>& mutates, Kind kind) {
+void Engine::pushAsync(std::function<void(Done)> task, const std::vector<Tag>& reads, const std::vector<Tag>& mutates,
+                       Kind kind) {
   auto* op = new Op;
   op->fn = std::move(task);
   op->kind = kind;
@@ -56,9 +56,9 @@ void Engine::pushAsync(std::function<void(Done)> task, const std::vector<Tag>& r
   }
   // One entry per tag: a task waits on a tag once.
   std::sort(op->deps.begin(), op->deps.end());
-  op->deps.erase(std::unique(op->deps.begin(), op->deps.end(),
-                             [](const auto& a, const auto& b) { return a.first == b.first; }),
-                 op->deps.end());
+  op->deps.erase(
+      std::unique(op->deps.begin(), op->deps.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+      op->deps.end());
   std::vector<Op*> ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -140,8 +140,9 @@ void Engine::release(Op* op) {
 
 void Engine::waitAll(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  waitFor(lock, idle_, [&] { return outstanding_ == 0; }, timeout, &failure_,
-          detail::cat("the engine's ", outstanding_, " pending tasks"));
+  waitFor(
+      lock, idle_, [&] { return outstanding_ == 0; }, timeout, &failure_,
+      detail::cat("the engine's ", outstanding_, " pending tasks"));
 }
 
 std::size_t Engine::pending() const {

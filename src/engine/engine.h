@@ -11,12 +11,12 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -80,9 +80,9 @@ class Engine {
   FailureState& failure_;
   mutable std::mutex mu_;
   std::condition_variable idle_;
-  std::deque<Var> vars_;       // guarded by mu_; a deque so references stay valid
-  std::size_t outstanding_ = 0;  // guarded by mu_
-  std::unordered_set<Op*> live_;  // guarded by mu_: every op not yet freed
+  std::deque<Var> vars_;                            // guarded by mu_; a deque so references stay valid
+  std::size_t outstanding_ = 0;                     // guarded by mu_
+  std::unordered_set<Op*> live_;                    // guarded by mu_: every op not yet freed
   std::vector<std::unique_ptr<ThreadPool>> pools_;  // by Kind
 };
 

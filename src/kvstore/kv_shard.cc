@@ -27,7 +27,8 @@ void KVShard::addStateRecords(std::vector<StateRecord>& records) {
   std::sort(keys.begin(), keys.end());
   for (auto key : keys) {
     auto& m = pairs_[key].momentum;
-    if (!m.empty()) records.push_back(StateRecord{detail::cat("ps/pair", key, "/momentum"), m.data(), m.size() * sizeof(float)});
+    if (!m.empty())
+      records.push_back(StateRecord{detail::cat("ps/pair", key, "/momentum"), m.data(), m.size() * sizeof(float)});
   }
 }
 
@@ -67,16 +68,15 @@ bool KVShard::record(std::uint32_t key, std::uint64_t iteration, int worker, Con
     return false;
   }
   if (iteration < s.version || iteration > s.version + static_cast<std::uint64_t>(staleness_)) {
-    throw CommError(detail::cat("KV pair ", key, ": worker ", worker, " sent an update for iteration ", iteration,
-                                " but the shard is at iteration ", s.version,
-                                staleness_ == 0 ? " (BSP allows no other)"
-                                                : detail::cat(" (staleness ", staleness_, " allows up to ",
-                                                              s.version + staleness_, ")")));
+    throw CommError(detail::cat(
+        "KV pair ", key, ": worker ", worker, " sent an update for iteration ", iteration,
+        " but the shard is at iteration ", s.version,
+        staleness_ == 0 ? " (BSP allows no other)"
+                        : detail::cat(" (staleness ", staleness_, " allows up to ", s.version + staleness_, ")")));
   }
   const std::size_t slot = static_cast<std::size_t>(iteration % s.pending.size());
   if (s.pending[slot][worker].data != nullptr) {
-    throw CommError(detail::cat("KV pair ", key, ": worker ", worker, " sent two updates for iteration ",
-                                iteration));
+    throw CommError(detail::cat("KV pair ", key, ": worker ", worker, " sent two updates for iteration ", iteration));
   }
   s.pending[slot][worker] = std::move(c);
   if (s.count[slot]++ == 0 && iteration == s.version) s.first_at = std::chrono::steady_clock::now();
@@ -101,8 +101,8 @@ int KVShard::step(std::uint32_t key) {
   const int missing = workers_ - static_cast<int>(grads.size());
   dropped_ += static_cast<std::uint64_t>(missing);
   sgdStep(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads,
-          1.0f / static_cast<float>(grads.size() * static_cast<std::size_t>(options_.passes)),
-          book_.pair(key).length, options_.at(s.version), s.version == 0);
+          1.0f / static_cast<float>(grads.size() * static_cast<std::size_t>(options_.passes)), book_.pair(key).length,
+          options_.at(s.version), s.version == 0);
   for (auto& p : pending) p = Contribution();
   s.count[s.slot()] = 0;
   ++s.version;
@@ -126,6 +126,5 @@ std::vector<std::uint32_t> KVShard::overdue(std::chrono::steady_clock::time_poin
   }
   return keys;
 }
-
 
 }  // namespace poseidon

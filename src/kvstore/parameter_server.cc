@@ -50,8 +50,8 @@ void ParameterServer::onPush(Message message) {
   const auto& h = message.header();
   if (message.payloadBytes() % sizeof(float) != 0 || h.key >= book_.pairs().size() ||
       message.floatCount() != static_cast<std::size_t>(book_.pair(h.key).length)) {
-    throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ",
-                                h.key, ", which does not match the information book"));
+    throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ", h.key,
+                                ", which does not match the information book"));
   }
   Push p{h.key, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}, Message()};
   {
@@ -74,8 +74,10 @@ void ParameterServer::pushLocal(std::uint32_t key, std::uint64_t iteration, cons
 void ParameterServer::onPushFactors(Message message) {
   const auto& h = message.header();
   const auto& layers = book_.model().layers;
-  if (h.key >= layers.size() || layers[h.key].kind != LayerKind::kFC || h.source >= static_cast<std::uint32_t>(book_.cluster().workers()) ||
-      message.payloadBytes() % ((layers[h.key].M + layers[h.key].N) * sizeof(float)) != 0 || message.payloadBytes() == 0) {
+  if (h.key >= layers.size() || layers[h.key].kind != LayerKind::kFC ||
+      h.source >= static_cast<std::uint32_t>(book_.cluster().workers()) ||
+      message.payloadBytes() % ((layers[h.key].M + layers[h.key].N) * sizeof(float)) != 0 ||
+      message.payloadBytes() == 0) {
     throw CommError(detail::cat("rank ", h.source, " pushed malformed factors for layer ", h.key));
   }
   {
@@ -133,8 +135,9 @@ void ParameterServer::apply(Push p) {
     waitSends(p.key);
     const std::uint64_t version = shard_.version(p.key) + 1;
     TimelineSpan span(timeline_, "server",
-                      timeline_ ? detail::cat("step ", book_.model().layers[book_.pair(p.key).layer].name, " pair ", p.key)
-                                : std::string(),
+                      timeline_
+                          ? detail::cat("step ", book_.model().layers[book_.pair(p.key).layer].name, " pair ", p.key)
+                          : std::string(),
                       "ps");
     shard_.step(p.key);
     finishStep(p.key, version);
@@ -182,8 +185,9 @@ void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
 
 void ParameterServer::waitVersion(std::uint64_t iterations, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  waitFor(lock, version_cv_, [&] { return min_version_ >= iterations; }, timeout, &failure_,
-          detail::cat("shard on rank ", transport_.rank(), " completing iteration ", iterations));
+  waitFor(
+      lock, version_cv_, [&] { return min_version_ >= iterations; }, timeout, &failure_,
+      detail::cat("shard on rank ", transport_.rank(), " completing iteration ", iterations));
 }
 
 void ParameterServer::runLoop() {

@@ -92,13 +92,13 @@ class ParameterServer {
   std::unique_ptr<std::atomic<std::uint64_t>[]> layer_bytes_;
 
   std::mutex mu_;
-  std::condition_variable cv_;          // wakes the server thread
-  std::condition_variable version_cv_;  // wakes waitVersion
-  std::deque<Push> queue_;          // guarded by mu_
-  bool stopping_ = false;           // guarded by mu_
-  std::uint64_t min_version_ = 0;   // guarded by mu_: steps completed by every pair
+  std::condition_variable cv_;                 // wakes the server thread
+  std::condition_variable version_cv_;         // wakes waitVersion
+  std::deque<Push> queue_;                     // guarded by mu_
+  bool stopping_ = false;                      // guarded by mu_
+  std::uint64_t min_version_ = 0;              // guarded by mu_: steps completed by every pair
   std::vector<std::uint64_t> pushed_through_;  // guarded by mu_: per worker, 1 + latest iteration pushed
-  std::vector<std::uint64_t> completed_;  // server thread only: count of final pairs per version
+  std::vector<std::uint64_t> completed_;       // server thread only: count of final pairs per version
   std::unordered_map<std::uint32_t, std::vector<std::shared_ptr<Work>>> sends_;  // server thread only
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds straggler_timeout_;  // 0: BSP waits for every worker

@@ -7,8 +7,8 @@ namespace {
 constexpr std::int64_t kBlock = 1024;
 }  // namespace
 
-void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>& grads, float scale,
-             std::int64_t n, const SgdOptions& o, bool first_step) {
+void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>& grads, float scale, std::int64_t n,
+             const SgdOptions& o, bool first_step) {
   float g[kBlock];
   const std::size_t k = grads.size();
   for (std::int64_t start = 0; start < n; start += kBlock) {

@@ -32,11 +32,10 @@ struct SgdOptions {
   }
 };
 
-// One step over n parameters (in gradient mode: the mean gradient into `params`). `grads` are the workers' contributions in rank order,
-// summed and multiplied by `scale` (1/number of contributions; or one contribution that
-// is already a sum, with scale 1/workers). `momentum_buf` may be null
-// when momentum is 0; `first_step` initialises it.
-void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>& grads, float scale,
-             std::int64_t n, const SgdOptions& options, bool first_step);
+// One step over n parameters (in gradient mode: the mean gradient into `params`). `grads` are the workers'
+// contributions in rank order, summed and multiplied by `scale` (1/number of contributions; or one contribution that is
+// already a sum, with scale 1/workers). `momentum_buf` may be null when momentum is 0; `first_step` initialises it.
+void sgdStep(float* params, float* momentum_buf, const std::vector<const float*>& grads, float scale, std::int64_t n,
+             const SgdOptions& options, bool first_step);
 
 }  // namespace poseidon

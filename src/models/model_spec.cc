@@ -217,9 +217,12 @@ class ModelTextParser {
     l.kernel = parsePositive(tok()[2], where_, "conv kernel size");
     for (std::size_t i = 3; i < tok().size(); ++i) {
       const std::string& t = tok()[i];
-      if (t.rfind("stride=", 0) == 0) l.stride = parsePositive(t.substr(7), where_, "stride");
-      else if (t.rfind("pad=", 0) == 0) l.pad = t.substr(4) == "0" ? 0 : parsePositive(t.substr(4), where_, "pad");
-      else throw InputError(where_ + ": unknown conv option '" + t + "' (use stride=S or pad=P)");
+      if (t.rfind("stride=", 0) == 0)
+        l.stride = parsePositive(t.substr(7), where_, "stride");
+      else if (t.rfind("pad=", 0) == 0)
+        l.pad = t.substr(4) == "0" ? 0 : parsePositive(t.substr(4), where_, "pad");
+      else
+        throw InputError(where_ + ": unknown conv option '" + t + "' (use stride=S or pad=P)");
     }
     const std::int64_t oh = (h_ + 2 * l.pad - l.kernel) / l.stride + 1;
     const std::int64_t ow = (w_ + 2 * l.pad - l.kernel) / l.stride + 1;

@@ -11,8 +11,8 @@
 namespace poseidon {
 
 DeviceClient::DeviceClient(const ModelInfo& model, const std::vector<bool>& factors, Transport& world, int leader,
-                           std::vector<std::vector<float*>> params, const DeviceOptions& options,
-                           FailureState& failure, const NodeMemory* memory)
+                           std::vector<std::vector<float*>> params, const DeviceOptions& options, FailureState& failure,
+                           const NodeMemory* memory)
     : model_(model),
       factors_(factors),
       world_(world),
@@ -38,15 +38,16 @@ void DeviceClient::gradientsReady(int layer, std::vector<float*> grads) {
   const LayerInfo& info = model_.layers.at(layer);
   POSEIDON_ENFORCE_EQ(grads.size(), info.tensors.size(), "gradients of layer ", layer);
   FloatSpans spans;
-  for (std::size_t k = 0; k < grads.size(); ++k) spans.emplace_back(grads[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  for (std::size_t k = 0; k < grads.size(); ++k)
+    spans.emplace_back(grads[k], static_cast<std::size_t>(info.tensors[k].numel()));
   if (float* slot = memory_ ? memory_->slot(layer, slot_) : nullptr) {
     // expect() insists that this device has taken in (layer, t-1), which the leader shared
     // only after adding this slot: the slot is free.
     expect(layer, std::move(grads));
     gatherInto(spans, slot);
     std::atomic_thread_fence(std::memory_order_release);
-    Message word = Message::make(MsgType::kNodeGradShared, wholeLayerKey(layer), static_cast<std::uint32_t>(world_.rank()),
-                                 iteration_, 0);
+    Message word = Message::make(MsgType::kNodeGradShared, wholeLayerKey(layer),
+                                 static_cast<std::uint32_t>(world_.rank()), iteration_, 0);
     word.setPriority(layer);
     world_.send(leader_, std::move(word));
     return;
@@ -115,11 +116,14 @@ void DeviceClient::apply(int layer, std::uint64_t t, const std::vector<float*>& 
     // An SFB weight changes only once autograd is done with it (as SfbSyncer::Move).
     // Twice the leader's timeout: when another node is silent, the leader's own timeout
     // names it first, and this device's message would only blame the leader.
-    waitFor(lock, cv_,
-            [&] { return (in_memory_[layer] > 0 || arrived_[layer].complete()) && (!factors_[layer] || released_[layer] > t); },
-            2 * options_.timeout, &failure_,
-            detail::cat("rank ", world_.rank(), ": layer '", info.name, "' of iteration ", t, " from its node's leader, rank ",
-                        leader_, " (which may itself be waiting on another node)"));
+    waitFor(
+        lock, cv_,
+        [&] {
+          return (in_memory_[layer] > 0 || arrived_[layer].complete()) && (!factors_[layer] || released_[layer] > t);
+        },
+        2 * options_.timeout, &failure_,
+        detail::cat("rank ", world_.rank(), ": layer '", info.name, "' of iteration ", t,
+                    " from its node's leader, rank ", leader_, " (which may itself be waiting on another node)"));
     // Moved out, not copied: the transport thread delivers under this lock.
     values = std::exchange(arrived_[layer], PieceAssembly());
     shared = std::exchange(in_memory_[layer], 0);
@@ -137,14 +141,15 @@ void DeviceClient::apply(int layer, std::uint64_t t, const std::vector<float*>& 
   }
   if (shared > 0) {
     if (shared - 1 != t) {
-      throw CommError(detail::cat("rank ", leader_, " shared layer '", info.name, "' of iteration ", shared - 1, "; rank ",
-                                  world_.rank(), " expected iteration ", t));
+      throw CommError(detail::cat("rank ", leader_, " shared layer '", info.name, "' of iteration ", shared - 1,
+                                  "; rank ", world_.rank(), " expected iteration ", t));
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     scatterFrom(memory_->values(layer), targets, false);
   } else if (values.iteration() != t || values.floats() != floats) {
-    throw CommError(detail::cat("rank ", leader_, " sent layer '", info.name, "' of iteration ", values.iteration(), " with ",
-                                values.floats(), " values; rank ", world_.rank(), " expected iteration ", t, " and ", floats));
+    throw CommError(detail::cat("rank ", leader_, " sent layer '", info.name, "' of iteration ", values.iteration(),
+                                " with ", values.floats(), " values; rank ", world_.rank(), " expected iteration ", t,
+                                " and ", floats));
   } else {
     values.scatterInto(targets, false);
   }
@@ -159,19 +164,20 @@ void DeviceClient::apply(int layer, std::uint64_t t, const std::vector<float*>& 
 void DeviceClient::deliver(Message m) {
   const PieceKey key = PieceKey::of(m.header().key);
   if (static_cast<int>(m.header().source) != leader_ || key.layer >= static_cast<int>(arrived_.size())) {
-    throw CommError(detail::cat("rank ", m.header().source, " sent layer ", key.layer, " to device rank ", world_.rank(),
-                                ", whose leader is rank ", leader_));
+    throw CommError(detail::cat("rank ", m.header().source, " sent layer ", key.layer, " to device rank ",
+                                world_.rank(), ", whose leader is rank ", leader_));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (m.type() != MsgType::kNodeParamsShared) {
       if (in_memory_[key.layer] > 0) {
-        throw CommError(detail::cat("rank ", leader_, " sent a piece of layer ", key.layer, " already shared in memory"));
+        throw CommError(
+            detail::cat("rank ", leader_, " sent a piece of layer ", key.layer, " already shared in memory"));
       }
       arrived_[key.layer].add(std::move(m));
     } else if (!memory_ || in_memory_[key.layer] > 0 || !arrived_[key.layer].empty()) {
-      throw CommError(detail::cat("rank ", leader_, " shared layer ", key.layer, " in memory, which device rank ", world_.rank(),
-                                  memory_ ? " does not expect there now" : " does not have"));
+      throw CommError(detail::cat("rank ", leader_, " shared layer ", key.layer, " in memory, which device rank ",
+                                  world_.rank(), memory_ ? " does not expect there now" : " does not have"));
     } else {
       in_memory_[key.layer] = m.header().iteration + 1;
     }
@@ -197,9 +203,10 @@ void DeviceClient::endIteration() {
 
 void DeviceClient::waitSynced(int layer) {
   std::unique_lock<std::mutex> lock(mu_);
-  waitFor(lock, cv_, [&] { return static_cast<bool>(complete_[layer]); }, 2 * options_.timeout, &failure_,
-          detail::cat("rank ", world_.rank(), ": layer '", model_.layers[layer].name, "' for iteration ", iteration_ - 1,
-                      " from its node's leader, rank ", leader_, " (which may itself be waiting on another node)"));
+  waitFor(
+      lock, cv_, [&] { return static_cast<bool>(complete_[layer]); }, 2 * options_.timeout, &failure_,
+      detail::cat("rank ", world_.rank(), ": layer '", model_.layers[layer].name, "' for iteration ", iteration_ - 1,
+                  " from its node's leader, rank ", leader_, " (which may itself be waiting on another node)"));
 }
 
 void DeviceClient::waitLayer(int layer) { waitSynced(layer); }

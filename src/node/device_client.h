@@ -64,9 +64,9 @@ class DeviceClient : public Worker {
   const DeviceOptions options_;
   FailureState& failure_;
   const NodeMemory* const memory_;
-  const int slot_;                 // this device's slot in memory_
-  std::uint64_t iteration_;        // compute thread only
-  std::vector<bool> reported_;     // compute thread only
+  const int slot_;              // this device's slot in memory_
+  std::uint64_t iteration_;     // compute thread only
+  std::vector<bool> reported_;  // compute thread only
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -75,7 +75,7 @@ class DeviceClient : public Worker {
   // guarded by mu_: by layer, the iteration + 1 whose values wait in memory_ (0: none)
   std::vector<std::uint64_t> in_memory_;
   std::vector<std::uint64_t> released_;  // guarded by mu_: by layer, iterations released
-  ThreadPool pool_;                     // last: its threads stop before the rest goes
+  ThreadPool pool_;                      // last: its threads stop before the rest goes
 };
 
 }  // namespace poseidon

@@ -120,14 +120,19 @@ std::unique_ptr<NodeMemory> NodeMemory::open(ControlChannel& control, const Node
 
 NodeMemory::NodeMemory(void* base, std::size_t bytes, std::vector<std::size_t> slots, std::vector<std::size_t> values,
                        std::vector<std::size_t> slot_floats)
-    : base_(base), bytes_(bytes), slots_(std::move(slots)), values_(std::move(values)), slot_floats_(std::move(slot_floats)) {}
+    : base_(base),
+      bytes_(bytes),
+      slots_(std::move(slots)),
+      values_(std::move(values)),
+      slot_floats_(std::move(slot_floats)) {}
 
 NodeMemory::~NodeMemory() { ::munmap(base_, bytes_); }
 
 float* NodeMemory::slot(int layer, int device) const {
   const std::size_t at = slots_.at(static_cast<std::size_t>(layer));
   if (at == kNone) return nullptr;
-  return reinterpret_cast<float*>(static_cast<char*>(base_) + at) + static_cast<std::size_t>(device) * slot_floats_[layer];
+  return reinterpret_cast<float*>(static_cast<char*>(base_) + at) +
+         static_cast<std::size_t>(device) * slot_floats_[layer];
 }
 
 float* NodeMemory::values(int layer) const {

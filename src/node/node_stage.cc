@@ -53,8 +53,9 @@ void NodeStage::deliver(Message m) {
       if (share.in_memory) throw CommError(detail::cat("rank ", h.source, " sent layer ", key.layer, " twice"));
       share.pieces.add(std::move(m));
     } else if (!memory_ || !memory_->slot(key.layer, device) || share.in_memory || !share.pieces.empty()) {
-      throw CommError(detail::cat("rank ", h.source, " put layer ", key.layer, " in shared memory, which its leader, rank ",
-                                  world_.rank(), ", ", memory_ ? "does not expect there now" : "does not have"));
+      throw CommError(detail::cat("rank ", h.source, " put layer ", key.layer,
+                                  " in shared memory, which its leader, rank ", world_.rank(), ", ",
+                                  memory_ ? "does not expect there now" : "does not have"));
     } else {
       share.in_memory = true;
       share.memory_iteration = h.iteration;
@@ -92,7 +93,8 @@ std::vector<NodeStage::Share> NodeStage::take(int layer, std::uint64_t t, MsgTyp
     if (out[d].iteration() != t || out[d].type() != type) {
       throw CommError(detail::cat("rank ", devices_[d], " sent layer '", model_.layers[layer].name, "' of iteration ",
                                   out[d].iteration(), " as message type ", static_cast<int>(out[d].type()),
-                                  " while its leader syncs iteration ", t, ": the ranks of a node run different plans"));
+                                  " while its leader syncs iteration ", t,
+                                  ": the ranks of a node run different plans"));
     }
   }
   return out;
@@ -104,7 +106,8 @@ void NodeStage::addDeviceGradients(int layer, std::uint64_t t, const std::vector
   if (gradient_mode_) targets_[layer] = grads;
   const auto arrived = take(layer, t, MsgType::kNodeGrad);
   FloatTargets sums;
-  for (std::size_t k = 0; k < grads.size(); ++k) sums.emplace_back(grads[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  for (std::size_t k = 0; k < grads.size(); ++k)
+    sums.emplace_back(grads[k], static_cast<std::size_t>(info.tensors[k].numel()));
   // Device by device in rank order, as the flat run's sums go (to rounding: they are
   // grouped by node there).
   for (std::size_t d = 0; d < arrived.size(); ++d) {
@@ -161,13 +164,15 @@ void NodeStage::share(int layer, std::uint64_t t) {
   const auto& from = gradient_mode_ ? targets_[layer] : params_[layer];
   POSEIDON_ENFORCE_EQ(from.size(), info.tensors.size(), "tensors of layer ", layer, " to share in the node");
   FloatSpans spans;
-  for (std::size_t k = 0; k < from.size(); ++k) spans.emplace_back(from[k], static_cast<std::size_t>(info.tensors[k].numel()));
+  for (std::size_t k = 0; k < from.size(); ++k)
+    spans.emplace_back(from[k], static_cast<std::size_t>(info.tensors[k].numel()));
   if (memory_) {
     // Once for all devices; each copies them out before it sends this layer again, and
     // only then can share() of the next iteration come here (node_memory.h).
     gatherInto(spans, memory_->values(layer));
     std::atomic_thread_fence(std::memory_order_release);
-    Message word = Message::make(MsgType::kNodeParamsShared, wholeLayerKey(layer), static_cast<std::uint32_t>(world_.rank()), t, 0);
+    Message word = Message::make(MsgType::kNodeParamsShared, wholeLayerKey(layer),
+                                 static_cast<std::uint32_t>(world_.rank()), t, 0);
     word.setPriority(layer);
     for (int d : devices_) world_.send(d, word);
     return;

@@ -25,8 +25,8 @@ void scatterFrom(const float* src, const FloatTargets& outs, bool add) {
   }
 }
 
-std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uint64_t iteration, const FloatSpans& spans,
-                                   std::size_t piece_floats) {
+std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uint64_t iteration,
+                                   const FloatSpans& spans, std::size_t piece_floats) {
   std::size_t total = 0;
   for (const auto& s : spans) total += s.second;
   // Pieces grow past the KV pair's size where a huge layer would need more than the key's
@@ -40,8 +40,8 @@ std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uin
   std::size_t span = 0, at = 0;  // position in spans
   for (std::size_t p = 0; p < count; ++p) {
     const std::size_t n = std::min(piece_floats, total - p * piece_floats);
-    const std::uint32_t key = static_cast<std::uint32_t>(layer) | static_cast<std::uint32_t>(p) << 16 |
-                              (p + 1 == count ? 1u << 31 : 0u);
+    const std::uint32_t key =
+        static_cast<std::uint32_t>(layer) | static_cast<std::uint32_t>(p) << 16 | (p + 1 == count ? 1u << 31 : 0u);
     Message m = Message::make(type, key, static_cast<std::uint32_t>(source), iteration, n * sizeof(float));
     float* dst = m.floats();
     for (std::size_t left = n; left > 0;) {
@@ -72,7 +72,8 @@ void PieceAssembly::add(Message piece) {
   }
   if (key.last) {
     if (pieces_.size() > static_cast<std::size_t>(key.index) + 1) {
-      throw CommError(detail::cat("rank ", h.source, " sent a piece of layer ", key.layer, " past its last (", key.index, ")"));
+      throw CommError(
+          detail::cat("rank ", h.source, " sent a piece of layer ", key.layer, " past its last (", key.index, ")"));
     }
     total_ = key.index + 1;
   }

@@ -38,8 +38,8 @@ void scatterFrom(const float* src, const FloatTargets& outs, bool add);
 // Copies `spans` into messages of at most `piece_floats` floats each (more where that would
 // make over 32767 pieces; at least one message, empty if there is nothing to send). Throws
 // Error past 65535 layers.
-std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uint64_t iteration, const FloatSpans& spans,
-                                   std::size_t piece_floats);
+std::vector<Message> cutIntoPieces(MsgType type, int layer, int source, std::uint64_t iteration,
+                                   const FloatSpans& spans, std::size_t piece_floats);
 
 // The pieces of one layer from one sender, gathered until the last is in.
 class PieceAssembly {

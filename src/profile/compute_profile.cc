@@ -56,7 +56,8 @@ std::vector<std::int64_t> parseDims(const std::string& word, const std::string& 
   while (at <= word.size() && dims.size() < 8) {
     const std::size_t x = std::min(word.find('x', at), word.size());
     dims.push_back(parseDim(word.substr(at, x - at), where, "a tensor dimension"));
-    if (dims.back() > kMaxParams / product) throw InputError(where + ": a tensor of more than 2^40 values: '" + word + "'");
+    if (dims.back() > kMaxParams / product)
+      throw InputError(where + ": a tensor of more than 2^40 values: '" + word + "'");
     product *= dims.back();
     at = x + 1;
   }
@@ -66,7 +67,8 @@ std::vector<std::int64_t> parseDims(const std::string& word, const std::string& 
 
 // "shape NAME kind K [M m N n rows r factorable f] tensor T DIMS ...": a layer's shapes.
 LayerInfo parseShape(const std::vector<std::string>& w, const std::string& where) {
-  const std::string usage = "expected 'shape NAME kind fc|conv|other [M m N n rows r factorable 0|1] tensor NAME DxD ...'";
+  const std::string usage =
+      "expected 'shape NAME kind fc|conv|other [M m N n rows r factorable 0|1] tensor NAME DxD ...'";
   if (w.size() < 4 || w[2] != "kind") throw InputError(where + ": " + usage);
   LayerInfo l;
   l.name = w[1];
@@ -93,7 +95,8 @@ LayerInfo parseShape(const std::vector<std::string>& w, const std::string& where
     } else if (key == "rows") {
       l.rows_per_example = parseDim(w[i + 1], where, "rows");
     } else if (key == "factorable") {
-      if (w[i + 1] != "0" && w[i + 1] != "1") throw InputError(where + ": factorable must be 0 or 1, got '" + w[i + 1] + "'");
+      if (w[i + 1] != "0" && w[i + 1] != "1")
+        throw InputError(where + ": factorable must be 0 or 1, got '" + w[i + 1] + "'");
       l.factorable = w[i + 1] == "1";
     } else {
       throw InputError(where + ": unexpected '" + key + "': " + usage);
@@ -131,8 +134,11 @@ ComputeProfile parseProfile(std::istream& in, const std::string& source) {
       return true;
     };
     // Words past the end of a known line: named, rather than the usage alone.
-    const std::size_t words =
-        kind == "batch" ? 2 : kind == "cpu" ? 3 : kind == "layer" ? 6 : kind == "other" ? 5 : w.size();  // shape: variable
+    const std::size_t words = kind == "batch"   ? 2
+                              : kind == "cpu"   ? 3
+                              : kind == "layer" ? 6
+                              : kind == "other" ? 5
+                                                : w.size();  // shape: variable
     if (w.size() > words) {
       throw InputError(where + ": unexpected '" + w[words] + "' after the " + std::to_string(words) + " words of a '" +
                        kind + "' line");
@@ -165,8 +171,9 @@ ComputeProfile parseProfile(std::istream& in, const std::string& source) {
       ok = true;
     }
     if (!ok) {
-      throw InputError(where + ": expected 'batch K', 'layer NAME forward_ms F backward_ms B', "
-                               "'other forward_ms F backward_ms B', 'cpu iteration_ms C' or 'shape NAME kind ...'");
+      throw InputError(where +
+                       ": expected 'batch K', 'layer NAME forward_ms F backward_ms B', "
+                       "'other forward_ms F backward_ms B', 'cpu iteration_ms C' or 'shape NAME kind ...'");
     }
   }
   if (in.bad()) throw InputError(source + ": cannot read the profile");
@@ -207,7 +214,8 @@ bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefi
 void checkWord(const std::string& name, const std::string& what) {
   const bool word = !name.empty() && name[0] != '#' &&
                     std::none_of(name.begin(), name.end(), [](unsigned char c) { return std::isspace(c); });
-  if (!word) throw InputError(what + " '" + name + "' is not one word without '#' at its start: a profile cannot name it");
+  if (!word)
+    throw InputError(what + " '" + name + "' is not one word without '#' at its start: a profile cannot name it");
 }
 
 void writeShape(std::ostream& out, const LayerInfo& l) {
@@ -219,7 +227,8 @@ void writeShape(std::ostream& out, const LayerInfo& l) {
   for (const auto& t : l.tensors) {
     const std::string name = t.name.empty() ? "t" : t.name;  // adapters name every tensor; a hand-made model may not
     checkWord(name, "tensor of layer " + l.name + ":");
-    if (t.numel() == 0) throw InputError("layer '" + l.name + "' has a tensor without values: a profile cannot describe it");
+    if (t.numel() == 0)
+      throw InputError("layer '" + l.name + "' has a tensor without values: a profile cannot describe it");
     out << " tensor " << name << " ";
     for (std::size_t d = 0; d < t.shape.size(); ++d) out << (d ? "x" : "") << t.shape[d];
     if (t.shape.empty()) out << 1;  // a scalar: read back as one value of shape {1}

@@ -55,7 +55,8 @@ ComputeProfile readProfile(const std::string& path);
 // A profile's text from a run's timeline durations (Timeline::durationsMs: "forward L",
 // "backward L", "wait L" and "iteration" spans, and "cpu iteration" samples, in ms): the
 // medians per layer, the modules without parameters, the iteration's time outside all of
-// them (the loss, the batch, the loop) and its CPU time, with a shape line per layer. `ranks` and `model` go in the header.
+// them (the loss, the batch, the loop) and its CPU time, with a shape line per layer. `ranks` and `model` go in the
+// header.
 std::string profileText(const ModelInfo& model, const std::map<std::string, std::vector<double>>& spans,
                         std::int64_t batch, int ranks);
 

@@ -10,8 +10,8 @@
 
 namespace poseidon {
 
-inline Message packFactors(MsgType type, int layer, int source, std::uint64_t iteration, const float* U,
-                           const float* V, std::int64_t K, std::int64_t M, std::int64_t N) {
+inline Message packFactors(MsgType type, int layer, int source, std::uint64_t iteration, const float* U, const float* V,
+                           std::int64_t K, std::int64_t M, std::int64_t N) {
   const std::size_t u = static_cast<std::size_t>(K * M), v = static_cast<std::size_t>(K * N);
   Message m = Message::make(type, static_cast<std::uint32_t>(layer), static_cast<std::uint32_t>(source), iteration,
                             (u + v) * sizeof(float));

@@ -21,7 +21,8 @@ void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::
     s.weight_momentum.assign(static_cast<std::size_t>(s.M * s.N), 0.0f);
     if (s.bias) s.bias_momentum.assign(static_cast<std::size_t>(s.M), 0.0f);
   }
-  const std::int64_t block_rows = std::max<std::int64_t>(1, std::min(s.M, kTargetBlockFloats / std::max<std::int64_t>(1, s.N)));
+  const std::int64_t block_rows =
+      std::max<std::int64_t>(1, std::min(s.M, kTargetBlockFloats / std::max<std::int64_t>(1, s.N)));
   s.block.resize(static_cast<std::size_t>(block_rows * s.N));
   for (std::int64_t r0 = 0; r0 < s.M; r0 += block_rows) {
     const std::int64_t nr = std::min(block_rows, s.M - r0);
@@ -63,8 +64,9 @@ void gradientSlice(const float* U, const float* V, std::int64_t rows, std::int64
   const std::int64_t r0 = offset / N, r1 = (offset + length - 1) / N;
   const std::int64_t nr = r1 - r0 + 1;
   std::vector<float> block(static_cast<std::size_t>(nr * N));
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(N), static_cast<int>(rows),
-              1.0f, U + r0, static_cast<int>(M), V, static_cast<int>(N), 0.0f, block.data(), static_cast<int>(N));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(N),
+              static_cast<int>(rows), 1.0f, U + r0, static_cast<int>(M), V, static_cast<int>(N), 0.0f, block.data(),
+              static_cast<int>(N));
   const float* from = block.data() + (offset - r0 * N);
   for (std::int64_t i = 0; i < length; ++i) out[i] = from[i];
 }

@@ -13,8 +13,8 @@ namespace poseidon {
 
 struct SfbLayerState {
   std::int64_t M = 0, N = 0;
-  float* weight = nullptr;  // M x N, row-major, the engine's memory
-  float* bias = nullptr;    // M, or null
+  float* weight = nullptr;                            // M x N, row-major, the engine's memory
+  float* bias = nullptr;                              // M, or null
   std::vector<float> weight_momentum, bias_momentum;  // replicated optimizer state
   std::vector<float> block;                           // scratch for a block of gradient rows
   bool first_step = true;

@@ -71,7 +71,8 @@ void SfbSyncer::deliver(Message m) {
     }
     auto& slot = arrived_[h.iteration % 2][h.source];
     if (!slot.empty()) {
-      throw CommError(detail::cat("layer ", layer(), ": rank ", h.source, " sent factors twice for iteration ", h.iteration));
+      throw CommError(
+          detail::cat("layer ", layer(), ": rank ", h.source, " sent factors twice for iteration ", h.iteration));
     }
     slot = std::move(m);
     ++count_[h.iteration % 2];
@@ -90,12 +91,14 @@ void SfbSyncer::release(std::uint64_t iteration) {
 void SfbSyncer::Receive(std::uint64_t iteration) {
   std::unique_lock<std::mutex> lock(mu_);
   const int parity = static_cast<int>(iteration % 2);
-  waitFor(lock, cv_, [&] { return count_[parity] == static_cast<int>(workers_.size()); }, timeout_, &failure_,
-          detail::cat("rank ", transport_.rank(), ": factors of layer '", book_.model().layers[layer()].name,
-                      "' from every worker for iteration ", iteration));
+  waitFor(
+      lock, cv_, [&] { return count_[parity] == static_cast<int>(workers_.size()); }, timeout_, &failure_,
+      detail::cat("rank ", transport_.rank(), ": factors of layer '", book_.model().layers[layer()].name,
+                  "' from every worker for iteration ", iteration));
   // The weight may change only once autograd has used it for this iteration's input gradient.
-  waitFor(lock, cv_, [&] { return released_ > iteration; }, timeout_, &failure_,
-          detail::cat("rank ", transport_.rank(), ": backward pass past layer '", book_.model().layers[layer()].name, "'"));
+  waitFor(
+      lock, cv_, [&] { return released_ > iteration; }, timeout_, &failure_,
+      detail::cat("rank ", transport_.rank(), ": backward pass past layer '", book_.model().layers[layer()].name, "'"));
 }
 
 void SfbSyncer::Move(std::uint64_t iteration) {

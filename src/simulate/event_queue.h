@@ -30,9 +30,7 @@ class EventQueue {
  private:
   // Strict weak order: earlier first, then scheduled first.
   struct Later {
-    bool operator()(const Event& x, const Event& y) const {
-      return x.time != y.time ? x.time > y.time : x.seq > y.seq;
-    }
+    bool operator()(const Event& x, const Event& y) const { return x.time != y.time ? x.time > y.time : x.seq > y.seq; }
   };
   std::priority_queue<Event, std::vector<Event>, Later> heap_;
   std::uint64_t next_ = 0;

@@ -14,15 +14,15 @@ void checkShapes(const std::string& path, const ComputeProfile& profile, const M
   if (profile.shapes.empty()) return;
   const std::string other = "the profile " + path + " was written for another model: ";
   if (profile.shapes.size() != live.layers.size()) {
-    throw InputError(detail::cat(other, profile.shapes.size(), " layers with parameters, the model has ",
-                                 live.layers.size()));
+    throw InputError(
+        detail::cat(other, profile.shapes.size(), " layers with parameters, the model has ", live.layers.size()));
   }
   for (std::size_t l = 0; l < live.layers.size(); ++l) {
     const LayerInfo& p = profile.shapes[l];
     const LayerInfo& m = live.layers[l];
     if (p.name != m.name || p.numel() != m.numel()) {
-      throw InputError(detail::cat(other, "its layer '", p.name, "' (", p.numel(), " values) stands where the model has '",
-                                   m.name, "' (", m.numel(), ")"));
+      throw InputError(detail::cat(other, "its layer '", p.name, "' (", p.numel(),
+                                   " values) stands where the model has '", m.name, "' (", m.numel(), ")"));
     }
   }
 }
@@ -85,8 +85,8 @@ ScheduleChoice scheduleOf(const SimModel& model, const ScheduleCluster& cluster)
 
 Options::SchedulePlan schedulePlanFrom(const std::string& path, std::int64_t pair_bytes, double stack_bytes_per_s,
                                        int local_ranks) {
-  return [path, pair_bytes, stack_bytes_per_s, local_ranks](const ModelInfo& live, std::int64_t batch, int nodes, int devices,
-                                                double bandwidth, double gemm_flops) {
+  return [path, pair_bytes, stack_bytes_per_s, local_ranks](const ModelInfo& live, std::int64_t batch, int nodes,
+                                                            int devices, double bandwidth, double gemm_flops) {
     ScheduleCluster cluster;
     cluster.nodes = nodes;
     cluster.devices_per_node = devices;

@@ -87,8 +87,10 @@ ScheduleChoice chooseBySchedule(const SimModel& model, SimConfig config) {
   best.time_rule_s = best.iteration_s = search.iteration(best.schemes);
   best.exhaustive = candidates.size() <= static_cast<std::size_t>(kExhaustiveLayers);
   if (config.nodes > 1 && !candidates.empty()) {
-    if (best.exhaustive) exhaustive(search, candidates, best);
-    else descent(search, candidates, best);
+    if (best.exhaustive)
+      exhaustive(search, candidates, best);
+    else
+      descent(search, candidates, best);
   }
   best.simulated = search.simulated();
   return best;

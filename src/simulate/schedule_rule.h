@@ -18,9 +18,9 @@ struct ScheduleChoice {
   std::vector<Scheme> schemes;  // per layer, PS or SFB
   double iteration_s = 0;       // simulated, with `schemes`
   std::vector<Scheme> time_rule_schemes;
-  double time_rule_s = 0;       // simulated, with the time rule's per-layer choice
-  int simulated = 0;            // plans simulated
-  bool exhaustive = false;      // every combination of the layers that can go by SFB
+  double time_rule_s = 0;   // simulated, with the time rule's per-layer choice
+  int simulated = 0;        // plans simulated
+  bool exhaustive = false;  // every combination of the layers that can go by SFB
 };
 
 // Every SFB/PS combination of the layers that can go by SFB when there are at most

@@ -16,10 +16,14 @@ System parseSystem(const std::string& name) {
 
 const char* systemName(System s) {
   switch (s) {
-    case System::kPoseidon: return "poseidon";
-    case System::kWfbp: return "wfbp";
-    case System::kPs: return "ps";
-    case System::kCoarse: return "coarse";
+    case System::kPoseidon:
+      return "poseidon";
+    case System::kWfbp:
+      return "wfbp";
+    case System::kPs:
+      return "ps";
+    case System::kCoarse:
+      return "coarse";
   }
   return "?";
 }
@@ -35,9 +39,12 @@ Order parseOrder(const std::string& name) {
 
 const char* orderName(Order o) {
   switch (o) {
-    case Order::kPriority: return "priority";
-    case Order::kFifo: return "fifo";
-    case Order::kDefault: return "default";
+    case Order::kPriority:
+      return "priority";
+    case Order::kFifo:
+      return "fifo";
+    case Order::kDefault:
+      return "default";
   }
   return "?";
 }

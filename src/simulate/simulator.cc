@@ -35,13 +35,13 @@ struct NodeState {
   bool backward = false;
   int layer = 0;
   bool waiting = false;
-  bool busy = false;  // the device runs a layer or a reconstruction
+  bool busy = false;                                // the device runs a layer or a reconstruction
   std::deque<std::pair<int, int>> reconstructions;  // (layer, iteration) due on the device
   double wait_since = 0;
   double iter_start = 0;
-  std::vector<int> synced;                // last iteration whose sync of the layer ended
-  std::vector<int> backward_done;         // last iteration whose backward of the layer ended
-  std::vector<int> remaining;             // PS pairs still to come back
+  std::vector<int> synced;                  // last iteration whose sync of the layer ended
+  std::vector<int> backward_done;           // last iteration whose backward of the layer ended
+  std::vector<int> remaining;               // PS pairs still to come back
   std::vector<std::array<int, 2>> factors;  // SFB factors received, by iteration parity
   double server_clock = 0, gemm_clock = 0;
   // Of the last measured iteration.
@@ -117,13 +117,27 @@ class Simulation {
 
 void Simulation::dispatch(const Event& e) {
   switch (e.type) {
-    case kNicFree: net_.nicFree(e.a, e.time, events_); break;
-    case kDelivered: delivered(e.a, e.time); break;
-    case kComputeDone: computeDone(e.a, e.time); break;
-    case kSyncStart: startSync(e.a, e.b, e.c, e.time); break;
-    case kStepped: stepped(e.a, e.b, e.c, e.time); break;
-    case kReconstructed: synced(e.a, e.b, e.c, e.time); break;
-    case kFactorsStart: broadcastFactors(e.a, e.b, e.c, e.time); break;
+    case kNicFree:
+      net_.nicFree(e.a, e.time, events_);
+      break;
+    case kDelivered:
+      delivered(e.a, e.time);
+      break;
+    case kComputeDone:
+      computeDone(e.a, e.time);
+      break;
+    case kSyncStart:
+      startSync(e.a, e.b, e.c, e.time);
+      break;
+    case kStepped:
+      stepped(e.a, e.b, e.c, e.time);
+      break;
+    case kReconstructed:
+      synced(e.a, e.b, e.c, e.time);
+      break;
+    case kFactorsStart:
+      broadcastFactors(e.a, e.b, e.c, e.time);
+      break;
     case kDeviceReconstructed:
       synced(e.a, e.b, e.c, e.time);  // still busy: synced() must not start anything
       nodes_[e.a].busy = false;
@@ -186,8 +200,10 @@ void Simulation::tryForward(int node, double now) {
 void Simulation::computeDone(int node, double now) {
   NodeState& n = nodes_[node];
   if (!n.backward) {
-    if (n.layer + 1 < L_) ++n.layer;
-    else n.backward = true;
+    if (n.layer + 1 < L_)
+      ++n.layer;
+    else
+      n.backward = true;
   } else {
     backwardDone(node, n.layer, now);
     if (n.layer > 0) {
@@ -209,9 +225,9 @@ void Simulation::backwardDone(int node, int layer, double now) {
   NodeState& n = nodes_[node];
   n.backward_done[layer] = n.iter;
   if (measured(n.iter)) n.backward_end[layer] = now - n.iter_start;
-  if (N_ == 1) return synced(node, layer, n.iter, now);  // nothing to exchange
+  if (N_ == 1) return synced(node, layer, n.iter, now);                                      // nothing to exchange
   if (sync_[layer].scheme == Scheme::kSFB) return factorsArrived(node, layer, n.iter, now);  // weight released
-  if (overlap()) scheduleSync(node, layer, n.iter, now);  // WFBP
+  if (overlap()) scheduleSync(node, layer, n.iter, now);                                     // WFBP
 }
 
 // A node with several devices first sums their gradients.
@@ -304,8 +320,12 @@ void Simulation::delivered(int id, double now) {
   const Message m = net_.message(id);
   net_.release(id);
   switch (m.kind) {
-    case MessageKind::kPush: contribute(m.to, m.item, m.iter, now); break;
-    case MessageKind::kPull: pairArrived(m.to, m.layer, m.iter, now); break;
+    case MessageKind::kPush:
+      contribute(m.to, m.item, m.iter, now);
+      break;
+    case MessageKind::kPull:
+      pairArrived(m.to, m.layer, m.iter, now);
+      break;
     case MessageKind::kFactors:
       ++nodes_[m.to].factors[m.layer][m.iter & 1];
       factorsArrived(m.to, m.layer, m.iter, now);
@@ -328,10 +348,10 @@ void Simulation::synced(int node, int layer, int iter, double now) {
 // the larger of the two (docs/SIMULATOR.md).
 double Simulation::hostCpuBound(const SimModel& model, double compute_s) const {
   if (c_.host_cores <= 0) return 0;
-  const double cpu = model.cpu_per_iteration_s >= 0 && model.profile_batch > 0
-                         ? model.cpu_per_iteration_s * static_cast<double>(c_.batch) /
-                               static_cast<double>(model.profile_batch)
-                         : compute_s;
+  const double cpu =
+      model.cpu_per_iteration_s >= 0 && model.profile_batch > 0
+          ? model.cpu_per_iteration_s * static_cast<double>(c_.batch) / static_cast<double>(model.profile_batch)
+          : compute_s;
   // SFB's reconstruction is CPU work too where the devices are the host's cores: measured
   // profiles (this project trains on CPUs), not the built-in models' GPUs.
   double reconstruct = 0;

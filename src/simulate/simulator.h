@@ -33,12 +33,12 @@ struct SimResult {
   System system = System::kPoseidon;
   Order order = Order::kPriority;
   int nodes = 1, devices_per_node = 1;
-  std::int64_t batch = 0;     // per device
-  double compute_s = 0;       // forward + backward of one device, nothing else
-  double iteration_s = 0;     // steady state, mean over the measured iterations
-  double schedule_s = 0;      // the event schedule's iteration, before the host CPU bound
-  double cpu_bound_s = 0;     // the busiest host's CPU work per iteration / its cores (0: off)
-  double images_per_s = 0;    // the whole cluster
+  std::int64_t batch = 0;   // per device
+  double compute_s = 0;     // forward + backward of one device, nothing else
+  double iteration_s = 0;   // steady state, mean over the measured iterations
+  double schedule_s = 0;    // the event schedule's iteration, before the host CPU bound
+  double cpu_bound_s = 0;   // the busiest host's CPU work per iteration / its cores (0: off)
+  double images_per_s = 0;  // the whole cluster
   std::vector<double> uplink_utilisation, downlink_utilisation;  // per node, 0..1
   std::vector<LayerReport> layers;
   int sfb_layers = 0;

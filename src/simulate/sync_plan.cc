@@ -13,7 +13,8 @@ namespace {
 // planner offers it, on a factorable FC layer.
 std::vector<Scheme> fixedSchemes(const ModelInfo& info, const SimConfig& c) {
   if (c.schemes.size() != info.layers.size()) {
-    throw InputError(detail::cat("a plan of ", c.schemes.size(), " schemes for a model of ", info.layers.size(), " layers"));
+    throw InputError(
+        detail::cat("a plan of ", c.schemes.size(), " schemes for a model of ", info.layers.size(), " layers"));
   }
   for (std::size_t l = 0; l < info.layers.size(); ++l) {
     const LayerInfo& layer = info.layers[l];
@@ -67,8 +68,8 @@ std::vector<LayerSync> planSync(const SimModel& model, const SimConfig& c) {
     if (chosen[l] == Scheme::kSFB) {
       const std::int64_t rows = K * layer.rows_per_example;
       out[l].factor_floats = rows * (layer.M + layer.N);
-      out[l].reconstruct_flops = 2.0 * static_cast<double>(layer.M) * static_cast<double>(layer.N) *
-                                 static_cast<double>(rows) * (c.nodes - 1);
+      out[l].reconstruct_flops =
+          2.0 * static_cast<double>(layer.M) * static_cast<double>(layer.N) * static_cast<double>(rows) * (c.nodes - 1);
     }
   }
   if (c.system == System::kCoarse) {

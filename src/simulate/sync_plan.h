@@ -20,10 +20,10 @@ struct Piece {
 
 struct LayerSync {
   Scheme scheme = Scheme::kPS;
-  std::int64_t floats = 0;          // the layer's parameters
-  std::vector<Piece> pieces;        // PS: its KV pairs
-  std::int64_t factor_floats = 0;   // SFB: what one node broadcasts, K (M + N)
-  double reconstruct_flops = 0;     // SFB: 2 M N K (P1 - 1), beyond the local gradient
+  std::int64_t floats = 0;         // the layer's parameters
+  std::vector<Piece> pieces;       // PS: its KV pairs
+  std::int64_t factor_floats = 0;  // SFB: what one node broadcasts, K (M + N)
+  double reconstruct_flops = 0;    // SFB: 2 M N K (P1 - 1), beyond the local gradient
 };
 
 // One entry per layer of `model`. With one node there is nothing to exchange: no pieces.

@@ -23,11 +23,13 @@ void AutogradSync::start(Transport& transport) {
   // POSEIDON_MIRROR_ON_CPU=1 runs any CPU job through the GPU path's mirrors and staged
   // copies (synchronous): how CI, which has no GPU, tests that bookkeeping.
   const char* mirror = std::getenv("POSEIDON_MIRROR_ON_CPU");
-  staging_ = std::make_unique<DeviceStaging>(model_.params, model_.mirror_on_cpu || (mirror && std::string(mirror) == "1"));
+  staging_ =
+      std::make_unique<DeviceStaging>(model_.params, model_.mirror_on_cpu || (mirror && std::string(mirror) == "1"));
   stale_.assign(model_.params.size(), false);
   if (!buffers_.empty() && options_.server_ranks > 0) {
-    throw InputError("a model with buffers (BatchNorm statistics) keeps them equal with collectives among all ranks: "
-                     "drop --server-ranks");
+    throw InputError(
+        "a model with buffers (BatchNorm statistics) keeps them equal with collectives among all ranks: "
+        "drop --server-ranks");
   }
   // The session broadcasts rank 0's values into the host buffers; the device gets them after.
   staging_->paramsToHost();

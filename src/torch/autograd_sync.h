@@ -120,17 +120,17 @@ class AutogradSync {
   std::vector<bool> self_waited_;
   // Mirrored models, server mode: layers whose device values are older than the host's.
   std::vector<bool> stale_;
-  bool training_ = false;  // the current (or last) forward trains
+  bool training_ = false;           // the current (or last) forward trains
   std::int64_t forward_batch_ = 0;  // beginForward's batch
 
   // The accumulators our hooks sit on (kept alive: a variable holds its accumulator weakly)
   // and the hooks' keys, to take them off when the model goes.
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, std::uintptr_t>> hooks_;
-  std::vector<int> pending_;    // tensors of the layer without gradient in the last pass
-  std::vector<bool> reported_;  // layers whose sync has been handed over this step
-  int forwards_ = 0;            // training forward passes since the last step()
+  std::vector<int> pending_;                       // tensors of the layer without gradient in the last pass
+  std::vector<bool> reported_;                     // layers whose sync has been handed over this step
+  int forwards_ = 0;                               // training forward passes since the last step()
   std::vector<std::vector<FactorEntry>> factors_;  // SFB layers: this step's calls
-  std::vector<int> unreleased_;  // SFB layers: input hooks of the last pass still to fire
+  std::vector<int> unreleased_;                    // SFB layers: input hooks of the last pass still to fire
   std::vector<bool> rows_warned_;
   // The gradient tensors a sync reads or writes: alive even if the user drops .grad.
   std::vector<std::vector<torch::Tensor>> held_grads_;

@@ -59,7 +59,8 @@ class DeviceStaging {
   void gradientsOut(int layer, const std::vector<torch::Tensor>& grads, bool zero_device,
                     std::function<void(std::vector<float*>)> ready);
   // SFB factors U (K x M), V (K x N): `ready` gets them in host memory (small copies).
-  void factorsOut(torch::Tensor U, torch::Tensor V, std::function<void(const torch::Tensor&, const torch::Tensor&)> ready);
+  void factorsOut(torch::Tensor U, torch::Tensor V,
+                  std::function<void(const torch::Tensor&, const torch::Tensor&)> ready);
   // Runs `fn` after everything handed over before it (SFB release, gradient targets).
   void then(std::function<void()> fn);
   // Waits until every callback above has run; rethrows the first that failed.

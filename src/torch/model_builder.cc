@@ -7,8 +7,8 @@ torch::nn::Sequential buildSequential(const ModelSpec& spec) {
   for (const auto& l : spec.layers) {
     switch (l.op) {
       case LayerSpec::Op::kConv:
-        net->push_back(torch::nn::Conv2d(
-            torch::nn::Conv2dOptions(l.in, l.out, l.kernel).stride(l.stride).padding(l.pad)));
+        net->push_back(
+            torch::nn::Conv2d(torch::nn::Conv2dOptions(l.in, l.out, l.kernel).stride(l.stride).padding(l.pad)));
         break;
       case LayerSpec::Op::kPool:
         net->push_back(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(l.kernel).stride(l.stride)));

@@ -18,9 +18,12 @@ LayerKind kindOf(torch::nn::Module& m) {
 std::string sequentialName(torch::nn::Module& child, std::size_t position, const std::string& below) {
   if (!below.empty()) return detail::cat(position, ".", below);
   switch (kindOf(child)) {
-    case LayerKind::kFC: return detail::cat("fc", position);
-    case LayerKind::kConv: return detail::cat("conv", position);
-    case LayerKind::kOther: return detail::cat(child.name(), position);
+    case LayerKind::kFC:
+      return detail::cat("fc", position);
+    case LayerKind::kConv:
+      return detail::cat("conv", position);
+    case LayerKind::kOther:
+      return detail::cat(child.name(), position);
   }
   return "";
 }
@@ -100,7 +103,8 @@ ModuleLayers discoverLayers(torch::nn::Module& root, const std::string& name, bo
     const std::string prefix = m.key().empty() ? "" : m.key() + ".";
     for (std::size_t l = 0; l < out.layers.size(); ++l) {
       const std::string& p = out.layers[l].path;
-      if (m.key().empty() || p == m.key() || p.compare(0, prefix.size(), prefix) == 0) under.push_back(static_cast<int>(l));
+      if (m.key().empty() || p == m.key() || p.compare(0, prefix.size(), prefix) == 0)
+        under.push_back(static_cast<int>(l));
     }
   }
   return out;

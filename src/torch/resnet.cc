@@ -8,8 +8,7 @@ namespace {
 
 torch::nn::Conv2d conv(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride) {
   // No bias: the BatchNorm that follows every convolution has its own shift.
-  return torch::nn::Conv2d(
-      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
 }  // namespace
@@ -20,9 +19,8 @@ BasicBlockImpl::BasicBlockImpl(std::int64_t in_channels, std::int64_t out_channe
   conv2 = register_module("conv2", conv(out_channels, out_channels, 3, 1));
   bn2 = register_module("bn2", torch::nn::BatchNorm2d(out_channels));
   if (stride != 1 || in_channels != out_channels) {
-    downsample = register_module(
-        "downsample", torch::nn::Sequential(conv(in_channels, out_channels, 1, stride),
-                                            torch::nn::BatchNorm2d(out_channels)));
+    downsample = register_module("downsample", torch::nn::Sequential(conv(in_channels, out_channels, 1, stride),
+                                                                     torch::nn::BatchNorm2d(out_channels)));
   }
 }
 
@@ -50,8 +48,8 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) {
   }
 }
 
-torch::nn::Sequential ResNetImpl::stage(const std::string& name, std::int64_t in, std::int64_t out,
-                                        std::int64_t stride, int blocks) {
+torch::nn::Sequential ResNetImpl::stage(const std::string& name, std::int64_t in, std::int64_t out, std::int64_t stride,
+                                        int blocks) {
   torch::nn::Sequential s;
   for (int b = 0; b < blocks; ++b) s->push_back(BasicBlock(b == 0 ? in : out, out, b == 0 ? stride : 1));
   return register_module(name, s);

@@ -13,8 +13,7 @@ namespace poseidon::compat {
 
 // The key type of torch::optim::Optimizer::state(): a string made from the TensorImpl's
 // address in 1.13 (c10::guts::to_string, gone in 2.x), the TensorImpl pointer in 2.x.
-using OptimizerStateKey =
-    typename std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+using OptimizerStateKey = typename std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
 
 // The key under which LibTorch keeps parameter p's optimizer state. A template, so that
 // only the branch of the LibTorch at hand is compiled.

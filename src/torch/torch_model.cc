@@ -49,7 +49,6 @@ void runWithoutTrace(torch::nn::Module& module, const std::function<void()>& run
   if (gpu) setRandomState(gpu_random, *gpu);
 }
 
-
 ModelTensors tensorsOf(const ModuleLayers& layers, torch::nn::Module& root) {
   ModelTensors t;
   t.info = layers.info;
@@ -63,8 +62,8 @@ ModelTensors tensorsOf(const ModuleLayers& layers, torch::nn::Module& root) {
 }
 }  // namespace
 
-TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const std::string& name,
-                       const Options& options, torch::Tensor example)
+TorchModel::TorchModel(Transport& transport, torch::nn::Sequential net, const std::string& name, const Options& options,
+                       torch::Tensor example)
     : net_(net), module_(net.ptr()), impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.layers = discoverLayers(*module_, name, /*sequential_root=*/true);
@@ -91,8 +90,9 @@ TorchModel::TorchModel(Transport& transport, std::shared_ptr<torch::nn::Module> 
   m.layers = discoverLayers(*module_, name, /*sequential_root=*/!net_.is_empty());
   m.self_waited.assign(m.layers.layers.size(), false);
   if (probe && !net_.is_empty()) {
-    throw InputError("a Sequential takes an example batch, not a probe: TorchModel(transport, net, name, options, "
-                     "example)");
+    throw InputError(
+        "a Sequential takes an example batch, not a probe: TorchModel(transport, net, name, options, "
+        "example)");
   }
   if (probe) {
     m.probe_rows.assign(m.layers.layers.size(), 0);
@@ -195,8 +195,8 @@ torch::Tensor TorchModel::forward(torch::Tensor x) {
       TimelineSpan span(tl, "compute", tl ? "wait " + info_.layers[l].name : "", "wait");
       m.sync->waitLayer(l);
     }
-    TimelineSpan span(tl, "compute", tl ? "forward " + (mine.empty() ? c.ptr()->name() : info_.layers[mine[0]].name) : "",
-                      "forward");
+    TimelineSpan span(tl, "compute",
+                      tl ? "forward " + (mine.empty() ? c.ptr()->name() : info_.layers[mine[0]].name) : "", "forward");
     x = linearChild(m, mine, *c.ptr()) ? m.runLinear(*c.ptr(), mine[0], x) : c.forward(x);
   }
   return x;

@@ -19,10 +19,14 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string flag = argv[i];
-      if (flag == "--kvstore") o.type = parseKVStoreType(argv[i + 1]);
-      else if (flag == "--iterations") iterations = std::atoi(argv[i + 1]);
-      else if (flag == "--comms") o.communicators = o.outstanding = std::atoi(argv[i + 1]);
-      else throw InputError("unknown flag " + flag);
+      if (flag == "--kvstore")
+        o.type = parseKVStoreType(argv[i + 1]);
+      else if (flag == "--iterations")
+        iterations = std::atoi(argv[i + 1]);
+      else if (flag == "--comms")
+        o.communicators = o.outstanding = std::atoi(argv[i + 1]);
+      else
+        throw InputError("unknown flag " + flag);
     }
     o.timeout = std::chrono::seconds(60);
     Transport& transport = runtime.transport();

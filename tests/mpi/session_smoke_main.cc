@@ -2,10 +2,10 @@
 // The whole session over real MPI processes without LibTorch (so it builds under every
 // sanitizer): the toy model of tests/support trained by every rank, ending equal to the
 // single-process reference. The sanitizer step of CI runs it with two ranks.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <string>
 #include <thread>
 
@@ -41,9 +41,12 @@ int main(int argc, char** argv) {
     int iterations = 8;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string flag = argv[i];
-      if (flag == "--scheme") o.scheme = argv[i + 1];
-      else if (flag == "--iterations") iterations = std::atoi(argv[i + 1]);
-      else throw InputError("unknown flag " + flag);
+      if (flag == "--scheme")
+        o.scheme = argv[i + 1];
+      else if (flag == "--iterations")
+        iterations = std::atoi(argv[i + 1]);
+      else
+        throw InputError("unknown flag " + flag);
     }
     o.lr = 0.05f;
     o.momentum = 0.9f;
@@ -60,8 +63,8 @@ int main(int argc, char** argv) {
       error = worstError(r, toy::reference(model, runtime.size(), o, iterations));
     }
     const bool ok = error < 1e-5;
-    std::printf("rank %d: scheme %s, %d iterations: worst relative error vs the reference %.3g: %s\n",
-                runtime.rank(), o.scheme.c_str(), iterations, error, ok ? "ok" : "WRONG");
+    std::printf("rank %d: scheme %s, %d iterations: worst relative error vs the reference %.3g: %s\n", runtime.rank(),
+                o.scheme.c_str(), iterations, error, ok ? "ok" : "WRONG");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "session_smoke: error: %s\n", e.what());

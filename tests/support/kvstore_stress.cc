@@ -23,8 +23,7 @@ float value(int rank, std::size_t key, int iteration, std::size_t i) {
 
 }  // namespace
 
-StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations,
-                              std::uint64_t seed) {
+StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations, std::uint64_t seed) {
   const int rank = transport.rank();
   const int P = transport.size();
   const std::size_t K = kSizes.size();
@@ -47,7 +46,8 @@ StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& option
   // init gives every rank rank 0's value (zeros).
   for (std::size_t k = 0; k < K; ++k) store->pull(static_cast<int>(k), out[k].data(), out_tag[k]);
   engine.waitAll(options.timeout);
-  for (std::size_t k = 0; k < K; ++k) wrong += std::count_if(out[k].begin(), out[k].end(), [](float v) { return v != 0; });
+  for (std::size_t k = 0; k < K; ++k)
+    wrong += std::count_if(out[k].begin(), out[k].end(), [](float v) { return v != 0; });
   const auto start = std::chrono::steady_clock::now();
   for (int it = 0; it < iterations; ++it) {
     for (std::size_t j = 0; j < K; ++j) {

@@ -20,7 +20,6 @@ struct StressResult {
   double seconds = 0;
 };
 
-StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations,
-                              std::uint64_t seed);
+StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations, std::uint64_t seed);
 
 }  // namespace poseidon

@@ -59,7 +59,7 @@ TEST(TokenBucket, NoPeriodCarriesMoreThanRateTimesTimePlusBurstPlusOneMessage) {
 }
 
 TEST(TokenBucket, AcquireBlocksUntilTheDebtIsPaid) {
-  TokenBucket b(1e6, 0);  // 1 MB/s, no burst
+  TokenBucket b(1e6, 0);         // 1 MB/s, no burst
   b.charge(50e3, Clock::now());  // 50 ms of debt
   const auto begin = Clock::now();
   b.acquire(1, nullptr);

@@ -45,8 +45,8 @@ TEST(StateFile, RoundTripRestoresEveryRecordAndTheMeta) {
   std::vector<float> a = {1, 2, 3}, b(1000, 0.5f);
   std::vector<std::uint8_t> c = {7, 8};
   const std::string path = dir.path + "/rank-0.state";
-  const FileDigest d = writeStateFile(path, "iteration 5",
-                                      {{"a", a.data(), a.size() * 4}, {"b", b.data(), b.size() * 4}, {"c", c.data(), 2}});
+  const FileDigest d = writeStateFile(
+      path, "iteration 5", {{"a", a.data(), a.size() * 4}, {"b", b.data(), b.size() * 4}, {"c", c.data(), 2}});
   EXPECT_EQ(d.bytes, fs::file_size(path));
   EXPECT_EQ(d.crc, digestFile(path).crc);
   EXPECT_FALSE(fs::exists(path + ".tmp"));

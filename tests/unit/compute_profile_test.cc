@@ -52,8 +52,8 @@ TEST(ComputeProfile, TextFromSpansReadsBackWithShapesAndTheTimeOutsideTheLayers)
   // Three iterations: medians 2 and 6 (conv0), 1 and 3 (fc1), a ReLU of 0.5, waits of 1
   // (conv0) and an iteration of 20: 20 - (2 + 6 + 1 + 1 + 3 + 0.5) = 6.5 outside.
   const std::map<std::string, std::vector<double>> spans = {
-      {"forward conv0", {2, 2, 9}},  {"backward conv0", {6, 5, 7}}, {"wait conv0", {1, 0, 1}},
-      {"forward fc1", {1, 1, 1}},    {"backward fc1", {3, 3, 3}},   {"forward relu", {0.5, 0.5, 0.5}},
+      {"forward conv0", {2, 2, 9}}, {"backward conv0", {6, 5, 7}}, {"wait conv0", {1, 0, 1}},
+      {"forward fc1", {1, 1, 1}},   {"backward fc1", {3, 3, 3}},   {"forward relu", {0.5, 0.5, 0.5}},
       {"iteration", {20, 19, 21}}};
   const ComputeProfile p = parse(profileText(model, spans, 32, 4));
   EXPECT_EQ(p.batch, 32);
@@ -115,8 +115,9 @@ TEST(ComputeProfile, RefusesMalformedShapeLines) {
   refuses("shape fc0 kind other tensor w 1x1x1x1x1x1x1x1x1\n", "at most 8 dimensions");
   // Shapes for some layers but not all.
   try {
-    parse("batch 4\nlayer a forward_ms 1 backward_ms 2\nlayer b forward_ms 1 backward_ms 2\n"
-          "shape a kind other tensor w 3\n");
+    parse(
+        "batch 4\nlayer a forward_ms 1 backward_ms 2\nlayer b forward_ms 1 backward_ms 2\n"
+        "shape a kind other tensor w 3\n");
     ADD_FAILURE() << "accepted shapes for one of two layers";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("every layer one, or none"), std::string::npos) << e.what();
@@ -135,8 +136,9 @@ TEST(ComputeProfile, RefusesToWriteNamesItCannotReadBack) {
 TEST(ComputeProfile, EveryWaitIsCommunicationNotCompute) {
   // A wait at the forward's start (and at the step) is left out of `other` like a layer's.
   const ComputeProfile p = parse(profileText(
-      twoLayers(), {{"forward conv0", {2}}, {"forward fc1", {1}}, {"wait begin", {4}}, {"wait step", {3}}, {"iteration", {12}}},
-      8, 1));
+      twoLayers(),
+      {{"forward conv0", {2}}, {"forward fc1", {1}}, {"wait begin", {4}}, {"wait step", {3}}, {"iteration", {12}}}, 8,
+      1));
   EXPECT_DOUBLE_EQ(p.other_forward_ms, 12 - 2 - 1 - 4 - 3);
 }
 

@@ -19,8 +19,7 @@ struct StopOnExit {
 };
 
 void startControl(Transport& t, ControlChannel& c, FailureState& f) {
-  t.start(TransportCallbacks{[&c](Message m) { c.onMessage(std::move(m)); },
-                             [&f](std::exception_ptr e) { f.set(e); }});
+  t.start(TransportCallbacks{[&c](Message m) { c.onMessage(std::move(m)); }, [&f](std::exception_ptr e) { f.set(e); }});
 }
 
 // One rank's channel over a started transport; members go in reverse: the transport stops

@@ -82,7 +82,8 @@ TEST(Engine, ATaskWaitsForAllItsTagsAndUnrelatedTagsDoNotBlock) {
   engine.push([&] { joined = true; }, {a, b}, {}, Engine::Kind::kCompute);
   engine.push([&] { independent = true; }, {b}, {c}, Engine::Kind::kCompute);
   const auto deadline = std::chrono::steady_clock::now() + kTimeout;
-  while (!independent && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!independent && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(independent.load());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(joined.load()) << "ran before the event that mutates its tag";

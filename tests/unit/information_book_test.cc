@@ -30,9 +30,7 @@ void expectExactCover(const InformationBook& book, std::int64_t max_bytes) {
   }
 }
 
-TEST(InformationBook, FcnetHasAboutFortyTwoMillionParameters) {
-  EXPECT_NEAR(fcnet().numel() / 1e6, 42.6, 0.1);
-}
+TEST(InformationBook, FcnetHasAboutFortyTwoMillionParameters) { EXPECT_NEAR(fcnet().numel() / 1e6, 42.6, 0.1); }
 
 class FcnetShards : public ::testing::TestWithParam<int> {};
 
@@ -81,9 +79,9 @@ TEST(InformationBook, SmallTensorsStayWhole) {
 }
 
 TEST(ClusterInfo, RejectsImpossibleLayouts) {
-  EXPECT_THROW(ClusterInfo(4, 0, 5), InputError);   // more shards than ranks
-  EXPECT_THROW(ClusterInfo(4, 4, 0), InputError);   // no worker left
-  EXPECT_THROW(ClusterInfo(4, 2, 1), InputError);   // a server-only rank without a shard
+  EXPECT_THROW(ClusterInfo(4, 0, 5), InputError);  // more shards than ranks
+  EXPECT_THROW(ClusterInfo(4, 4, 0), InputError);  // no worker left
+  EXPECT_THROW(ClusterInfo(4, 2, 1), InputError);  // a server-only rank without a shard
   ClusterInfo c(4, 1, 2);
   EXPECT_EQ(c.workers(), 3);
   EXPECT_TRUE(c.hasShard(3));

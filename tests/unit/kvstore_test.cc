@@ -87,8 +87,9 @@ TEST_F(ShardTest, RejectsWrongIterationDuplicateAndForeignPair) {
 
 TEST_F(ShardTest, StalenessAcceptsUpdatesUpToSAheadAndStepsThemInOrder) {
   InformationBook book(model, ClusterInfo(2, 0, 1), 1 << 20);  // 2 workers, one shard
-  KVShard shard(book, 0, SgdOptions{1.0f, 0.0f, 0.0f}, [&](const KVPair& kv) { return values.data() + kv.offset; },
-                /*start=*/0, /*staleness=*/2);
+  KVShard shard(
+      book, 0, SgdOptions{1.0f, 0.0f, 0.0f}, [&](const KVPair& kv) { return values.data() + kv.offset; },
+      /*start=*/0, /*staleness=*/2);
   std::vector<float> g(8, 1.0f), h(8, 3.0f);
   // Worker 0 runs ahead: iterations 0, 1, 2 (= version + 2); 3 would break the bound.
   EXPECT_FALSE(shard.record(0, 0, 0, Contribution{g.data(), {}}));

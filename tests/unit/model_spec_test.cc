@@ -90,8 +90,7 @@ TEST(ModelSpec, NumbersMustBeWholeAndFinite) {
                 "f line 4: dropout probability must be in [0, 1), got '0.5xyz'");
   expectRefused("input 1 2 2\nclasses 2\nflatten\ndropout nan\nfc 2\n", "line 4: dropout");
   expectRefused("input 1 2 2\nclasses 2\nflatten\nfc 2x\n", "line 4: fc output features");
-  EXPECT_DOUBLE_EQ(parseModelText("input 1 2 2\nclasses 2\nlr 1e-3\nflatten\ndropout 0\nfc 2\n", "f", "x").lr,
-                   1e-3);
+  EXPECT_DOUBLE_EQ(parseModelText("input 1 2 2\nclasses 2\nlr 1e-3\nflatten\ndropout 0\nfc 2\n", "f", "x").lr, 1e-3);
 }
 
 TEST(ModelSpec, UnknownBuiltinListsTheKnownOnes) {

@@ -104,8 +104,8 @@ TEST(PiecesTest, RefusesAPiecePastTheLast) {
   const auto three = cutIntoPieces(MsgType::kNodeGrad, 0, 1, 4, {{w.data(), w.size()}}, 40);
   const auto two = cutIntoPieces(MsgType::kNodeGrad, 0, 1, 4, {{w.data(), 80}}, 40);
   PieceAssembly a;
-  a.add(three[2]);                          // index 2 (a last one, of three)
-  EXPECT_THROW(a.add(two[1]), CommError);   // index 1 says it is the last: 2 lies past it
+  a.add(three[2]);                         // index 2 (a last one, of three)
+  EXPECT_THROW(a.add(two[1]), CommError);  // index 1 says it is the last: 2 lies past it
 }
 
 ModelInfo oneFc(std::int64_t M, std::int64_t N) {
@@ -126,8 +126,8 @@ TEST(PlanForNodesTest, HandComputedFigures) {
   PlanRequest req;
   req.batch = 32;
   const auto nodes = planForNodes(oneFc(4096, 4096), 2, 4, req);
-  EXPECT_DOUBLE_EQ(nodes[0].sfb_floats, 2.0 * 128 * 1 * 8192);         // 2 K (P1 - 1)(M + N)
-  EXPECT_DOUBLE_EQ(nodes[0].ps_floats, 2.0 * 4096 * 4096 * 2 / 2);      // 2 M N (P1 + P2 - 2) / P2
+  EXPECT_DOUBLE_EQ(nodes[0].sfb_floats, 2.0 * 128 * 1 * 8192);      // 2 K (P1 - 1)(M + N)
+  EXPECT_DOUBLE_EQ(nodes[0].ps_floats, 2.0 * 4096 * 4096 * 2 / 2);  // 2 M N (P1 + P2 - 2) / P2
   EXPECT_EQ(nodes[0].scheme, Scheme::kSFB);
   // The same 8 devices flat: K = 32, P1 = P2 = 8.
   const auto flat = planSchemes(oneFc(4096, 4096), ClusterInfo(8, 0, 0), req);
@@ -142,7 +142,7 @@ TEST(PlanForNodesTest, HandComputedFigures) {
 // Each rank maps the node's segment on its own (here four threads, four mappings): what a
 // device writes in its slot the leader reads, and what the leader writes every device reads.
 TEST(NodeMemoryTest, DevicesAndLeaderSeeOneSegment) {
-  ModelInfo model = oneFc(3, 5);   // gathered: a slot per device
+  ModelInfo model = oneFc(3, 5);                  // gathered: a slot per device
   model.layers.push_back(oneFc(7, 2).layers[0]);  // factors: values only
   const NodeMap nodes = NodeMap::blocks(4, 2);
   testing::runRanks(4, [&](Transport& t, int rank) {

@@ -47,7 +47,8 @@ const std::vector<std::pair<const char*, MakeOptimizer>>& optimizers() {
       {"adam", [](auto p) { return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01)); }},
       {"adam amsgrad",
        [](auto p) {
-         return std::make_unique<torch::optim::Adam>(p, torch::optim::AdamOptions(0.01).amsgrad(true).weight_decay(0.1));
+         return std::make_unique<torch::optim::Adam>(p,
+                                                     torch::optim::AdamOptions(0.01).amsgrad(true).weight_decay(0.1));
        }},
       {"adamw", [](auto p) { return std::make_unique<torch::optim::AdamW>(p, torch::optim::AdamWOptions(0.01)); }},
       {"sgd momentum",
@@ -128,10 +129,9 @@ TEST(ResNet, PathsReadLikeTorchvision) {
   ResNet net;
   std::vector<std::string> names;
   for (const auto& p : net->named_parameters()) names.push_back(p.key());
-  for (const char* want : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer2.0.bn1.bias",
-                           "layer2.0.downsample.0.weight", "layer2.0.downsample.1.weight", "layer2.1.conv1.weight",
-                           "layer3.1.conv2.weight",
-                           "fc.weight", "fc.bias"}) {
+  for (const char* want :
+       {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer2.0.bn1.bias", "layer2.0.downsample.0.weight",
+        "layer2.0.downsample.1.weight", "layer2.1.conv1.weight", "layer3.1.conv2.weight", "fc.weight", "fc.bias"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   }
   // The first stage keeps stride and channels: an identity shortcut.

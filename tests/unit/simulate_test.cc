@@ -7,10 +7,10 @@
 #include <chrono>
 
 #include "poseidon/errors.h"
+#include "sim_fixtures.h"
 #include "simulate/calibration.h"
 #include "simulate/paper_models.h"
 #include "simulate/sync_plan.h"
-#include "sim_fixtures.h"
 
 namespace poseidon::sim {
 namespace {
@@ -47,7 +47,7 @@ TEST(Simulate, HostCpuBoundsTheIterationWhereNodesShareCores) {
   c.latency_s = 0.25;
   c.host_cores = 1;
   c.stack_bytes_per_s = kPairBytes;  // a pair per CPU second: 2 s of stack per node
-  SimResult r = simulate(m, c);  // a host per node: 2 + 2 = 4 s < 5.5 s
+  SimResult r = simulate(m, c);      // a host per node: 2 + 2 = 4 s < 5.5 s
   EXPECT_DOUBLE_EQ(r.schedule_s, 5.5);
   EXPECT_DOUBLE_EQ(r.cpu_bound_s, 4.0);
   EXPECT_DOUBLE_EQ(r.iteration_s, 5.5);

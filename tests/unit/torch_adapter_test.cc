@@ -38,7 +38,8 @@ TEST(TorchAdapter, OneWorkerEqualsPlainLibTorchLoop) {
 
   torch::manual_seed(11);
   auto plain = smallNet();
-  torch::optim::SGD sgd(plain->parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  torch::optim::SGD sgd(plain->parameters(),
+                        torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
   for (int it = 0; it < iterations; ++it) {
     sgd.zero_grad();
     torch::nn::functional::cross_entropy(plain->forward(xs[it]), ys[it]).backward();

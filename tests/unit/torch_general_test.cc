@@ -20,8 +20,8 @@ constexpr int kIterations = 20;
 constexpr int kBatch = 8;  // per worker
 
 // conv-BN-relu (convs without bias, as in ResNet: a bias before BatchNorm gets a zero
-// gradient, which Adam would turn into steps of rounding noise), a residual conv-BN block, two Linear layers (the first through
-// poseidon::linear, so it may go by SFB; the second called plainly, so it may not).
+// gradient, which Adam would turn into steps of rounding noise), a residual conv-BN block, two Linear layers (the first
+// through poseidon::linear, so it may go by SFB; the second called plainly, so it may not).
 struct ResidualNetImpl : torch::nn::Module {
   ResidualNetImpl()
       : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3).padding(1).bias(false)))),
@@ -102,7 +102,8 @@ struct Data {
 
 Data makeData(int ranks) {
   torch::manual_seed(7);
-  return Data{torch::randn({kIterations, ranks * kBatch, 1, 6, 6}), torch::randint(0, 3, {kIterations, ranks * kBatch})};
+  return Data{torch::randn({kIterations, ranks * kBatch, 1, 6, 6}),
+              torch::randint(0, 3, {kIterations, ranks * kBatch})};
 }
 
 // Rank r's micro-batch of pass h in iteration `it`.
@@ -353,7 +354,8 @@ TEST(TorchGeneral, FrozenParametersStayAndTheRestTrains) {
 // A module with a layer that takes part in the loss only on even iterations.
 struct SometimesNetImpl : torch::nn::Module {
   SometimesNetImpl()
-      : a(register_module("a", torch::nn::Linear(6, 6))), b(register_module("b", torch::nn::Linear(6, 3))),
+      : a(register_module("a", torch::nn::Linear(6, 6))),
+        b(register_module("b", torch::nn::Linear(6, 3))),
         extra(register_module("extra", torch::nn::Linear(6, 6))) {}
   torch::Tensor forward(torch::Tensor x, bool use_extra) {
     auto h = torch::relu(poseidon::linear(a, x));
@@ -394,8 +396,7 @@ TEST(TorchGeneral, LayerWithoutGradientContributesZerosAtOnce) {
       TorchModel model(t, net, "sometimes", o, [&] { net->forward(xs[0].narrow(0, 0, kBatch), true); });
       for (int it = 0; it < 6; ++it) {
         auto x = xs[it].narrow(0, rank * kBatch, kBatch), y = ys[it].narrow(0, rank * kBatch, kBatch);
-        torch::nn::functional::cross_entropy(model.forward([&] { return net->forward(x, it % 2 == 0); }), y)
-            .backward();
+        torch::nn::functional::cross_entropy(model.forward([&] { return net->forward(x, it % 2 == 0); }), y).backward();
         model.step();
       }
       model.synchronize();
@@ -435,10 +436,9 @@ TEST(TorchGeneral, BadUseGetsClearErrors) {
   ResidualNet net;
   TorchModel model(hub.transport(0), net, "r", Options{});
   EXPECT_THROW(model.forward(torch::randn({2, 1, 6, 6})), InputError);  // not a Sequential
-  EXPECT_THROW(model.step(), Error);                                     // no forward pass
+  EXPECT_THROW(model.step(), Error);                                    // no forward pass
   model.finish();
 }
-
 
 // One Linear called twice per pass (a shared cell) and one module registered twice.
 struct SharedNetImpl : torch::nn::Module {
