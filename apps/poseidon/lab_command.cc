@@ -75,59 +75,23 @@ CLI::App* addLabCommand(CLI::App& app, LabOptions& o) {
   return cmd;
 }
 
-int runLab(const LabOptions& o) {
-  const double rate = parseBandwidth(o.bandwidth, "--bandwidth");
-  const double delay_ms = parseDelayMs(o.latency);
-  if (o.command.empty()) throw InputError("give the command each rank runs after --");
-  std::vector<std::string> command = o.command;
-  if (command[0] == "poseidon") command[0] = self();
+namespace {
 
-  if (o.nodes < 0 || o.ranks_per_node < 1 || (o.nodes == 0 && o.ranks_per_node != 1)) {
-    throw InputError("--ranks-per-node goes with --nodes N (N >= 1) and must be at least 1");
-  }
-  const int per_node = o.nodes > 0 ? o.ranks_per_node : 1;
-  const int links = o.nodes > 0 ? o.nodes : o.ranks;
-  const int ranks = links * per_node;
-  if (o.nodes > 0 && o.ranks_given && o.ranks != ranks) {
-    throw InputError(detail::cat("--ranks ", o.ranks, " but --nodes ", o.nodes, " x --ranks-per-node ", per_node,
-                                 " is ", ranks, "; give one or the other"));
-  }
-  if (ranks > 250) throw InputError("use at most 250 ranks in the lab");
-  Lab lab(links, rate, delay_ms);
-  const std::string who =
-      per_node > 1 ? detail::cat(links, " nodes of ", per_node, " ranks") : detail::cat(links, " ranks");
-  std::printf("poseidon lab: %s, each behind its own %s link%s (namespaces %s*, subnet %s)\n", who.c_str(),
-              o.bandwidth.c_str(), delay_ms > 0 ? detail::cat(" with ", o.latency, " delay").c_str() : "",
-              lab.rankPrefix().c_str(), lab.subnet().c_str());
-  std::fflush(stdout);
+// mpirun runs in the hub; each rank enters its node's namespace through `ip netns exec`
+// (a node: the ranks rank / D; flat, D = 1). Ranks of one node talk over its loopback.
+std::vector<std::string> mpirunInHub(const Lab& lab, int ranks, int per_node) {
+  // clang-format off
+  return {"ip", "netns", "exec", lab.hub(), "mpirun", "-np", std::to_string(ranks), "--oversubscribe",
+          "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", lab.subnet(),
+          "--mca", "oob_tcp_if_include", lab.subnet(), "/bin/sh", "-c",
+          detail::cat("POSEIDON_NODE=$((OMPI_COMM_WORLD_RANK / ", per_node,
+                      ")); export POSEIDON_NODE; exec ip netns exec \"$0$POSEIDON_NODE\" \"$@\""),
+          lab.rankPrefix()};
+  // clang-format on
+}
 
-  // mpirun runs in the hub; each rank enters its node's namespace through `ip netns exec`
-  // (a node: the ranks rank / D; flat, D = 1). Ranks of one node talk over its loopback.
-  std::vector<std::string> argv = {
-      "ip",
-      "netns",
-      "exec",
-      lab.hub(),
-      "mpirun",
-      "-np",
-      std::to_string(ranks),
-      "--oversubscribe",
-      "--mca",
-      "btl",
-      "tcp,self",
-      "--mca",
-      "btl_tcp_if_include",
-      lab.subnet(),
-      "--mca",
-      "oob_tcp_if_include",
-      lab.subnet(),
-      "/bin/sh",
-      "-c",
-      detail::cat("POSEIDON_NODE=$((OMPI_COMM_WORLD_RANK / ", per_node,
-                  ")); export POSEIDON_NODE; exec ip netns exec \"$0$POSEIDON_NODE\" \"$@\""),
-      lab.rankPrefix()};
-  argv.insert(argv.end(), command.begin(), command.end());
-
+// What every rank's process finds in its environment.
+void setJobEnvironment(const Lab& lab, const LabOptions& o) {
   // Ranks in other namespaces must reach the PMIx server in the hub over the subnet.
   setenv("PMIX_MCA_ptl_tcp_remote_connections", "1", 1);
   setenv("PMIX_MCA_ptl_tcp_if_include", lab.subnet().c_str(), 1);
@@ -138,7 +102,11 @@ int runLab(const LabOptions& o) {
   setenv("LAB_MASTER_ADDR", lab.address(0).c_str(), 1);
   setenv("GLOO_SOCKET_IFNAME", Lab::kInterface, 1);
   setenv("POSEIDON_LAB", detail::cat(o.bandwidth, o.latency.empty() ? "" : " " + o.latency).c_str(), 1);
+}
 
+// Runs argv to its end, passing SIGINT, SIGTERM and SIGHUP on to it (the lab's teardown
+// must run after it); returns its wait status.
+int runForwardingSignals(std::vector<std::string> argv) {
   struct sigaction sa {};
   sa.sa_handler = forward;
   sigemptyset(&sa.sa_mask);
@@ -167,6 +135,42 @@ int runLab(const LabOptions& o) {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
+  return status;
+}
+
+}  // namespace
+
+int runLab(const LabOptions& o) {
+  const double rate = parseBandwidth(o.bandwidth, "--bandwidth");
+  const double delay_ms = parseDelayMs(o.latency);
+  if (o.command.empty()) throw InputError("give the command each rank runs after --");
+  std::vector<std::string> command = o.command;
+  if (command[0] == "poseidon") command[0] = self();
+
+  if (o.nodes < 0 || o.ranks_per_node < 1 || (o.nodes == 0 && o.ranks_per_node != 1)) {
+    throw InputError("--ranks-per-node goes with --nodes N (N >= 1) and must be at least 1");
+  }
+  const int per_node = o.nodes > 0 ? o.ranks_per_node : 1;
+  const int links = o.nodes > 0 ? o.nodes : o.ranks;
+  const int ranks = links * per_node;
+  if (o.nodes > 0 && o.ranks_given && o.ranks != ranks) {
+    throw InputError(detail::cat("--ranks ", o.ranks, " but --nodes ", o.nodes, " x --ranks-per-node ", per_node,
+                                 " is ", ranks, "; give one or the other"));
+  }
+  if (ranks > 250) throw InputError("use at most 250 ranks in the lab");
+  Lab lab(links, rate, delay_ms);
+  const std::string who =
+      per_node > 1 ? detail::cat(links, " nodes of ", per_node, " ranks") : detail::cat(links, " ranks");
+  std::printf("poseidon lab: %s, each behind its own %s link%s (namespaces %s*, subnet %s)\n", who.c_str(),
+              o.bandwidth.c_str(), delay_ms > 0 ? detail::cat(" with ", o.latency, " delay").c_str() : "",
+              lab.rankPrefix().c_str(), lab.subnet().c_str());
+  std::fflush(stdout);
+
+  std::vector<std::string> argv = mpirunInHub(lab, ranks, per_node);
+  argv.insert(argv.end(), command.begin(), command.end());
+
+  setJobEnvironment(lab, o);
+  const int status = runForwardingSignals(std::move(argv));
   // What crossed each link: the measured side of every bytes-per-iteration figure.
   std::string sent;
   for (int r = 0; r < links; ++r) sent += detail::cat(" ", lab.bytesSent(r));
