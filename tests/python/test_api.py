@@ -206,6 +206,39 @@ def test_scheduler_and_clipping_in_gradient_mode():
     assert max_difference(run(False), run(True)) < 1e-5
 
 
+def test_grad_scaler_skipping_steps_counts_them_as_a_plain_loop_does():
+    """Autocast (bfloat16) and a GradScaler whose first scales overflow: the scaler skips
+    those optimizer steps; the model still counts them, and one worker ends where the same
+    plain loop does."""
+    def run(wrap):
+        net = small_net()
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        model = poseidon.DistributedModel(net, optimizer, mode="gradient") if wrap else net
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1000)
+        skipped = 0
+        for x, y in data(n=10):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = 100 * F.cross_entropy(model(x), y)  # scaled by 2^127 its gradients overflow
+            scaler.scale(loss).backward()
+            if wrap:
+                model.synchronize_gradients()
+            before = scaler.get_scale()
+            scaler.step(optimizer)
+            scaler.update()
+            skipped += scaler.get_scale() < before
+            optimizer.zero_grad()
+        if wrap:
+            model.synchronize()
+            assert model.iteration == 10
+            model.close()
+        return net, skipped
+
+    (plain, plain_skipped), (wrapped, wrapped_skipped) = run(False), run(True)
+    assert plain_skipped > 0 and plain_skipped == wrapped_skipped  # the overflowing scales were skipped
+    assert max_difference(small_net(), plain) > 1e-3  # the steps after them trained
+    assert max_difference(plain, wrapped) < 1e-5
+
+
 def test_a_failed_forward_is_not_a_pass():
     net = small_net()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
