@@ -15,7 +15,7 @@
 
 #include "client/collective_syncer.h"
 #include "client/layer_syncer.h"
-#include "client/worker.h"
+#include "node/worker.h"
 #include "comm/transport.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"

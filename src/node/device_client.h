@@ -12,7 +12,7 @@
 #include <mutex>
 #include <vector>
 
-#include "client/worker.h"
+#include "node/worker.h"
 #include "comm/transport.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"

@@ -2,6 +2,7 @@
 // client library (a flat rank, or a node's leader, which also speaks for its devices) or a
 // device beside its node's leader (DeviceClient). The session calls one of them through
 // this interface and never asks which (the devices level is an implementation, not a branch).
+// Here, below both implementations (src/client uses src/node, not the other way round).
 #pragma once
 
 #include <cstdint>
