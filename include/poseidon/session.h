@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/factor_applier.h"
 #include "poseidon/model_info.h"
 #include "poseidon/options.h"
 #include "poseidon/state_record.h"
@@ -61,6 +62,11 @@ class Session {
   // Autograd no longer needs that layer's weight in this backward pass (it may change now).
   void layerReleased(int layer);
   bool usesFactors(int layer) const;
+  // Before the first iteration: SFB layer l's factors are applied by `applier` (the
+  // engine's weights live elsewhere than the host buffers, e.g. on a GPU). Returns false,
+  // leaving `applier` with the caller, where this rank keeps the host applier (not a
+  // worker, the layer not SFB here, or the devices level, whose leader shares host values).
+  bool setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier);
   // The scheme chosen for each layer, with the cost model's figures and reasons.
   const std::vector<LayerPlan>& plan() const;
   const PlatformRates& rates() const;

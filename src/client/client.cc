@@ -128,6 +128,14 @@ void Client::setFactorGradients(int layer, std::vector<float*> grads) {
   s->setGradientTarget(std::move(grads));
 }
 
+bool Client::setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier) {
+  // A node's leader shares the layer's host values with its devices after each step.
+  SfbSyncer* s = sfb_.at(layer);
+  if (s == nullptr || options_.node != nullptr) return false;
+  s->setApplier(std::move(applier));
+  return true;
+}
+
 void Client::layerReleased(int layer) {
   if (SfbSyncer* s = sfb_.at(layer)) s->release(iteration_);
   if (schemes_.at(layer) == Scheme::kFactorPush && options_.wfbp && reported_[layer] && !started_[layer])

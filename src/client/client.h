@@ -70,6 +70,7 @@ class Client : public Worker {
   // Blocks until layer l holds the parameters of the current iteration (C[l]).
   void waitLayer(int layer) override;
   void waitAll() override;
+  bool setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier) override;
 
   void onParams(Message message);
   void onLocalFresh(std::uint32_t key, std::uint64_t version);

@@ -632,6 +632,12 @@ void Session::setFactorGradients(int layer, std::vector<float*> grads) {
 
 void Session::layerReleased(int layer) { impl_->worker->layerReleased(layer); }
 
+bool Session::setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier) {
+  if (impl_->worker == nullptr) return false;
+  POSEIDON_ENFORCE(iteration() == impl_->options.start_iteration, "setFactorApplier after training started");
+  return impl_->worker->setFactorApplier(layer, applier);
+}
+
 bool Session::usesFactors(int layer) const {
   const Scheme scheme = impl_->schemes.at(layer);
   return scheme == Scheme::kSFB || scheme == Scheme::kFactorPush;

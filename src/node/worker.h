@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "poseidon/factor_applier.h"
 
 namespace poseidon {
 
@@ -26,6 +29,10 @@ class Worker {
   virtual void waitLayer(int layer) = 0;
   virtual void waitAll() = 0;
   virtual std::uint64_t iteration() const = 0;
+  // The engine applies SFB layer l's factors itself (its weights live on a GPU). False
+  // where the layer's step is not this rank's to take, or it must stay on the host buffers
+  // (a node's leader shares them with its devices): the session's host applier stays.
+  virtual bool setFactorApplier(int /*layer*/, std::unique_ptr<FactorApplier>& /*applier*/) { return false; }
 };
 
 }  // namespace poseidon

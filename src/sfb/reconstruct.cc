@@ -13,9 +13,8 @@ namespace {
 constexpr std::int64_t kTargetBlockFloats = 1024 * 1024;
 }  // namespace
 
-void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::int64_t rows, int workers,
+void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::int64_t rows, float scale,
                          const SgdOptions& o) {
-  const float scale = 1.0f / static_cast<float>(workers * o.passes);
   const bool momentum = o.momentum != 0.0f;
   if (momentum && s.weight_momentum.empty()) {
     s.weight_momentum.assign(static_cast<std::size_t>(s.M * s.N), 0.0f);

@@ -21,9 +21,10 @@ struct SfbLayerState {
 };
 
 // Applies one SGD step to the layer from the stacked factors (rows in worker-rank order,
-// so every replica computes bit for bit the same). The gradient is built a block of rows at
-// a time and consumed while in cache; the full M x N gradient never exists.
-void reconstructAndApply(SfbLayerState& layer, const float* U, const float* V, std::int64_t rows, int workers,
+// so every replica computes bit for bit the same), the mean gradient being scale * U^T V.
+// The gradient is built a block of rows at a time and consumed while in cache; the full
+// M x N gradient never exists.
+void reconstructAndApply(SfbLayerState& layer, const float* U, const float* V, std::int64_t rows, float scale,
                          const SgdOptions& options);
 
 // The part [offset, offset + length) of one tensor's mean gradient (tensor 0: the M x N

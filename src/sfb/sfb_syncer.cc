@@ -2,12 +2,19 @@
 
 #include <cstring>
 
-#include "checkpoint/state_file.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
 #include "sfb/factors.h"
 
 namespace poseidon {
+
+namespace {
+const LayerInfo& fcLayer(const InformationBook& book, int layer, const std::vector<float*>& params) {
+  const LayerInfo& info = book.model().layers[layer];
+  POSEIDON_ENFORCE(info.kind == LayerKind::kFC && !params.empty(), "SFB needs an FC layer");
+  return info;
+}
+}  // namespace
 
 SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
                      const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
@@ -18,30 +25,35 @@ SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transpor
       options_(options),
       timeout_(timeout),
       failure_(failure),
-      params_(params),
+      M_(fcLayer(book, layer, params).M),
+      N_(fcLayer(book, layer, params).N),
+      tensors_(params.size()),
+      first_step_(start_iteration == 0),
       applied_(start_iteration),
       released_(start_iteration) {
-  state_.first_step = start_iteration == 0;
-  const LayerInfo& info = book.model().layers[layer];
-  POSEIDON_ENFORCE(info.kind == LayerKind::kFC && !params.empty(), "SFB needs an FC layer");
-  state_.M = info.M;
-  state_.N = info.N;
-  state_.weight = params[0];
-  state_.bias = params.size() > 1 ? params[1] : nullptr;
+  auto host = std::make_unique<HostFactorApplier>(M_, N_, params);
+  host_ = host.get();
+  applier_ = std::move(host);
   for (int r = 0; r < book.cluster().workers(); ++r) workers_.push_back(r);
   for (auto& a : arrived_) a.resize(workers_.size());
 }
 
 void SfbSyncer::setGradientTarget(std::vector<float*> grads) {
-  POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradient buffers of SFB layer ", layer());
+  POSEIDON_ENFORCE_EQ(grads.size(), tensors_, "gradient buffers of SFB layer ", layer());
   POSEIDON_ENFORCE(options_.gradient_only, "an SFB gradient target outside gradient mode");
+  POSEIDON_ENFORCE(host_ != nullptr, "layer ", layer(), " is applied by the engine: it keeps its own gradient target");
   std::lock_guard<std::mutex> lock(mu_);
-  state_.weight = grads[0];
-  state_.bias = grads.size() > 1 ? grads[1] : nullptr;
+  host_->setTarget(grads);
+}
+
+void SfbSyncer::setApplier(std::unique_ptr<FactorApplier> applier) {
+  std::lock_guard<std::mutex> lock(mu_);
+  host_ = nullptr;
+  applier_ = std::move(applier);
 }
 
 Message SfbSyncer::pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
-  return packFactors(MsgType::kFactors, layer(), transport_.rank(), iteration, U, V, K, state_.M, state_.N);
+  return packFactors(MsgType::kFactors, layer(), transport_.rank(), iteration, U, V, K, M_, N_);
 }
 
 void SfbSyncer::Send(std::uint64_t iteration, Message factors) {
@@ -58,7 +70,7 @@ void SfbSyncer::Send(std::uint64_t iteration, Message factors) {
 void SfbSyncer::deliver(Message m) {
   const auto& h = m.header();
   const std::size_t floats = m.floatCount();
-  const std::size_t per_row = static_cast<std::size_t>(state_.M + state_.N);
+  const std::size_t per_row = static_cast<std::size_t>(M_ + N_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Zero rows: the worker did not use the layer this iteration (a zero contribution).
@@ -110,43 +122,32 @@ void SfbSyncer::Move(std::uint64_t iteration) {
     count_[iteration % 2] = 0;
   }
   // Stack every worker's U and V in rank order: the same bytes, hence the same sums, everywhere.
-  const std::int64_t per_row = state_.M + state_.N;
+  const std::int64_t per_row = M_ + N_;
   std::int64_t rows = 0;
   for (const auto& m : mine) rows += static_cast<std::int64_t>(m.floatCount()) / per_row;
-  std::vector<float> U(static_cast<std::size_t>(rows * state_.M)), V(static_cast<std::size_t>(rows * state_.N));
+  std::vector<float> U(static_cast<std::size_t>(rows * M_)), V(static_cast<std::size_t>(rows * N_));
   std::int64_t at = 0;
   for (const auto& m : mine) {
     const std::int64_t k = static_cast<std::int64_t>(m.floatCount()) / per_row;
-    std::memcpy(U.data() + at * state_.M, m.floats(), k * state_.M * sizeof(float));
-    std::memcpy(V.data() + at * state_.N, m.floats() + k * state_.M, k * state_.N * sizeof(float));
+    std::memcpy(U.data() + at * M_, m.floats(), k * M_ * sizeof(float));
+    std::memcpy(V.data() + at * N_, m.floats() + k * M_, k * N_ * sizeof(float));
     at += k;
   }
-  reconstructAndApply(state_, U.data(), V.data(), rows, static_cast<int>(workers_.size()), options_.at(iteration));
+  const SgdOptions o = options_.at(iteration);
+  const float scale = 1.0f / static_cast<float>(static_cast<int>(workers_.size()) * o.passes);
+  applier_->apply(StackedFactors{U.data(), V.data(), rows, M_, N_}, scale, o, first_step_);
+  first_step_ = false;
   std::lock_guard<std::mutex> lock(mu_);
   applied_ = iteration + 1;
 }
 
 void SfbSyncer::addStateRecords(std::vector<StateRecord>& records) {
   if (options_.momentum == 0.0f) return;
-  // Allocated here if no step has run yet, so a fresh session can be restored into.
-  if (state_.weight_momentum.empty()) {
-    state_.weight_momentum.assign(static_cast<std::size_t>(state_.M * state_.N), 0.0f);
-    if (state_.bias) state_.bias_momentum.assign(static_cast<std::size_t>(state_.M), 0.0f);
-  }
-  const std::string name = book_.model().layers[layer()].name;
-  records.push_back(StateRecord{"sfb/" + name + "/weight_momentum", state_.weight_momentum.data(),
-                                state_.weight_momentum.size() * sizeof(float)});
-  if (state_.bias) {
-    records.push_back(StateRecord{"sfb/" + name + "/bias_momentum", state_.bias_momentum.data(),
-                                  state_.bias_momentum.size() * sizeof(float)});
-  }
+  applier_->addMomentumRecords("sfb/" + book_.model().layers[layer()].name + "/", records);
 }
 
 void SfbSyncer::addToDigest(Digest& d) const {
-  d.update(params_[0], state_.M * state_.N * sizeof(float));
-  if (params_.size() > 1) d.update(params_[1], state_.M * sizeof(float));
-  d.update(state_.weight_momentum.data(), state_.weight_momentum.size() * sizeof(float));
-  d.update(state_.bias_momentum.data(), state_.bias_momentum.size() * sizeof(float));
+  for (const auto& r : applier_->replicated()) d.update(r.data, r.bytes);
 }
 
 }  // namespace poseidon

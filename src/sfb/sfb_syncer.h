@@ -2,14 +2,17 @@
 //   Send    - broadcast this worker's factors (U, V) to every other worker;
 //   Receive - block until the factors of all workers for t have arrived;
 //   Move    - once autograd no longer needs the layer's weight for this backward pass
-//             (release), reconstruct the mean gradient and apply the optimizer step to the
-//             engine's weight and bias in place. Every worker does the same, so replicas stay
-//             identical; the optimizer state is replicated.
+//             (release), stack the factors in rank order and hand them to the layer's
+//             FactorApplier: it reconstructs the mean gradient and applies the optimizer
+//             step to the weight and bias (host buffers, or the engine's own applier on a
+//             GPU). Every worker does the same, so replicas stay identical; the optimizer
+//             state is replicated.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -18,7 +21,8 @@
 #include "common/wait.h"
 #include "coordinator/information_book.h"
 #include "kvstore/sgd.h"
-#include "sfb/reconstruct.h"
+#include "poseidon/factor_applier.h"
+#include "sfb/host_applier.h"
 
 namespace poseidon {
 
@@ -39,6 +43,9 @@ class SfbSyncer final : public LayerSyncer {
   // of stepping the parameters. Called before each iteration's factors are handed over (the
   // user's optimizer may have replaced the gradient tensors), while no Move runs.
   void setGradientTarget(std::vector<float*> grads);
+  // The engine reconstructs and steps this layer itself from now on (before the first
+  // iteration's factors are handed over).
+  void setApplier(std::unique_ptr<FactorApplier> applier);
   // Autograd is done with the weight for iteration t's backward pass.
   void release(std::uint64_t iteration);
   // A peer's factors (transport thread).
@@ -55,8 +62,11 @@ class SfbSyncer final : public LayerSyncer {
   const SgdOptions options_;
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
-  SfbLayerState state_;  // weight and bias point at the parameters, or at their gradients
-  std::vector<float*> params_;
+  const std::int64_t M_, N_;
+  const std::size_t tensors_;  // weight, and bias if any
+  HostFactorApplier* host_;    // the host applier while it is the one in use, else null
+  std::unique_ptr<FactorApplier> applier_;
+  bool first_step_;  // no step has run yet: the momentum starts from the gradient
   std::vector<int> workers_;  // ranks that exchange factors
 
   std::mutex mu_;

@@ -45,7 +45,51 @@ void AutogradSync::start(Transport& transport) {
       for (auto& p : model_.params[l]) p.set_requires_grad(false);
     }
   }
+  installAppliers();
   if (session_->isWorker()) installHooks();
+}
+
+void AutogradSync::installAppliers() {
+  appliers_.assign(layerCount(), nullptr);
+  bool any = false;
+  for (int l = 0; l < layerCount(); ++l) any = any || session_->usesFactors(l);
+  if (!any) return;
+  // POSEIDON_SFB_UPDATE=host keeps a mirrored model's SFB steps on the host mirrors (the
+  // session's applier, then the values to the device): how the two are measured.
+  const char* where = std::getenv("POSEIDON_SFB_UPDATE");
+  const bool on_device = staging_->mirrored() && !(where && std::string(where) == "host");
+  int taken = 0;
+  for (int l = 0; l < layerCount() && on_device; ++l) {
+    if (!session_->usesFactors(l)) continue;
+    auto applier = std::make_unique<DeviceFactorApplier>(model_.params[l]);
+    DeviceFactorApplier* raw = applier.get();
+    std::unique_ptr<FactorApplier> given = std::move(applier);
+    if (!session_->setFactorApplier(l, given)) continue;
+    appliers_[l] = raw;
+    ++taken;
+  }
+  agreeOnApplier(!session_->isWorker() ? "" : taken > 0 ? device().str() : "host");
+}
+
+void AutogradSync::agreeOnApplier(const std::string& mine) {
+  // Replicas stay equal only if every worker rounds the same way: the same applier kind.
+  const auto all = session_->control().allgather(mine, "where SFB layers are applied");
+  std::string first;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) continue;  // a server-only rank applies nothing
+    if (first.empty()) first = all[r];
+    if (all[r] != first) {
+      throw InputError(detail::cat("rank ", r, " applies SFB layers on ", all[r], ", another rank on ", first,
+                                   ": replicas would round apart; put every rank's model on the same kind of device, "
+                                   "or set POSEIDON_SFB_UPDATE=host on every rank"));
+    }
+  }
+}
+
+void AutogradSync::waitUpdates() {
+  for (auto* a : appliers_) {
+    if (a) a->waitUpdated();
+  }
 }
 
 void AutogradSync::broadcastFrozen() {
@@ -118,6 +162,7 @@ void AutogradSync::endForward() { backward_mark_ = std::chrono::steady_clock::no
 
 void AutogradSync::waitLayer(int layer) {
   session_->waitLayer(layer);
+  if (appliers_[layer]) appliers_[layer]->waitUpdated();
   if (!stale_[layer]) return;
   staging_->valuesIn(layer);
   stale_[layer] = false;
@@ -132,12 +177,23 @@ void AutogradSync::step() {
   staging_->drain();  // every gradient handed over by the hooks has reached the session
   reportRemaining();
   staging_->drain();  // and the layers reported just now (on a GPU, queued for the staging thread)
+  // A device-applied SFB layer whose input needs no gradient had no release hook: its
+  // weight is free once the backward pass queued so far has run.
+  for (int l = 0; l < layerCount(); ++l) {
+    if (appliers_[l] && !released_[l]) appliers_[l]->released();
+  }
   session_->endIteration();
   resetStep();
   // Gradient mode: the user's optimizer steps next and needs every mean gradient.
   if (!options_.gradient_mode) return;
   session_->waitAll();
-  for (int l = 0; l < layerCount() && staging_->mirrored(); ++l) staging_->gradientsIn(l, gradientsOf(l));
+  for (int l = 0; l < layerCount() && staging_->mirrored(); ++l) {
+    if (appliers_[l]) {
+      appliers_[l]->waitUpdated();  // it wrote .grad on the device
+    } else {
+      staging_->gradientsIn(l, gradientsOf(l));
+    }
+  }
 }
 
 void AutogradSync::synchronize() {
@@ -150,8 +206,13 @@ void AutogradSync::synchronize() {
 }
 
 std::vector<StateRecord> AutogradSync::stateRecords() {
-  // Server mode: the host buffers hold the newest values; gradient mode: the device does.
+  // Server mode: the host buffers hold the newest values, but for layers applied on the
+  // device; gradient mode: the device does.
+  waitUpdates();
   if (options_.gradient_mode) staging_->paramsToHost();
+  for (int l = 0; l < layerCount() && !options_.gradient_mode; ++l) {
+    if (appliers_[l]) staging_->layerToHost(l);
+  }
   buffers_.toHost();
   auto records = session_->stateRecords();
   buffers_.addStateRecords(records);
@@ -160,11 +221,15 @@ std::vector<StateRecord> AutogradSync::stateRecords() {
 
 void AutogradSync::stateRestored() {
   staging_->paramsToDevice();
+  for (auto* a : appliers_) {
+    if (a) a->momentumRestored();
+  }
   stale_.assign(stale_.size(), false);
   buffers_.toDevice();
 }
 
 std::string AutogradSync::digest() {
+  waitUpdates();
   Digest d;
   for (const auto& p : model_.all) {
     const auto host = p.device().is_cpu() ? p : p.detach().to(torch::kCPU);

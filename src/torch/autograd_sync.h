@@ -24,6 +24,7 @@
 #include "poseidon/session.h"
 #include "poseidon/state_record.h"
 #include "torch/buffers.h"
+#include "torch/device_applier.h"
 #include "torch/device_staging.h"
 
 namespace poseidon {
@@ -108,6 +109,11 @@ class AutogradSync {
   void warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t batch);
   void reportFactors(int layer);
 
+  // autograd_sync.cc: SFB layers of a mirrored model step where their weight lives.
+  void installAppliers();
+  void agreeOnApplier(const std::string& mine);
+  void waitUpdates();
+
   bool lastPass() const { return forwards_ == options_.backward_passes_per_step; }
   std::vector<torch::Tensor> gradientsOf(int layer);  // defined: zeros where autograd gave none
   void broadcastFrozen();
@@ -120,6 +126,8 @@ class AutogradSync {
   std::vector<bool> self_waited_;
   // Mirrored models, server mode: layers whose device values are older than the host's.
   std::vector<bool> stale_;
+  // SFB layers applied on the model's device (owned by the session), by layer; else null.
+  std::vector<DeviceFactorApplier*> appliers_;
   bool training_ = false;           // the current (or last) forward trains
   std::int64_t forward_batch_ = 0;  // beginForward's batch
 
@@ -131,6 +139,7 @@ class AutogradSync {
   int forwards_ = 0;                               // training forward passes since the last step()
   std::vector<std::vector<FactorEntry>> factors_;  // SFB layers: this step's calls
   std::vector<int> unreleased_;                    // SFB layers: input hooks of the last pass still to fire
+  std::vector<bool> released_;                     // SFB layers: the weight's last use this step has passed
   std::vector<bool> rows_warned_;
   // The gradient tensors a sync reads or writes: alive even if the user drops .grad.
   std::vector<std::vector<torch::Tensor>> held_grads_;

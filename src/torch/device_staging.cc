@@ -84,11 +84,13 @@ std::vector<std::vector<float*>> DeviceStaging::hostParams() {
 std::vector<float*> DeviceStaging::hostGradients(int layer) { return pointers(host_grads_.at(layer)); }
 
 void DeviceStaging::paramsToHost() {
+  for (std::size_t l = 0; l < params_.size(); ++l) layerToHost(static_cast<int>(l));
+}
+
+void DeviceStaging::layerToHost(int layer) {
   if (!mirrored_) return;
   torch::NoGradGuard no_grad;
-  for (std::size_t l = 0; l < params_.size(); ++l) {
-    for (std::size_t t = 0; t < params_[l].size(); ++t) host_params_[l][t].copy_(params_[l][t].detach());
-  }
+  for (std::size_t t = 0; t < params_.at(layer).size(); ++t) host_params_[layer][t].copy_(params_[layer][t].detach());
 }
 
 void DeviceStaging::paramsToDevice() {

@@ -51,6 +51,8 @@ class DeviceStaging {
   // the training loop: start-up, checkpoints, restores).
   void paramsToHost();
   void paramsToDevice();
+  // One layer's values, device to host (its update ran on the device).
+  void layerToHost(int layer);
 
   // Autograd has produced layer l's gradient (`grads`, in the layer's tensor order):
   // `ready` gets host pointers once the values are there (inline for a CPU model, else on

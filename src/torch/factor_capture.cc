@@ -63,8 +63,12 @@ torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, to
     // the last of their input gradients. From then on W may be updated.
     ++unreleased_[layer];
     x.register_hook([this, layer](torch::Tensor) {
+      if (--unreleased_[layer] != 0) return;
+      released_[layer] = true;
+      // On autograd's stream now; the update stream waits for it (device-applied layers).
+      if (appliers_[layer]) appliers_[layer]->released();
       // Through the staging queue: after this layer's factors have reached the session.
-      if (--unreleased_[layer] == 0) staging_->then([this, layer] { session_->layerReleased(layer); });
+      staging_->then([this, layer] { session_->layerReleased(layer); });
     });
   }
   return out;
@@ -86,9 +90,11 @@ void AutogradSync::reportFactors(int layer) {
   };
   const auto U = stack(us, info.M);
   const auto V = stack(vs, info.N);
-  if (options_.gradient_mode) {
-    // The user's optimizer may have replaced .grad since the last step: point there now
-    // (a mirrored model: its host gradient buffers, copied to .grad after the step).
+  if (options_.gradient_mode && appliers_[layer]) {
+    // The user's optimizer may have replaced .grad since the last step: point there now.
+    appliers_[layer]->setGradientTarget(gradientsOf(layer));
+  } else if (options_.gradient_mode) {
+    // As above; a mirrored model: its host gradient buffers, copied to .grad after the step.
     auto grads = gradientsOf(layer);
     std::vector<float*> targets = staging_->mirrored() ? staging_->hostGradients(layer) : std::vector<float*>{};
     if (!staging_->mirrored()) {
@@ -97,7 +103,7 @@ void AutogradSync::reportFactors(int layer) {
     staging_->then([this, layer, targets] { session_->setFactorGradients(layer, targets); });
   }
   reported_[layer] = true;
-  stale_[layer] = !options_.gradient_mode;
+  stale_[layer] = !options_.gradient_mode && !appliers_[layer];
   markBackward(layer);
   staging_->factorsOut(U, V, [this, layer](const torch::Tensor& u, const torch::Tensor& v) {
     session_->factorsReady(layer, u.data_ptr<float>(), v.data_ptr<float>(), u.size(0));

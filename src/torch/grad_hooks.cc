@@ -27,6 +27,7 @@ void AutogradSync::installHooks() {
   reported_.assign(L, false);
   factors_.assign(L, {});
   unreleased_.assign(L, 0);
+  released_.assign(L, false);
   rows_warned_.assign(L, false);
   held_grads_.assign(L, {});
   for (int l = 0; l < L; ++l) {
@@ -45,6 +46,7 @@ void AutogradSync::resetStep() {
     pending_[l] = static_cast<int>(model_.params[l].size());
     factors_[l].clear();
     unreleased_[l] = 0;
+    released_[l] = false;
   }
   reported_.assign(reported_.size(), false);
   forwards_ = 0;

@@ -106,7 +106,7 @@ TEST(SfbReconstruct, MatchesTheDenseSumOfOuterProducts) {
   s.N = N;
   s.weight = W.data();
   s.bias = b.data();
-  reconstructAndApply(s, U.data(), V.data(), K, 1, SgdOptions{1.0f, 0.0f, 0.0f});
+  reconstructAndApply(s, U.data(), V.data(), K, 1.0f, SgdOptions{1.0f, 0.0f, 0.0f});
   for (std::int64_t m = 0; m < M; ++m) {
     double db = 0;
     for (std::int64_t k = 0; k < K; ++k) db += U[k * M + m];
