@@ -60,7 +60,7 @@ if [ "$what" != tests ]; then
     bench_result="skipped: the lab needs root and ip/tc (scripts/pack_iproute2.sh on a Debian machine, then IPROUTE=...)"
   else
     start=$(date +%s)
-    POSEIDON_PYTHON=$python "$python" bench/papers_models.py --device cuda --poseidon "$build/apps/poseidon" \
+    POSEIDON_PYTHON=$python "$python" bench/papers/papers_models_vs_ddp.py --device cuda --poseidon "$build/apps/poseidon" \
       --models "${GPU_BENCH_MODELS:-vgg19,resnet50}" --bandwidths "${GPU_BENCH_RATES:-10gbit,25gbit}" \
       --iterations "${GPU_BENCH_ITERATIONS:-8}" --repeats "${GPU_BENCH_REPEATS:-1}" | tee "$build/gpu-bench.log"
     bench_result="done in $(( $(date +%s) - start )) s (log: $build/gpu-bench.log)"

@@ -6,7 +6,7 @@
 // iteration. Measured on convnet, one rank, 40 iterations: 290-610 thousand page faults and
 // 0.126-0.156 s/iter with the defaults (bimodal from run to run), 48-63 thousand and
 // 0.118-0.139 s/iter with the settings below. The plain --baseline loop gets them too, and
-// bench/suite.py gives PyTorch DDP the same through glibc's environment variables.
+// bench/papers/systems_vs_ddp.py gives PyTorch DDP the same through glibc's environment variables.
 #pragma once
 
 namespace poseidon::app {

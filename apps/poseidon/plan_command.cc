@@ -152,7 +152,7 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
       ->capture_default_str();
   cmd->add_option("--stack-rate", o.stack_rate,
                   "With --host-cores: bytes communication moves per CPU second, e.g. "
-                  "500MB (bench/host_cpu.py measures it)")
+                  "500MB (bench/system/host_cpu.py measures it)")
       ->capture_default_str();
   cmd->add_flag("--json", o.json, "One JSON object instead of the table");
   return cmd;

@@ -264,7 +264,7 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--stack-rate", o.stack_rate,
                   "Bytes the host's communication moves per CPU second (network stack, "
                   "MPI, copy and server threads; sender's and receiver's work together; "
-                  "bench/simulate_validate.py measures it); 0: free")
+                  "bench/simulator/simulator_vs_lab.py measures it); 0: free")
       ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.kv_pair_bytes, "Largest KV pair of the information book")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Iterations simulated; the first warms up")->capture_default_str();

@@ -171,8 +171,8 @@ void addRunOptions(CLI::App* cmd, TrainOptions& o) {
                   "--cost-model schedule");
   cmd->add_option("--stack-rate", o.stack_rate,
                   "With --cost-model schedule: bytes the host's communication moves per CPU second (e.g. 500MB; "
-                  "bench/host_cpu.py measures it), to bound each simulated iteration by the host's cores; 0: not "
-                  "modelled")
+                  "bench/system/host_cpu.py measures it), to bound each simulated iteration by the host's cores; "
+                  "0: not modelled")
       ->capture_default_str();
   cmd->add_option("--profile-out", o.profile_out,
                   "Write this run's per-layer forward/backward times (rank 0, medians) as a profile for "

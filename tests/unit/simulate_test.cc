@@ -216,7 +216,7 @@ TEST(Simulate, BestSchemeTurnsSfbBackToPsAsNodesGrow) {
   EXPECT_LT(time128, bytes128);
 }
 
-// How long it takes is a benchmark's question (bench/simulate_paper.py times it), not a
+// How long it takes is a benchmark's question (bench/simulator/simulator_vs_paper.py times it), not a
 // unit test's: under the sanitizers it runs ten times slower.
 TEST(Simulate, Vgg19_22kAt256NodesCompletes) {
   SimConfig c;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where the host's CPU goes while a torchvision model trains in the lab, per system
-(bench/torchvision_step.py): `perf record -e cpu-clock -a` samples every core for
+(bench/jobs/torchvision_train.py): `perf record -e cpu-clock -a` samples every core for
 --seconds while the job is past its start, then the samples are grouped by thread name and
 by kernel or user space, and each group's hottest functions are listed. Poseidon names its
 threads (poseidon-mpi: the MPI progress thread, which drives the sockets; poseidon-server:
@@ -11,10 +11,8 @@ lab) and perf.
 Core-seconds per iteration are each group's share of the samples times the cores times
 the job's median seconds per iteration (cpu-clock samples idle cores too: "swapper").
 
-  sudo bench/cpu_profile.py --model resnet50 --link 10gbit --systems ddp,poseidon
+  sudo bench/system/cpu_by_thread.py --model resnet50 --link 10gbit --systems ddp,poseidon
 """
-import argparse
-import json
 import os
 import re
 import shutil
@@ -24,15 +22,17 @@ import sys
 import tempfile
 import time
 
-from common import ENV, POSEIDON, PYTHON, ROOT, machine
-
-import papers_models
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, ENV, like_poseidon, machine, made_by, script_name, use_build_python  # noqa: E402
+from benchlib.jobs import torchvision_train  # noqa: E402
+from benchlib.lab import fail, json_report, launcher  # noqa: E402
+from benchlib.report import table_head  # noqa: E402
 
 TOP_SYMBOLS = 4
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arguments(__doc__)
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--link", default="10gbit")
     ap.add_argument("--ranks", type=int, default=4)
@@ -40,15 +40,14 @@ def main():
     ap.add_argument("--iterations", type=int, default=24, help="long enough to outlast --delay + --seconds")
     ap.add_argument("--delay", type=float, default=30, help="seconds from the launch to the first sample")
     ap.add_argument("--seconds", type=float, default=15)
-    ap.add_argument("--poseidon", default=POSEIDON)
     a = ap.parse_args()
     if shutil.which("perf") is None:
-        sys.exit("cpu_profile.py: perf is not installed (apt-get install linux-perf)")
-    papers_models.like_poseidon()
-    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
+        sys.exit(f"{script_name()}: perf is not installed (apt-get install linux-perf)")
+    like_poseidon()
+    use_build_python()
     cores = os.cpu_count() or 1
     print(f"# CPU by thread, {a.model} on {a.ranks} ranks, {a.link} lab; {machine()}")
-    print(f"Made by: sudo bench/cpu_profile.py {' '.join(sys.argv[1:])}\n")
+    print(made_by() + "\n")
     with tempfile.TemporaryDirectory() as tmp:
         for system in a.systems.split(","):
             s_per_iter, groups = profile(a, system, tmp)
@@ -59,8 +58,7 @@ def main():
 def print_groups(groups, core_s):
     """Groups of at least 0.5% of the samples, the rest as "others"; per group its hottest
     functions."""
-    print("| threads | space | share of samples | core-s per iteration | hottest functions (share) |")
-    print("|---|---|---|---|---|")
+    print(table_head("threads", "space", "share of samples", "core-s per iteration", "hottest functions (share)"))
     others = 0.0
     for (name, space), (share, symbols) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
         if share < 0.5:
@@ -76,9 +74,7 @@ def profile(a, system, tmp):
     """Runs the job, samples it; returns its median s/iteration and the samples' shares per
     (thread group, space), each with its shares per function."""
     data = os.path.join(tmp, f"{system}.data")
-    cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", a.link, "--", PYTHON,
-           os.path.join(ROOT, "bench/torchvision_step.py"), "--system", system, "--model", a.model,
-           "--image-size", str(papers_models.SIZES.get(a.model, 32)), "--iterations", str(a.iterations)]
+    cmd = launcher(a.poseidon, a.ranks, a.link) + torchvision_train(system, a.model, a.iterations)
     out_path, err_path = os.path.join(tmp, "job.out"), os.path.join(tmp, "job.err")
     with open(out_path, "w") as out, open(err_path, "w") as err:
         # Files, not pipes: nobody reads while perf samples. Its own session: stopped whole.
@@ -97,10 +93,10 @@ def profile(a, system, tmp):
         stdout = f.read()
     if job.returncode != 0:
         with open(err_path) as f:
-            sys.exit(f"{' '.join(cmd)} failed ({job.returncode}):\n{stdout[-1500:]}\n{f.read()[-2500:]}")
+            fail(cmd, job.returncode, stdout, f.read())
     if not still_running:
         sys.exit(f"{system}: the job ended before the samples did: raise --iterations")
-    s_per_iter = json.loads(stdout.strip().splitlines()[-1])["s_per_iter_median"]
+    s_per_iter = json_report(stdout)["s_per_iter_median"]
     return s_per_iter, group(report(data, "comm,dso"), report(data, "comm,dso,sym"))
 
 
@@ -143,6 +139,7 @@ def group(by_dso, by_symbol):
 
 def thread_group(comm):
     return "poseidon-sync-*" if comm.startswith("poseidon-sync") else comm
+
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,8 @@
 """One system training a torchvision model for --iterations on synthetic data (batch per
 rank --batch), one process per rank under mpirun (in or out of `poseidon lab`); rank 0
 prints a JSON line with s_per_iter_median and images_per_s. The side of
-bench/papers_models.py that runs inside each job. Systems:
+bench/papers/papers_models_vs_ddp.py (and of the other lab benchmarks of torchvision models)
+that runs inside each job. Systems:
   ddp           DistributedDataParallel, gloo
   ddp-fp16      DDP with the fp16 compression hook
   ddp-powersgd  DDP with PowerSGD (rank 4; one bucket, which gloo needs for it)
@@ -13,16 +14,17 @@ bench/papers_models.py that runs inside each job. Systems:
 share one GPU, each with its own CUDA context); DDP with gloo on CUDA tensors (NCCL refuses
 two ranks on one GPU).
 """
-import argparse
 import json
 import os
-import statistics
+import sys
 
 import torch
 import torch.distributed as dist
 import torchvision
 
-from common import timed_steps
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments  # noqa: E402
+from benchlib.torch_loop import rank_and_size, timed_steps, warm_median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-fifo", "compute")
 
@@ -32,10 +34,6 @@ def build(name):
     if name in ("googlenet", "inception_v3"):
         kwargs.update(aux_logits=False, init_weights=False)
     return getattr(torchvision.models, name)(**kwargs)
-
-
-def rank_and_size():
-    return int(os.environ.get("OMPI_COMM_WORLD_RANK", 0)), int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1))
 
 
 def wrap(system, net, optimizer, a):
@@ -66,7 +64,7 @@ def wrap(system, net, optimizer, a):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arguments(__doc__, poseidon=False)
     ap.add_argument("--system", required=True, choices=SYSTEMS)
     ap.add_argument("--model", required=True)
     ap.add_argument("--image-size", type=int, required=True)
@@ -103,7 +101,7 @@ def main():
         if a.profile_out:
             model.write_profile(a.profile_out)
         model.close()
-    s = statistics.median(times[2:] if len(times) > 4 else times)
+    s = warm_median(times)
     if rank == 0:
         print(json.dumps({"system": a.system, "model": a.model, "s_per_iter_median": s,
                           "images_per_s": a.batch * size / s, "bytes_sent_per_iter": sent,

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """The host's network stack rate between two lab ranks: rank 1 sends --megabytes over TCP to
 rank 0 across the lab's veth links (MTU 1500, the bridge), rank 0 prints bytes/s. Run by
-bench/simulate_validate.py inside `poseidon lab --ranks 2` on a link far faster than the
+bench/simulator/simulator_vs_lab.py inside `poseidon lab --ranks 2` on a link far faster than the
 stack, so that the CPU, not tc, sets the rate."""
+import argparse
 import os
 import socket
-import sys
 import time
 
 PORT = 47011
 
 
 def main():
-    total = int(sys.argv[1] if len(sys.argv) > 1 else 1024) << 20
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("megabytes", type=int, nargs="?", default=1024, help="what rank 1 sends")
+    total = ap.parse_args().megabytes << 20
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     peer0 = os.environ["LAB_MASTER_ADDR"]  # rank 0's address in the lab
     buf = memoryview(bytearray(4 << 20))

@@ -4,19 +4,20 @@ training a model described in Poseidon's model-file format, so both run the same
 the same ATen kernels, batch and thread settings. Launch one process per rank with mpirun
 (rank and size from OMPI_COMM_WORLD_*), in or out of `poseidon lab`. Rank 0 prints one JSON
 line: s_per_iter_median and images_per_s over all ranks. Usage:
-  mpirun -np 4 python3 bench/ddp_train.py --model-file bench/models/fcnet.model --iterations 20 --port 29511
+  mpirun -np 4 python3 bench/jobs/ddp_model_file.py --model-file bench/models/fcnet.model --iterations 20 --port 29511
 """
-import argparse
 import json
 import os
-import statistics
+import sys
 import time
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from common import process_setup
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, process_setup  # noqa: E402
+from benchlib.torch_loop import rank_and_size, warm_median  # noqa: E402
 
 
 def build(spec_text):
@@ -53,15 +54,14 @@ def build(spec_text):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = arguments(__doc__, poseidon=False)
     ap.add_argument("--model-file", required=True)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--port", type=int, default=29511)
     ap.add_argument("--lr", type=float, default=0.01)
     a = ap.parse_args()
-    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
-    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1))
+    rank, world = rank_and_size()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 1)))
     torch.manual_seed(42)
     with open(a.model_file) as f:
@@ -83,8 +83,7 @@ def main():
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - start)
-    # The first iterations warm up allocators and gloo's buffers, as in poseidon's median.
-    med = statistics.median(times[2:] if len(times) > 4 else times)
+    med = warm_median(times)
     if rank == 0:
         print(json.dumps({"system": "ddp-gloo", "ranks": world, "batch": a.batch, "iterations": a.iterations,
                           "s_per_iter_median": med, "images_per_s": world * a.batch / med,

@@ -17,30 +17,30 @@ thread) is shortest. This script
     medians and the paired ratio schedule / time (the median of the rounds' ratios).
 Where the plans are the same there is nothing to measure: the row says so.
 Each link is planned twice: without a host CPU bound, and with one (`--stack-rate`: the
-bytes communication moves per host CPU second, measured first by common.comm_cpu_rate; the
+bytes communication moves per host CPU second, measured first by benchlib.host.comm_cpu_rate; the
 host's cores shared by all the lab's ranks), as the lab's ranks all share this host.
 
-  sudo bench/schedule_rule.py lab --model fcnet --ranks 4 --links 1gbit,2gbit --repeats 3
-  bench/schedule_rule.py simulate --models vgg19-22k,vgg19,alexnet --links 10gbit,40gbit
+  sudo bench/features/schedule_rule.py lab --model fcnet --ranks 4 --links 1gbit,2gbit --repeats 3
+  bench/features/schedule_rule.py simulate --models vgg19-22k,vgg19,alexnet --links 10gbit,40gbit
 """
-import argparse
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-from common import ENV, POSEIDON, comm_cpu_rate, machine, median, mpirun, run_json
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, machine, require_root  # noqa: E402
+from benchlib.host import comm_cpu_rate  # noqa: E402
+from benchlib.lab import launcher, run, run_json, run_ranks  # noqa: E402
+from benchlib.rounds import median  # noqa: E402
 
 
 def measured_gflops(a):
     """The GEMM rate the time rule measures at start-up on this host (2 ranks, one thread)."""
-    p = subprocess.run(mpirun(2, a.poseidon) + ["train", "--model", a.model, "--synthetic", "--no-eval",
-                       "--iterations", "1", "--threads", "1", "--cost-model", "time"],
-                       capture_output=True, text=True, env=ENV, timeout=600)
+    p = run(launcher(a.poseidon, 2) + [a.poseidon, "train", "--model", a.model, "--synthetic", "--no-eval",
+                                       "--iterations", "1", "--threads", "1", "--cost-model", "time"], timeout=600)
     m = re.search(r"GEMM ([0-9.]+) GFLOP/s", p.stdout)
-    if p.returncode != 0 or not m:
+    if not m:
         raise SystemExit(f"could not measure the GEMM rate:\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
     return float(m.group(1))
 
@@ -66,13 +66,13 @@ def train(a, link, rule, profile, gflops, stack):
            "--bandwidth", link, "--gflops", f"{gflops:g}"]
     if rule == "schedule":
         job += ["--profile", profile] + (["--stack-rate", stack] if stack else [])
-    j = run_json([a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", link, "--"] + job, timeout=3600)
+    j = run_ranks(a.poseidon, a.ranks, link, job, timeout=3600)
     return j["images_per_s"], [l["scheme"] for l in j["layers"]]
 
 
 def simulated(a):
     """Speedup over one node per rule, from `poseidon simulate --system poseidon`."""
-    print(f"# poseidon simulate, system poseidon, calibrated device rate; speedup over one node (SFB layers)")
+    print("# poseidon simulate, system poseidon, calibrated device rate; speedup over one node (SFB layers)")
     print(f"{'model':>10} {'link':>7} {'nodes':>5} {'bytes':>13} {'time':>13} {'schedule':>13} {'schedule/best':>13}")
     for model in a.models.split(","):
         for link in a.links.split(","):
@@ -89,7 +89,7 @@ def simulated(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = arguments(__doc__)
     p.add_argument("part", choices=["lab", "simulate"])
     p.add_argument("--models", default="vgg19-22k,vgg19,alexnet", help="simulate: built-in models")
     p.add_argument("--nodes", default="8,32,128", help="simulate: node counts")
@@ -101,14 +101,12 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--gflops", type=float, default=0, help="GEMM rate for both rules (default: measured)")
     p.add_argument("--stack-rate", default="", help="bytes per host CPU second, e.g. 500MB (default: measured)")
-    p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
     if a.part == "simulate":
         a.links = a.links or "10gbit,40gbit"
         return simulated(a)
     a.links = a.links or "1gbit,2gbit"
-    if os.geteuid() != 0:
-        raise SystemExit("the lab needs root: run with sudo")
+    require_root()
     gflops = a.gflops or measured_gflops(a)
     tmp = tempfile.mkdtemp()
     stack = a.stack_rate or f"{comm_cpu_rate(a.poseidon, tmp) / 1e6:.0f}MB"

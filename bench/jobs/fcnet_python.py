@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """fcnet (src/models/model_spec.cc) written in PyTorch and trained with the Python package:
-the Python side of bench/python_vs_cli.py. Synthetic data, batch 32 per rank, SGD with
+the Python side of bench/system/python_vs_cli.py. Synthetic data, batch 32 per rank, SGD with
 momentum on the servers (as `poseidon train`); prints a JSON summary as the last line."""
-import argparse
 import json
+import os
 import statistics
+import sys
 
 import torch
 import torch.nn as nn
 
 import poseidon
-from common import timed_steps
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments  # noqa: E402
+from benchlib.torch_loop import timed_steps  # noqa: E402
 
 
 def fcnet():
@@ -20,7 +24,7 @@ def fcnet():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = arguments(__doc__, poseidon=False)
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--scheme", default="auto")

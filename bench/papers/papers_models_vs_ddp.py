@@ -12,34 +12,34 @@ DDP and over the best DDP variant, and Poseidon against its bound: the throughpu
 iteration that takes the larger of the compute-only time and Poseidon's bytes sent per
 iteration (per rank, measured) over the link rate. Writes papers-models.{md,csv,png} into
 --out.
-  sudo bench/papers_models.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
+  sudo bench/papers/papers_models_vs_ddp.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
 On a GPU (--device cuda): every rank shares the host's GPU (each its own CUDA context, so the
 GPU time-slices between them), images 224x224, and the files are papers-models-gpu.*:
-  sudo bench/papers_models.py --device cuda --models vgg19,resnet50 --bandwidths 10gbit,25gbit
+  sudo bench/papers/papers_models_vs_ddp.py --device cuda --models vgg19,resnet50 --bandwidths 10gbit,25gbit
 """
-import argparse
 import os
+import subprocess
 import sys
 
-from common import ENV, POSEIDON, ROOT, machine, median, process_setup, pyplot, run_json, write_csv, PYTHON
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import (arguments, ENV, PYTHON, ROOT, command_line, like_poseidon, machine, script_name,  # noqa: E402
+                          use_build_python)
+from benchlib.jobs import bytes_per_s, torchvision_train  # noqa: E402
+from benchlib.lab import run_ranks  # noqa: E402
+from benchlib.report import pyplot, write_csv  # noqa: E402
+from benchlib.rounds import median  # noqa: E402
 
-
-PY = PYTHON  # the project's python (.venv), with torch
-STEP = os.path.join(ROOT, "bench/torchvision_step.py")
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
-SIZES = {"alexnet": 63, "vgg19": 32, "resnet50": 32, "googlenet": 32, "inception_v3": 75, "resnet152": 32}
-RATES = {"1gbit": 1e9 / 8, "10gbit": 1e10 / 8, "25gbit": 25e9 / 8}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arguments(__doc__)
     ap.add_argument("--models", default="alexnet,vgg19,resnet50,googlenet")
     ap.add_argument("--bandwidths", default="1gbit,10gbit")
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
-    ap.add_argument("--poseidon", default=POSEIDON)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="cuda: every rank on the host's GPU, 224x224 images")
@@ -52,7 +52,7 @@ def main():
         write(a.out, rows, systems, a)
         return
     # The Python package of the same build as the binary (build/python beside build/apps).
-    ENV["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.poseidon))), "python")
+    use_build_python(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.poseidon))), "python"))
     systems = a.systems.split(",")
     rows = []
     for model in a.models.split(","):
@@ -62,25 +62,14 @@ def main():
     write(a.out, rows, systems, a)
 
 
-def like_poseidon():
-    """What poseidon.init() does in its own process, for every system (process_setup.py)."""
-    ENV.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
-    ENV.setdefault("MALLOC_TRIM_THRESHOLD_", str(512 << 20))
-    setup = process_setup()
-    if setup.blas_kernels() == "Prescott" and setup._best_kernels():
-        ENV.setdefault("OPENBLAS_CORETYPE", setup._best_kernels())
-
-
 def measure(a, model, bw, systems):
     seen = {s: [] for s in systems}
     sent = []
     for r in range(a.repeats):
         for i, system in enumerate(systems):
-            cmd = [a.poseidon, "lab", "--ranks", str(a.ranks), "--bandwidth", bw, "--", PY, STEP,
-                   "--system", system, "--model", model, "--device", a.device,
-                   "--image-size", str(224 if a.device == "cuda" else SIZES.get(model, 32)),
-                   "--iterations", str(a.iterations), "--port", str(29600 + 10 * r + i)]
-            j = run_json(cmd, timeout=3600)
+            flags = ["--device", a.device, "--port", str(29600 + 10 * r + i)]
+            job = torchvision_train(system, model, a.iterations, flags, size=224 if a.device == "cuda" else None)
+            j = run_ranks(a.poseidon, a.ranks, bw, job, timeout=3600)
             seen[system].append(j["images_per_s"])
             if system == "poseidon":
                 sent.append(j["bytes_sent_per_iter"])
@@ -95,7 +84,7 @@ def measure(a, model, bw, systems):
     if "compute" in row and sent:
         row["bytes_per_iter"] = median(sent)
         compute_s = a.ranks * 32 / row["compute"]
-        row["bound"] = a.ranks * 32 / max(compute_s, row["bytes_per_iter"] / RATES[bw])
+        row["bound"] = a.ranks * 32 / max(compute_s, row["bytes_per_iter"] / bytes_per_s(bw))
         row["of_bound"] = row["poseidon"] / row["bound"]
     return row
 
@@ -160,8 +149,7 @@ def rows_from_logs(paths):
 
 def gpu_note():
     """What the GPU rows are: the device, and why the figures look as they do."""
-    import subprocess
-    name = subprocess.run([PY, "-c", "import torch; print(torch.cuda.get_device_name(0))"], capture_output=True,
+    name = subprocess.run([PYTHON, "-c", "import torch; print(torch.cuda.get_device_name(0))"], capture_output=True,
                           text=True).stdout.strip() or "a GPU"
     return (f"Every rank on one {name}, each with its own CUDA context: the GPU time-slices between the ranks, so "
             "the compute-only column is four processes sharing it, and every system pays that sharing alike. DDP "
@@ -184,7 +172,7 @@ def write(out, rows, systems, a):
     with open(stem + ".md", "w") as f:
         gpu = getattr(a, "device", "cpu") == "cuda"
         f.write(f"# The papers' models, {a.ranks} ranks in the lab{' sharing one GPU' if gpu else ''} "
-                "(bench/papers_models.py)\n\n")
+                f"({script_name()})\n\n")
         if gpu:
             f.write(gpu_note())
         if a.from_log:
@@ -198,7 +186,7 @@ def write(out, rows, systems, a):
                     f"alternated rounds; images/s of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/"
                     f"{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS {ENV.get('OPENBLAS_CORETYPE', 'as detected')} for "
                     "every system.\n\n")
-        f.write(f"Made by: `sudo bench/papers_models.py {' '.join(sys.argv[1:])}`\n\n")
+        f.write(f"Made by: `{command_line()}`\n\n")
         f.write("| model | link | rounds | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
         f.write("|---" * (len(systems) + 7) + "|\n")
         for row in rows:

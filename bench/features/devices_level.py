@@ -7,37 +7,37 @@ each round. Per system: images/s (median of --repeats rounds, and the paired rat
 the bytes each node's NIC sent per iteration (a long run minus a short one, so set-up
 cancels) against the cost model's node figure (model_bytes_of).
 
-  sudo bench/nodes.py --models fcnet --nodes 2 --ranks-per-node 2 --link 1gbit --repeats 3
-  sudo bench/nodes.py --models vgg19,resnet50 --repeats 3
+  sudo bench/features/devices_level.py --models fcnet --nodes 2 --ranks-per-node 2 --link 1gbit --repeats 3
+  sudo bench/features/devices_level.py --models vgg19,resnet50 --repeats 3
 
 Models other than the CLI's run as torchvision models through the Python package
-(bench/torchvision_step.py, batch 32 per rank, image size as in bench/papers_models.py);
+(bench/jobs/torchvision_train.py, batch 32 per rank, image size as in the other lab benchmarks);
 their NIC bytes are shown beside the PS figure (2 (N-1)/N x 4 bytes per parameter for a
 node; for a flat node, the part of its D ranks' figure that leaves the node) rather than
 the plan's.
 """
-import argparse
 import os
 import sys
 
-from bandwidth_manager import lab_run as bandwidth_lab_run
-from common import ENV, POSEIDON, ROOT, machine, median
-from papers_models import PY, SIZES, STEP
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, machine, made_by, use_build_python  # noqa: E402
+from benchlib.jobs import CLI_MODELS, synthetic_train, torchvision_train  # noqa: E402
+from benchlib.lab import run_lab_nic  # noqa: E402
+from benchlib.report import table_head  # noqa: E402
+from benchlib.rounds import alternated, median, ratios  # noqa: E402
 
-CLI_MODELS = ("fcnet", "convnet", "mlp", "resnet")
 
-
-def lab_run(a, link, job):
-    return bandwidth_lab_run(a, 0, link, job, lab_args=["--nodes", str(a.nodes), "--ranks-per-node",
-                                                        str(a.ranks_per_node)])
+def lab_run(a, job):
+    """The job on a.nodes nodes of a.ranks_per_node ranks, each node behind an a.link link:
+    its report and the bytes each node's NIC sent."""
+    return run_lab_nic(a.poseidon, a.nodes * a.ranks_per_node, a.link, job, nodes=a.nodes)
 
 
 def job(model, scheme, iterations, nodes):
+    flags = ["--scheme", scheme, "--devices-per-node", nodes]
     if model not in CLI_MODELS:
-        return [PY, STEP, "--system", "poseidon", "--model", model, "--image-size", str(SIZES.get(model, 32)),
-                "--scheme", scheme, "--iterations", str(iterations), "--devices-per-node", nodes]
-    return ["poseidon", "train", "--model", model, "--synthetic", "--no-eval", "--json", "--scheme", scheme,
-            "--iterations", str(iterations), "--devices-per-node", nodes]
+        return torchvision_train("poseidon", model, iterations, flags)
+    return synthetic_train("poseidon", model, iterations, flags)
 
 
 def model_bytes_of(report, a, nodes):
@@ -57,7 +57,7 @@ def model_bytes_of(report, a, nodes):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = arguments(__doc__)
     p.add_argument("--models", default="fcnet", help="comma-separated: CLI models (fcnet, convnet) or torchvision ones (vgg19, resnet50)")
     p.add_argument("--scheme", default="ps", help="ps, sfb or auto")
     p.add_argument("--nodes", type=int, default=2)
@@ -66,28 +66,28 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--short", type=int, default=3)
     p.add_argument("--iterations", type=int, default=8)
-    p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
-    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")  # the Python models import poseidon from the build
+    use_build_python()  # the Python models import poseidon from the build
     print(f"# devices level vs flat: {a.nodes} nodes x {a.ranks_per_node} ranks, one {a.link} link per node, "
           f"--scheme {a.scheme}, {a.repeats} rounds; {machine()}")
-    print(f"Made by: sudo bench/nodes.py {' '.join(sys.argv[1:])}")
-    print("| model | hierarchical images/s | flat images/s | hierarchical / flat (paired) | "
-          "NIC MB/iter per node, hierarchical | model | flat | model |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(made_by())
+    print(table_head("model", "hierarchical images/s", "flat images/s", "hierarchical / flat (paired)",
+                     "NIC MB/iter per node, hierarchical", "model", "flat", "model"))
     for model in a.models.split(","):
-        speed = {"host": [], "1": []}
-        nic = {}
-        model_bytes = {}
-        for r in range(a.repeats):
-            for nodes in (("host", "1") if r % 2 == 0 else ("1", "host")):
-                report, sent = lab_run(a, a.link, job(model, a.scheme, a.iterations, nodes))
-                speed[nodes].append(report["images_per_s"])
-                if r == 0:
-                    _, short = lab_run(a, a.link, job(model, a.scheme, a.short, nodes))
-                    nic[nodes] = median([(x - y) / (a.iterations - a.short) for x, y in zip(sent, short)])
-                    model_bytes[nodes] = model_bytes_of(report, a, nodes)
-        paired = median([h / f for h, f in zip(speed["host"], speed["1"])])
+        nic, model_bytes = {}, {}
+
+        def run(nodes, r):
+            """images/s; in the first round also the NIC's bytes per iteration (a short run
+            subtracted, so that set-up cancels) and the cost model's."""
+            report, sent = lab_run(a, job(model, a.scheme, a.iterations, nodes))
+            if r == 0:
+                _, short = lab_run(a, job(model, a.scheme, a.short, nodes))
+                nic[nodes] = median([(x - y) / (a.iterations - a.short) for x, y in zip(sent, short)])
+                model_bytes[nodes] = model_bytes_of(report, a, nodes)
+            return report["images_per_s"]
+
+        speed = alternated(a.repeats, ["host", "1"], run, swap=True)
+        paired = median(ratios(speed["host"], speed["1"]))
         print(f"| {model} | {median(speed['host']):.2f} | {median(speed['1']):.2f} | {paired:.3f} | "
               f"{nic['host'] / 1e6:.1f} | {model_bytes['host'] / 1e6:.1f} | {nic['1'] / 1e6:.1f} | "
               f"{model_bytes['1'] / 1e6:.1f} |")

@@ -4,8 +4,8 @@ one thread, SGD with momentum): forward, backward, optimizer step, zero_grad, me
 iterations 3..--iterations. With --no-fc-weight-grad the classifier's Linear weights need no
 gradient, as under SFB (Poseidon computes their update from the sufficient factors instead):
 the difference is what autograd's dense FC weight gradients cost. Explains why the
-"compute only" loop of bench/papers_models.py is no bound for Poseidon on FC-heavy models.
-    OMP_NUM_THREADS=1 .venv/bin/python bench/alexnet_phases.py [--no-fc-weight-grad]
+"compute only" loop of bench/papers/papers_models_vs_ddp.py is no bound for Poseidon on FC-heavy models.
+    OMP_NUM_THREADS=1 .venv/bin/python bench/papers/alexnet_phases.py [--no-fc-weight-grad]
 """
 import argparse
 import statistics

@@ -6,29 +6,28 @@ suite"): for a model, rank counts and link rates it runs side by side, in one go
   ps+wfbp    Poseidon, parameter server with WFBP (--scheme ps),
   poseidon   full Poseidon (--scheme auto --cost-model time: PS or SFB per layer, rates
              measured in the lab at start-up),
-  ddp        PyTorch DDP with gloo (bench/ddp_train.py, Debian's python3-torch),
+  ddp        PyTorch DDP with gloo (bench/jobs/ddp_model_file.py, the project's torch),
   compute    the compute ceiling: N plain processes (`--baseline`) at once, no communication;
              its s/iter is the slowest process's (a synchronous job goes at that pace),
 every multi-rank run inside `poseidon lab` at the given rate per rank, same model file,
 batch, one compute thread per rank, synthetic data. Systems alternate within a repeat so
 drift hits them alike; medians of --repeats. Writes suite-<model>.md, .csv and .png into
 --out, with the machine and settings. Needs root (the lab). Usage:
-  sudo bench/suite.py [--model fcnet] [--ranks 4] [--bandwidths 1gbit,10gbit] [--iterations 12] [--repeats 2]
+  sudo bench/papers/systems_vs_ddp.py [--model fcnet] [--ranks 4] [--bandwidths 1gbit,10gbit]
+      [--iterations 12] [--repeats 2]
 """
-import argparse
 import datetime
 import os
 import random
-import statistics
 import sys
 
-import json
-import subprocess
-
-from common import ENV, POSEIDON, ROOT, machine, pyplot, run_json, write_csv, PYTHON
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-PY = PYTHON  # the project's python (.venv), with torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import (arguments, ENV, PYTHON, ROOT, command_line, machine, malloc_like_poseidon,  # noqa: E402
+                          require_root, script)
+from benchlib.jobs import model_file as model_file_of  # noqa: E402
+from benchlib.lab import compute_ceiling, run_json, run_ranks  # noqa: E402
+from benchlib.report import pyplot, write_csv  # noqa: E402
+from benchlib.rounds import alternated, median, ratios  # noqa: E402
 
 
 def check_like_for_like(ddp):
@@ -40,22 +39,8 @@ def check_like_for_like(ddp):
                  f"{ENV['OPENBLAS_CORETYPE']}: not a like-for-like comparison")
 
 
-def compute_ceiling(cmd, ranks, timeout=1800):
-    """Runs `ranks` copies of cmd at once (no network, no MPI); returns their JSON reports."""
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-             for _ in range(ranks)]
-    reports = []
-    for p in procs:
-        out, err = p.communicate(timeout=timeout)
-        if p.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{out[-1500:]}\n{err[-2500:]}")
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--poseidon", default=POSEIDON)
+    ap = arguments(__doc__)
     ap.add_argument("--model", default="fcnet")
     ap.add_argument("--ranks", default="4")
     ap.add_argument("--bandwidths", default="1gbit,10gbit")
@@ -66,11 +51,8 @@ def main():
     ap.add_argument("--systems", default="naive-ps,ps+wfbp,poseidon,ddp,compute")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("bench/suite.py runs ranks in network namespaces (poseidon lab): run it as root")
-    model_file = os.path.join(HERE, "models", a.model + ".model")
-    if not os.path.exists(model_file):
-        sys.exit(f"no model file {model_file}: add one in Poseidon's model-file format")
+    require_root()
+    model_file = model_file_of(a.model)
     common = ["--model-file", model_file, "--synthetic", "--batch", str(a.batch), "--iterations",
               str(a.iterations), "--no-eval", "--json", "--threads", "1"]
     poseidon_flags = {
@@ -78,17 +60,13 @@ def main():
         "ps+wfbp": ["--scheme", "ps"],
         "poseidon": ["--scheme", "auto", "--cost-model", "time"],
     }
-    # Poseidon sets glibc's malloc thresholds itself (apps/poseidon/allocator.h: without them
-    # a run may re-fault its activations from the kernel every iteration); DDP gets the same
-    # through glibc's environment variables, so allocation costs alike everywhere.
-    ENV.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 << 20))
-    ENV.setdefault("MALLOC_TRIM_THRESHOLD_", str(512 << 20))
+    malloc_like_poseidon()  # DDP allocates as Poseidon does
     systems = a.systems.split(",")
     rows = []
     pairs = []  # per-repeat ratios against DDP, for the record
 
     def record(system, ranks, bandwidth, times, extra=""):
-        s = statistics.median(times)
+        s = median(times)
         rows.append({"model": a.model, "system": system, "ranks": ranks, "bandwidth": bandwidth,
                      "s_per_iter": s, "images_per_s": ranks * a.batch / s, "runs": len(times), "note": extra})
         print(f"{a.model} {system:9s} {ranks} ranks {bandwidth:8s} {s:.3f} s/iter "
@@ -97,21 +75,20 @@ def main():
     # One process, no network: the reference every speedup is measured against. Cheap runs
     # whose timings drift by 10-20% from minute to minute here, so more of them, in ABBA
     # order (plain, poseidon, poseidon, plain, ...) so that drift hits both alike.
-    plain, one = [], []
-    for rep in range(a.single_repeats):
-        order = ["plain", "poseidon"] if rep % 2 == 0 else ["poseidon", "plain"]
-        for system in order:
-            if system == "plain":
-                j = run_json([a.poseidon, "train", "--baseline"] + common)
-                plain.append(j["s_per_iter_median"])
-                # Poseidon picks OpenBLAS kernels that match the CPU when the library's own
-                # detection falls back to generic ones (apps/poseidon/blas_kernels.h); every
-                # system gets the same.
-                if j.get("blas") and "OPENBLAS_CORETYPE" not in ENV:
-                    ENV["OPENBLAS_CORETYPE"] = j["blas"]
-            else:
-                one.append(run_json([a.poseidon, "train"] + common + ["--scheme", "ps"])["s_per_iter_median"])
-    paired = statistics.median(p / o for p, o in zip(plain, one))
+    def single(system, rep):
+        if system == "poseidon":
+            return run_json([a.poseidon, "train"] + common + ["--scheme", "ps"])["s_per_iter_median"]
+        j = run_json([a.poseidon, "train", "--baseline"] + common)
+        # Poseidon picks OpenBLAS kernels that match the CPU when the library's own
+        # detection falls back to generic ones (apps/poseidon/blas_kernels.h); every
+        # system gets the same.
+        if j.get("blas") and "OPENBLAS_CORETYPE" not in ENV:
+            ENV["OPENBLAS_CORETYPE"] = j["blas"]
+        return j["s_per_iter_median"]
+
+    singles = alternated(a.single_repeats, ["plain", "poseidon"], single, swap=True)
+    plain, one = singles["plain"], singles["poseidon"]
+    paired = median(ratios(plain, one))
     print(f"1 rank: poseidon / plain images/s, median of {len(one)} paired ratios: {paired:.2f}x", flush=True)
     record("plain", 1, "-", plain)
     record("poseidon", 1, "-", one, f"median of paired ratios {paired:.2f}x")
@@ -122,17 +99,18 @@ def main():
             plans = {}
             for rep in range(a.repeats):
                 for system in systems:
-                    lab = [a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", bandwidth, "--"]
                     if system == "compute":
                         reports = compute_ceiling([a.poseidon, "train", "--baseline"] + common, ranks)
                         j = {"s_per_iter_median": max(r["s_per_iter_median"] for r in reports)}
                     elif system == "ddp":
                         port = str(random.randint(20000, 60000))
-                        j = run_json(lab + [PY, os.path.join(HERE, "ddp_train.py"), "--model-file", model_file,
-                                            "--batch", str(a.batch), "--iterations", str(a.iterations), "--port", port])
+                        j = run_ranks(a.poseidon, ranks, bandwidth, [
+                            PYTHON, script("jobs/ddp_model_file.py"), "--model-file", model_file, "--batch",
+                            str(a.batch), "--iterations", str(a.iterations), "--port", port])
                         check_like_for_like(j)
                     else:
-                        j = run_json(lab + ["poseidon", "train"] + common + poseidon_flags[system])
+                        job = ["poseidon", "train"] + common + poseidon_flags[system]
+                        j = run_ranks(a.poseidon, ranks, bandwidth, job)
                         plans[system] = ",".join(l["scheme"] for l in j["layers"])
                     times[system].append(j["s_per_iter_median"])
                     print(f"  run {rep + 1} {system:9s} {ranks} ranks {bandwidth}: {j['s_per_iter_median']:.3f} s/iter",
@@ -141,17 +119,16 @@ def main():
                 record(system, ranks, bandwidth, times[system], plans.get(system, ""))
             if "compute" in systems:
                 for system in (s for s in systems if s != "compute"):
-                    shares = [c / t for c, t in zip(times["compute"], times[system])]
+                    shares = ratios(times["compute"], times[system])
                     pairs.append(f"{system}, {ranks} ranks, {bandwidth}: share of the compute ceiling in the same "
                                  f"repeat: " + ", ".join(f"{r:.2f}" for r in shares)
-                                 + f" (median {statistics.median(shares):.2f})")
+                                 + f" (median {median(shares):.2f})")
                     print("  " + pairs[-1], flush=True)
             if "ddp" in systems:
                 for system in (s for s in systems if s not in ("ddp", "compute")):
-                    ratios = [d / t for d, t in zip(times["ddp"], times[system])]
+                    over = ratios(times["ddp"], times[system])
                     pairs.append(f"{system}, {ranks} ranks, {bandwidth}: images/s over DDP's in the same repeat: "
-                                 + ", ".join(f"{r:.2f}" for r in ratios)
-                                 + f" (median {statistics.median(ratios):.2f}x)")
+                                 + ", ".join(f"{r:.2f}" for r in over) + f" (median {median(over):.2f}x)")
                     print("  " + pairs[-1], flush=True)
 
     base = next(r for r in rows if r["system"] == "plain")["images_per_s"]
@@ -168,7 +145,7 @@ def main():
                 f"kernels: {ENV.get('OPENBLAS_CORETYPE', 'as detected')} and glibc malloc thresholds "
                 f"{ENV['MALLOC_MMAP_THRESHOLD_']}/{ENV['MALLOC_TRIM_THRESHOLD_']} (mmap/trim) for every system. "
                 f"`compute`: as many plain processes as ranks at once, no communication (the ceiling), "
-                f"measured in the same rounds.\n\nMade by: `sudo bench/suite.py {' '.join(sys.argv[1:])}`\n\n")
+                f"measured in the same rounds.\n\nMade by: `{command_line()}`\n\n")
         f.write("| system | ranks | link per rank | s/iter | images/s | speedup vs plain | vs ddp | schemes |\n")
         f.write("|---|---|---|---|---|---|---|---|\n")
         for r in rows:

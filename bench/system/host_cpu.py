@@ -6,29 +6,29 @@ threads' share (their profile's `cpu iteration_ms`), the rest (communication: th
 stack, MPI, the copy and server threads) and the bytes it moved per CPU second: the figure
 the simulator's host CPU bound takes as --stack-rate (docs/SIMULATOR.md).
 
-  sudo bench/host_cpu.py --ranks 2,4 --links 100gbit,2gbit --scheme ps
+  sudo bench/system/host_cpu.py --ranks 2,4 --links 100gbit,2gbit --scheme ps
 """
-import argparse
 import os
 import sys
 import tempfile
 
-from common import POSEIDON, host_cpu, machine
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, machine, made_by  # noqa: E402
+from benchlib.host import host_cpu  # noqa: E402
+from benchlib.report import table_head  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = arguments(__doc__)
     p.add_argument("--ranks", default="2,4")
     p.add_argument("--links", default="100gbit,2gbit")
     p.add_argument("--scheme", default="ps")
-    p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
     cores = os.cpu_count() or 1
     print(f"# host CPU per fcnet iteration, --scheme {a.scheme}; {machine()}")
-    print(f"Made by: sudo bench/host_cpu.py {' '.join(sys.argv[1:])}")
-    print("| ranks | link | s/iteration | host busy core-s | of the cores | compute threads core-s | "
-          "communication core-s | MB sent | communication GB per CPU s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(made_by())
+    print(table_head("ranks", "link", "s/iteration", "host busy core-s", "of the cores", "compute threads core-s",
+                     "communication core-s", "MB sent", "communication GB per CPU s"))
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in map(int, a.ranks.split(",")):
             for link in a.links.split(","):

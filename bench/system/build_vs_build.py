@@ -5,19 +5,22 @@ server-side SGD and scheme auto; rounds alternate between the builds (the first 
 first in odd rounds, second first in even ones), and the ratio of the medians (images/s)
 is printed last. E.g. a commit against the one before (item 6 of the torch 2.x issue):
   git worktree add /tmp/base a57e818 && (cd /tmp/base && cmake -S . -B build ... && cmake --build build)
-  sudo bench/cli_builds.py --base /tmp/base/build/apps/poseidon --new build/apps/poseidon \\
+  sudo bench/system/build_vs_build.py --base /tmp/base/build/apps/poseidon --new build/apps/poseidon \\
       --lab 1gbit --ranks 4 --iterations 25 --repeats 5
 The lab itself (namespaces, links) is made by --new's binary for both builds, so that
 only the trainer differs.
 """
-import argparse
-import statistics
+import os
+import sys
 
-from common import POSEIDON, run_json
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, POSEIDON  # noqa: E402
+from benchlib.lab import run_ranks  # noqa: E402
+from benchlib.rounds import alternated, listed, median, ratios  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arguments(__doc__, poseidon=False)
     ap.add_argument("--base", required=True, help="the build compared against (its poseidon binary)")
     ap.add_argument("--new", default=POSEIDON, help="the build measured (default: this tree's)")
     ap.add_argument("--ranks", type=int, default=4)
@@ -26,21 +29,20 @@ def main():
     ap.add_argument("--iterations", type=int, default=25)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
-    lab = [a.new, "lab", "--ranks", str(a.ranks), "--bandwidth", a.lab, "--"]
     train = ["train", "--model", a.model, "--synthetic", "--batch", "32", "--iterations", str(a.iterations),
              "--no-eval", "--json", "--threads", "1", "--lr-schedule", "constant"]
-    seen = {"base": [], "new": []}
-    for r in range(a.repeats):
-        order = ("base", "new") if r % 2 == 0 else ("new", "base")
-        for name in order:
-            binary = a.base if name == "base" else a.new
-            seen[name].append(run_json(lab + [binary] + train)["images_per_s"])
-            print(f"round {r + 1} {name:4s} {seen[name][-1]:.1f} images/s", flush=True)
-    base, new = statistics.median(seen["base"]), statistics.median(seen["new"])
-    paired = [n / b for n, b in zip(seen["new"], seen["base"])]
+
+    def run(name, r):
+        binary = a.base if name == "base" else a.new
+        ips = run_ranks(a.new, a.ranks, a.lab, [binary] + train)["images_per_s"]
+        print(f"round {r + 1} {name:4s} {ips:.1f} images/s", flush=True)
+        return ips
+
+    seen = alternated(a.repeats, ["base", "new"], run, swap=True)
+    base, new = median(seen["base"]), median(seen["new"])
     print(f"{a.model}, {a.ranks} ranks, {a.lab} per rank, {a.repeats} rounds: base median {base:.1f} images/s, "
           f"new median {new:.1f}; new/base ratio of medians {new / base:.3f} "
-          f"(per-round ratios {', '.join(f'{p:.3f}' for p in paired)})")
+          f"(per-round ratios {listed(ratios(seen['new'], seen['base']))})")
 
 
 if __name__ == "__main__":

@@ -4,16 +4,17 @@ nodes: where BestScheme turns VGG19-22K's SFB layers back to PS, and each system
 speedup curve (PNG). Nothing here is fitted: the simulator's one calibrated number is the
 device rate (VGG19 at 35.5 images/s on one node); see docs/SIMULATOR.md.
 
-    python3 bench/simulate_paper.py [--poseidon build/apps/poseidon] [--out out/simulate]
+    python3 bench/simulator/simulator_vs_paper.py [--poseidon build/apps/poseidon] [--out out/simulate]
 """
-import argparse
 import json
 import os
-import time
 import sys
+import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, ROOT  # noqa: E402
+from benchlib.lab import run_json  # noqa: E402
+from benchlib.report import pyplot  # noqa: E402
 
 SYSTEMS = ["poseidon", "wfbp", "ps", "coarse"]
 SWEEP = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -35,7 +36,7 @@ PAPER = [
 
 
 def simulate(poseidon, *args):
-    return common.run_json([poseidon, "simulate", "--json", *args], timeout=600)
+    return run_json([poseidon, "simulate", "--json", *args], timeout=600)
 
 
 def paper_table(poseidon):
@@ -76,7 +77,7 @@ def sweep(poseidon, bandwidth):
 
 
 def plot(speedup, sfb, bandwidth, path):
-    plt = common.pyplot()
+    plt = pyplot()
     if plt is None:
         return
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -102,9 +103,8 @@ def plot(speedup, sfb, bandwidth, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--poseidon", default=common.POSEIDON, help="the poseidon binary")
-    ap.add_argument("--out", default=os.path.join(common.ROOT, "out", "simulate"), help="folder for JSON and PNG")
+    ap = arguments(__doc__)
+    ap.add_argument("--out", default=os.path.join(ROOT, "out", "simulate"), help="folder for JSON and PNG")
     ap.add_argument("--bandwidth", default="40gbit", help="link rate of the sweep")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

@@ -11,67 +11,44 @@ order   priority vs FIFO (`--send-order`), alternated in each round with the com
         of --repeats rounds, and each order against the bound max(compute-only time,
         bytes sent per rank per iteration / link rate), and against a host CPU bound:
         the ceiling's time plus the ranks' bytes over the bytes Poseidon's communication
-        moves per host CPU second (measured first, common.comm_cpu_rate) and the host's
+        moves per host CPU second (measured first, benchlib.host.comm_cpu_rate) and the host's
         cores; with at least as many ranks as cores the ceiling keeps every core busy, so
         communication's CPU can only add to it;
         also the share of the host's cores busy in the priority runs (/proc/stat). fcnet
         and convnet through the CLI; torchvision models (alexnet, vgg19, resnet50, googlenet) through
-        bench/torchvision_step.py and the Python package.
+        bench/jobs/torchvision_train.py and the Python package.
 
-  sudo bench/bandwidth_manager.py budget --budget 200mbit --link 1gbit
-  sudo bench/bandwidth_manager.py order --models fcnet,alexnet --link 1gbit --repeats 3
+  sudo bench/features/bandwidth_manager.py budget --budget 200mbit --link 1gbit
+  sudo bench/features/bandwidth_manager.py order --models fcnet,alexnet --link 1gbit --repeats 3
 """
-import argparse
-import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
 
-from common import ENV, POSEIDON, ROOT, busy_seconds, comm_cpu_rate, machine, median, PYTHON
-from suite import compute_ceiling
-
-PY = PYTHON  # the project's python (.venv), with torch
-STEP = os.path.join(ROOT, "bench/torchvision_step.py")
-SIZES = {"alexnet": 63, "vgg19": 32, "resnet50": 32, "googlenet": 32}
-CLI_MODELS = ("fcnet", "convnet")
-
-
-def rate_of(text):
-    m = re.fullmatch(r"([0-9.]+)(gbit|mbit)", text)
-    if not m:
-        raise SystemExit(f"write a rate as 1gbit or 200mbit, not {text}")
-    return float(m.group(1)) * (1e9 if m.group(2) == "gbit" else 1e6) / 8
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, machine, made_by, use_build_python  # noqa: E402
+from benchlib.host import busy_seconds, comm_cpu_rate  # noqa: E402
+from benchlib.jobs import CLI_MODELS, bytes_per_s, synthetic_train, torchvision_train  # noqa: E402
+from benchlib.lab import compute_ceiling, run_lab_nic  # noqa: E402
+from benchlib.report import table_head  # noqa: E402
+from benchlib.rounds import alternated, median, ratios  # noqa: E402
 
 
-def lab_run(a, ranks, link, job, timeout=3600, lab_args=None):
-    """Runs `job` in a lab (`--ranks ranks`, or `lab_args` such as --nodes N
-    --ranks-per-node D); returns (its JSON line, bytes sent at each rank's or node's NIC)."""
-    cmd = [a.poseidon, "lab"] + (lab_args or ["--ranks", str(ranks)]) + ["--bandwidth", link, "--"] + job
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
-    m = re.search(r"bytes sent at each (?:node|rank)'s NIC: ([0-9 -]+)", p.stderr)
-    nic = [int(x) for x in m.group(1).split()] if m else []
-    return json.loads(p.stdout.strip().splitlines()[-1]), nic
-
-
-def train_job(model, iterations, extra):
-    return ["poseidon", "train", "--model", model, "--synthetic", "--no-eval", "--json",
-            "--iterations", str(iterations)] + extra
+def lab_run(a, job):
+    """The job on a.ranks ranks, each behind an a.link link: its report and each NIC's bytes."""
+    return run_lab_nic(a.poseidon, a.ranks, a.link, job)
 
 
 def budget(a):
     extra = ["--scheme", a.scheme, "--max-bandwidth", a.budget]
-    short, nic_short = lab_run(a, a.ranks, a.link, train_job("fcnet", a.short, extra))
-    long_, nic_long = lab_run(a, a.ranks, a.link, train_job("fcnet", a.long, extra))
-    free, _ = lab_run(a, a.ranks, a.link, train_job("fcnet", a.long, ["--scheme", a.scheme]))
+    short, nic_short = lab_run(a, synthetic_train("poseidon", "fcnet", a.short, extra))
+    long_, nic_long = lab_run(a, synthetic_train("poseidon", "fcnet", a.long, extra))
+    free, _ = lab_run(a, synthetic_train("poseidon", "fcnet", a.long, ["--scheme", a.scheme]))
     seconds = long_["s_per_iter_mean"] * a.long - short["s_per_iter_mean"] * a.short
-    limit = rate_of(a.budget)
+    limit = bytes_per_s(a.budget)
     print(f"# budget {a.budget} on a {a.link} link, {a.ranks} ranks, fcnet --scheme {a.scheme}; {machine()}")
-    print(f"Made by: sudo bench/bandwidth_manager.py {' '.join(sys.argv[1:])}")
+    print(made_by())
     worst = 0.0
     for r, (b0, b1) in enumerate(zip(nic_short, nic_long)):
         rate = (b1 - b0) / seconds
@@ -99,44 +76,40 @@ def order_job(a, model, system):
     if model in CLI_MODELS:
         if system == "compute":
             # The ceiling: every rank a plain process at once, no communication.
-            runs = compute_ceiling([a.poseidon, "train", "--baseline", "--model", model, "--synthetic", "--no-eval",
-                                    "--json", "--iterations", str(a.iterations)], a.ranks)
+            runs = compute_ceiling(synthetic_train(a.poseidon, model, a.iterations, ["--baseline"]), a.ranks)
             return a.ranks * 32 / max(j["s_per_iter_median"] for j in runs), 0.0
-        j, _ = lab_run(a, a.ranks, a.link, train_job(model, a.iterations, ["--scheme", a.scheme, "--send-order", system]))
+        flags = ["--scheme", a.scheme, "--send-order", system]
+        j, _ = lab_run(a, synthetic_train("poseidon", model, a.iterations, flags))
         return j["images_per_s"], j["bytes_sent_per_iter"]
     step_system = {"priority": "poseidon", "fifo": "poseidon-fifo", "compute": "compute"}[system]
-    job = [PY, STEP, "--system", step_system,
-           "--model", model, "--image-size", str(SIZES[model]), "--iterations", str(a.iterations), "--scheme", a.scheme]
-    j, _ = lab_run(a, a.ranks, a.link, job)
+    j, _ = lab_run(a, torchvision_train(step_system, model, a.iterations, ["--scheme", a.scheme]))
     return j["images_per_s"], j.get("bytes_sent_per_iter", 0.0)
 
 
 def order(a):
-    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python")
-    link = rate_of(a.link)
+    use_build_python()
+    link = bytes_per_s(a.link)
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         comm_cpu = comm_cpu_rate(a.poseidon, tmp)
     print(f"# priority vs FIFO, {a.ranks} ranks, {a.link} per rank, scheme {a.scheme}, {a.repeats} rounds; {machine()}")
-    print(f"Made by: sudo bench/bandwidth_manager.py {' '.join(sys.argv[1:])}")
+    print(made_by())
     print(f"communication costs the host one CPU second per {comm_cpu / 1e9:.2f} GB sent; {cores} cores")
-    print("| model | priority images/s | fifo images/s | priority / fifo (paired) | compute images/s | bound | "
-          "priority of bound | fifo of bound | host CPU bound | priority of host CPU bound | host busy (priority) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(table_head("model", "priority images/s", "fifo images/s", "priority / fifo (paired)", "compute images/s",
+                     "bound", "priority of bound", "fifo of bound", "host CPU bound", "priority of host CPU bound",
+                     "host busy (priority)"))
     for model in a.models.split(","):
-        seen = {"priority": [], "fifo": [], "compute": []}
-        sent, busy = [], []
-        for r in range(a.repeats):
-            for system in ("priority", "fifo", "compute"):
-                ips, b, share = order_run(a, model, system)
-                seen[system].append(ips)
-                if system != "compute":
-                    sent.append(b)
-                if system == "priority":
-                    busy.append(share)
-                print(f"{model} round {r + 1} {system:8s} {ips:.2f} images/s", file=sys.stderr, flush=True)
+        def run(system, r):
+            ips, sent, busy = order_run(a, model, system)
+            print(f"{model} round {r + 1} {system:8s} {ips:.2f} images/s", file=sys.stderr, flush=True)
+            return ips, sent, busy
+
+        runs = alternated(a.repeats, ["priority", "fifo", "compute"], run)
+        seen = {system: [ips for ips, _, _ in v] for system, v in runs.items()}
+        sent = [b for system in ("priority", "fifo") for _, b, _ in runs[system]]
+        busy = [share for _, _, share in runs["priority"]]
         pri, fifo, comp = (median(seen[s]) for s in ("priority", "fifo", "compute"))
-        paired = median([p / f for p, f in zip(seen["priority"], seen["fifo"])])
+        paired = median(ratios(seen["priority"], seen["fifo"]))
         compute_s = a.ranks * 32 / comp
         bound = a.ranks * 32 / max(compute_s, median(sent) / link)
         host = a.ranks * 32 / max(compute_s + a.ranks * median(sent) / (comm_cpu * cores), median(sent) / link)
@@ -145,7 +118,7 @@ def order(a):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = arguments(__doc__)
     ap.add_argument("part", choices=("budget", "order"))
     ap.add_argument("--link", default="1gbit")
     ap.add_argument("--ranks", type=int, default=4)
@@ -156,7 +129,6 @@ def main():
     ap.add_argument("--models", default="fcnet,alexnet")
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--poseidon", default=POSEIDON)
     a = ap.parse_args()
     budget(a) if a.part == "budget" else order(a)
 

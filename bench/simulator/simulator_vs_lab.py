@@ -2,7 +2,7 @@
 """Issue 14's validation of `poseidon simulate` against real runs on this machine (needs
 root for the lab). For each case: a real lab job (`poseidon lab --ranks N --bandwidth B --
 poseidon train ... --profile-out P` for the CLI's models; for torchvision's, the Python
-package through bench/torchvision_step.py, whose DistributedModel.write_profile writes P),
+package through bench/jobs/torchvision_train.py, whose DistributedModel.write_profile writes P),
 then the simulator on that job's own profile (rank 0's per-layer medians and the layers'
 shapes) for the same N nodes, link and system; measured vs predicted images/s.
 
@@ -13,7 +13,7 @@ else (no fitting to the measured images/s):
     cores, as they were measured under them);
   - the link: the lab's tc rate in each direction, times 1448/1514, the share of a full TCP
     segment that is payload (Ethernet 14 + IP 20 + TCP 32 header bytes), or less where the
-    host's network stack cannot keep up: its rate is measured once (bench/stack_rate.py in
+    host's network stack cannot keep up: its rate is measured once (bench/jobs/stack_rate.py in
     a 2-rank lab on a 100 gbit link) and shared out over the ranks (link_rate below);
   - the CPU rates of a server's sum/step (--reduce-rate) and of SFB's reconstruction GEMM
     (--gemm-rate): measured once before the grid (calibrate below: numpy, one thread),
@@ -21,20 +21,16 @@ else (no fitting to the measured images/s):
     profile's compute was).
   - the host's cores (--host-cores, all the ranks on them: --nodes-per-host) and the bytes
     Poseidon's communication moves per host CPU second (--stack-rate), measured once
-    before the grid (common.comm_cpu_rate): the simulator's host CPU bound, the busiest
+    before the grid (benchlib.host.comm_cpu_rate): the simulator's host CPU bound, the busiest
     host's compute-thread CPU (each profile's `cpu iteration_ms`) plus its communication
     CPU, over its cores.
 Each case runs --repeats times; the table shows the median measured and the median of the
 predictions from each run's profile.
 
-  sudo bench/simulate_validate.py                       # the default grid, 3 runs per case (~30 min)
-  sudo bench/simulate_validate.py --models fcnet --ranks 2,4 --bandwidths 1gbit --systems poseidon
+  sudo bench/simulator/simulator_vs_lab.py                       # the default grid, 3 runs per case (~30 min)
+  sudo bench/simulator/simulator_vs_lab.py --models fcnet --ranks 2,4 --bandwidths 1gbit --systems poseidon
 """
-import argparse
-import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,21 +38,16 @@ import time
 os.environ["OPENBLAS_NUM_THREADS"] = "1"  # before numpy loads OpenBLAS: one thread, as each rank runs
 import numpy as np  # noqa: E402
 
-from common import ENV, POSEIDON, ROOT, comm_cpu_rate, machine, median, PYTHON
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
+from benchlib.env import arguments, PYTHON, machine, made_by, script, use_build_python  # noqa: E402
+from benchlib.host import comm_cpu_rate  # noqa: E402
+from benchlib.jobs import CLI_MODELS, bytes_per_s, synthetic_train, torchvision_train  # noqa: E402
+from benchlib.lab import run_json, run_ranks  # noqa: E402
+from benchlib.report import table_head  # noqa: E402
+from benchlib.rounds import median  # noqa: E402
 
 SYSTEMS = {"poseidon": ["--scheme", "auto"], "wfbp": ["--scheme", "ps"], "ps": ["--scheme", "ps", "--no-wfbp"]}
-CLI_MODELS = ("fcnet", "convnet", "mlp")
-PY = PYTHON  # the project's python (.venv), with torch
-STEP = os.path.join(ROOT, "bench/torchvision_step.py")
-SIZES = {"alexnet": 63, "resnet18": 32, "resnet50": 32, "vgg11": 32, "vgg19": 32, "googlenet": 32}
 PAYLOAD_SHARE = 1448 / 1514
-
-
-def bits_per_s(text):
-    m = re.fullmatch(r"([0-9.]+)(gbit|mbit)", text)
-    if not m:
-        raise SystemExit(f"write a rate as 1gbit or 200mbit, not {text}")
-    return float(m.group(1)) * (1e9 if m.group(2) == "gbit" else 1e6)
 
 
 def calibrate():
@@ -82,32 +73,20 @@ def calibrate():
 
 def stack_rate(a):
     """Bytes/s the host's network stack moves from one lab rank to another when nothing else
-    runs (bench/stack_rate.py on a 100 gbit lab link: the CPU sets the rate, not tc); median of 3."""
-    rates = []
-    for _ in range(3):
-        cmd = [a.poseidon, "lab", "--ranks", "2", "--bandwidth", "100gbit", "--", PYTHON,
-               os.path.join(os.path.dirname(os.path.abspath(__file__)), "stack_rate.py"), "1024"]
-        rates.append(run(cmd)["stack_bytes_per_s"])
-    return median(rates)
-
-
-def run(cmd, timeout=1800):
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-1500:]}\n{p.stderr[-2500:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    runs (bench/jobs/stack_rate.py on a 100 gbit lab link: the CPU sets the rate, not tc); median of 3."""
+    job = [PYTHON, script("jobs/stack_rate.py"), "1024"]
+    return median([run_ranks(a.poseidon, 2, "100gbit", job)["stack_bytes_per_s"] for _ in range(3)])
 
 
 def measure(a, model, ranks, link, system, profile):
     """A lab job: the CLI's models through `poseidon train`, torchvision's through the Python
-    package (bench/torchvision_step.py, batch 32 per rank, image size SIZES)."""
+    package (bench/jobs/torchvision_train.py, batch 32 per rank)."""
+    flags = ["--profile-out", profile] + SYSTEMS[system]
     if model in CLI_MODELS:
-        job = [a.poseidon, "train", "--model", model, "--synthetic", "--no-eval", "--json", "--iterations",
-               str(a.iterations), "--profile-out", profile] + SYSTEMS[system]
+        job = synthetic_train(a.poseidon, model, a.iterations, flags)
     else:
-        job = [PY, STEP, "--system", "poseidon", "--model", model, "--image-size", str(SIZES.get(model, 32)),
-               "--iterations", str(a.iterations), "--profile-out", profile] + SYSTEMS[system]
-    return run([a.poseidon, "lab", "--ranks", str(ranks), "--bandwidth", link, "--"] + job)
+        job = torchvision_train("poseidon", model, a.iterations, flags)
+    return run_ranks(a.poseidon, ranks, link, job)
 
 
 def link_rate(link, ranks, stack):
@@ -115,14 +94,14 @@ def link_rate(link, ranks, stack):
     of the host's stack allows. The stack moved `stack` with one core sending and one
     receiving; with every rank sending and receiving at once, the C cores give each of the
     P ranks stack x C / (2 P) each way."""
-    return min(bits_per_s(link) * PAYLOAD_SHARE / 8, stack * (os.cpu_count() or 1) / (2 * ranks))
+    return min(bytes_per_s(link) * PAYLOAD_SHARE, stack * (os.cpu_count() or 1) / (2 * ranks))
 
 
 def predict(a, model, ranks, link, system, profile, rates):
     sum_rate, gemm_rate, stack, comm_cpu = rates
     share = min(1.0, (os.cpu_count() or 1) / ranks)
     # The profile names its layers' shapes: no --model.
-    j = run([a.poseidon, "simulate", "--json", "--profile", profile, "--nodes", str(ranks),
+    j = run_json([a.poseidon, "simulate", "--json", "--profile", profile, "--nodes", str(ranks),
              "--bandwidth", f"{link_rate(link, ranks, stack):.0f}B", "--system", system,
              "--reduce-rate", f"{sum_rate * share:.0f}B", "--gemm-rate", f"{gemm_rate * share:.4g}",
              "--host-cores", str(os.cpu_count() or 1), "--nodes-per-host", str(ranks),
@@ -150,7 +129,7 @@ def cases(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = arguments(__doc__)
     p.add_argument("--models", default="fcnet,convnet,resnet18,alexnet",
                    help="the CLI's (fcnet, convnet) or torchvision's (resnet18, alexnet, vgg11, ...)")
     p.add_argument("--ranks", help="rank counts, e.g. 2,3,4 (any of these three: their cross product "
@@ -159,19 +138,18 @@ def main():
     p.add_argument("--systems", help="poseidon, wfbp, ps")
     p.add_argument("--repeats", type=int, default=3, help="runs per case: medians of measured and of predicted")
     p.add_argument("--iterations", type=int, default=8)
-    p.add_argument("--poseidon", default=POSEIDON)
     a = p.parse_args()
-    ENV["PYTHONPATH"] = os.path.join(ROOT, "build/python") + os.pathsep + os.path.join(ROOT, "bench")
+    use_build_python()
     sum_rate, gemm_rate = calibrate()
     stack = stack_rate(a)
     with tempfile.TemporaryDirectory() as tmp:
         comm_cpu = comm_cpu_rate(a.poseidon, tmp)
     print(f"# `poseidon simulate` vs the lab; {machine()}")
-    print(f"Made by: sudo bench/simulate_validate.py {' '.join(sys.argv[1:])}")
+    print(made_by())
     print(f"calibration (one thread, this host): sum {sum_rate / 1e9:.2f} GB/s, GEMM {gemm_rate / 1e9:.1f} GFLOP/s, "
           f"network stack {stack / 1e9:.2f} GB/s, communication {comm_cpu / 1e9:.2f} GB per host CPU second; links at {PAYLOAD_SHARE:.3f} of the tc rate")
-    print("| model | ranks | link | system | measured images/s (range) | simulated | error | host CPU bound binds |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(table_head("model", "ranks", "link", "system", "measured images/s (range)", "simulated", "error",
+                     "host CPU bound binds"))
     errors = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (model, ranks, link, system) in enumerate(cases(a)):
