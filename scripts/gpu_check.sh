@@ -16,6 +16,8 @@
 #                    ip/tc, or without root, the benchmark is skipped with a message
 #   GPU_BENCH_MODELS (vgg19,resnet50)  GPU_BENCH_RATES (10gbit,25gbit)
 #   GPU_BENCH_ITERATIONS (8)           GPU_BENCH_REPEATS (1)
+#   GPU_BENCH_SYSTEMS (ddp,ddp-fp16,ddp-powersgd,poseidon,compute); add poseidon-sfb-host to
+#                    measure SFB layers stepped on the host against on the GPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -62,7 +64,8 @@ if [ "$what" != tests ]; then
     start=$(date +%s)
     POSEIDON_PYTHON=$python "$python" bench/papers/papers_models_vs_ddp.py --device cuda --poseidon "$build/apps/poseidon" \
       --models "${GPU_BENCH_MODELS:-vgg19,resnet50}" --bandwidths "${GPU_BENCH_RATES:-10gbit,25gbit}" \
-      --iterations "${GPU_BENCH_ITERATIONS:-8}" --repeats "${GPU_BENCH_REPEATS:-1}" | tee "$build/gpu-bench.log"
+      --iterations "${GPU_BENCH_ITERATIONS:-8}" --repeats "${GPU_BENCH_REPEATS:-1}" \
+      --systems "${GPU_BENCH_SYSTEMS:-ddp,ddp-fp16,ddp-powersgd,poseidon,compute}" | tee "$build/gpu-bench.log"
     bench_result="done in $(( $(date +%s) - start )) s (log: $build/gpu-bench.log)"
   fi
 fi

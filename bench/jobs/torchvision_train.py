@@ -9,6 +9,8 @@ that runs inside each job. Systems:
   ddp-powersgd  DDP with PowerSGD (rank 4; one bucket, which gloo needs for it)
   poseidon      poseidon.DistributedModel, scheme --scheme (server-side SGD)
   poseidon-fifo the same with the bandwidth manager's FIFO order instead of priority
+  poseidon-sfb-host  the same with SFB layers stepped on the host mirrors, not on the GPU
+                (POSEIDON_SFB_UPDATE=host: the weight goes back to the GPU each iteration)
   compute       no communication at all: the compute ceiling
 --device cuda: each rank on the GPU of its local rank among the visible ones (several ranks
 share one GPU, each with its own CUDA context); DDP with gloo on CUDA tensors (NCCL refuses
@@ -26,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from benchlib.env import arguments  # noqa: E402
 from benchlib.torch_loop import rank_and_size, timed_steps, warm_median  # noqa: E402
 
-SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-fifo", "compute")
+SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-fifo", "poseidon-sfb-host", "compute")
 
 
 def build(name):
@@ -41,7 +43,9 @@ def wrap(system, net, optimizer, a):
     rank, size = rank_and_size()
     if system == "compute":
         return net
-    if system in ("poseidon", "poseidon-fifo"):
+    if system.startswith("poseidon"):
+        if system == "poseidon-sfb-host":
+            os.environ["POSEIDON_SFB_UPDATE"] = "host"
         import poseidon
         poseidon.init()
         nodes = a.devices_per_node if a.devices_per_node == "host" else int(a.devices_per_node)

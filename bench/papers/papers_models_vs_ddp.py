@@ -30,6 +30,8 @@ from benchlib.report import pyplot, write_csv  # noqa: E402
 from benchlib.rounds import median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
+# Also measurable (--systems): Poseidon with SFB layers stepped on the host, not the GPU.
+KNOWN = SYSTEMS[:4] + ("poseidon-sfb-host",) + SYSTEMS[4:]
 
 
 def main():
@@ -143,7 +145,7 @@ def rows_from_logs(paths):
                         if v != "-":
                             row[key] = float(v.rstrip("x%")) / (100 if v.endswith("%") else 1)
                     rows[(row["model"], row["link"])] = row  # in the place of the first
-    order = [s for s in SYSTEMS if s in systems]
+    order = [s for s in KNOWN if s in systems]
     return list(rows.values()), order
 
 

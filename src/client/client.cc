@@ -3,7 +3,6 @@
 #include <map>
 
 #include "client/ps_syncer.h"
-#include "collective/communicator.h"
 #include "common/timeline.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
@@ -18,12 +17,9 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
       transport_(transport),
       options_(options),
       failure_(failure),
-      ps_(book.model().layers.size(), nullptr),
-      sfb_(book.model().layers.size(), nullptr),
       pending_send_(book.model().layers.size()),
       reported_(book.model().layers.size(), false),
       started_(book.model().layers.size(), false),
-      schemes_(schemes),
       complete_(book.model().layers.size(), true),
       // One thread per syncer: a syncer blocks in Receive, and no layer's sync should
       // wait for a free thread behind another layer's.
@@ -32,28 +28,9 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
   POSEIDON_ENFORCE_EQ(schemes.size(), book.model().layers.size());
   iteration_ = options.start_iteration;
   std::vector<int> allreduce;
-  for (std::size_t l = 0; l < params.size(); ++l) {
-    const int layer = static_cast<int>(l);
-    if (schemes[l] == Scheme::kAllreduce) {
-      allreduce.push_back(layer);
-      syncers_.push_back(nullptr);
-    } else if (schemes[l] == Scheme::kSFB) {
-      auto s = std::make_unique<SfbSyncer>(layer, book, transport, params[l], options.sgd, options.timeout, failure,
-                                           options.start_iteration);
-      sfb_[l] = s.get();
-      syncers_.push_back(std::move(s));
-    } else if (!book.pairsOfLayer(layer).empty()) {
-      auto s = std::make_unique<PsSyncer>(layer, book, transport, local_server, params[l], failure,
-                                          PsSyncerOptions{options.timeout, options.start_iteration, options.staleness,
-                                                          options.sgd.gradient_only, options.local_by_message});
-      ps_[l] = s.get();
-      syncers_.push_back(std::move(s));
-    } else {
-      syncers_.push_back(nullptr);
-    }
+  for (std::size_t l = 0; l < schemes.size(); ++l) {
+    if (schemes[l] == Scheme::kAllreduce) allreduce.push_back(static_cast<int>(l));
   }
-  layer_of_key_.resize(book.pairs().size());
-  for (const auto& kv : book.pairs()) layer_of_key_[kv.key] = static_cast<std::uint32_t>(kv.layer);
   if (!allreduce.empty()) {
     collective_ =
         std::make_unique<CollectiveSyncer>(book.model(), allreduce, params, transport,
@@ -66,8 +43,33 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
                                              }
                                              cv_.notify_all();
                                            });
-    collective_->schedule(iteration_);
   }
+  for (std::size_t l = 0; l < params.size(); ++l)
+    syncers_.push_back(makeSyncer(static_cast<int>(l), schemes[l], local_server, params[l]));
+  layer_of_key_.resize(book.pairs().size());
+  for (const auto& kv : book.pairs()) layer_of_key_[kv.key] = static_cast<std::uint32_t>(kv.layer);
+  if (collective_) collective_->schedule(iteration_);
+}
+
+// The one place that knows the schemes: everything after goes through LayerSyncer.
+std::unique_ptr<LayerSyncer> Client::makeSyncer(int layer, Scheme scheme, ParameterServer* local_server,
+                                                const std::vector<float*>& params) {
+  if (scheme == Scheme::kAllreduce) return std::make_unique<CollectiveLayer>(layer, *collective_);
+  if (scheme == Scheme::kSFB) {
+    return std::make_unique<SfbSyncer>(layer, book_, transport_, params, options_.sgd, options_.timeout, failure_,
+                                       options_.start_iteration, options_.node);
+  }
+  if (book_.pairsOfLayer(layer).empty()) return nullptr;  // nothing on the servers to sync
+  return std::make_unique<PsSyncer>(
+      layer, book_, transport_, local_server, params, failure_,
+      PsSyncerOptions{options_.timeout, options_.start_iteration, options_.staleness, options_.sgd.gradient_only,
+                      options_.local_by_message, scheme == Scheme::kFactorPush, options_.node});
+}
+
+LayerSyncer& Client::syncer(int layer) const {
+  POSEIDON_ENFORCE(layer >= 0 && layer < static_cast<int>(syncers_.size()), "no layer ", layer);
+  POSEIDON_ENFORCE(syncers_[layer] != nullptr, "layer ", layer, " has nothing to sync");
+  return *syncers_[layer];
 }
 
 Client::~Client() {
@@ -75,71 +77,40 @@ Client::~Client() {
   if (collective_) collective_->stop();
 }
 
-void Client::report(int layer, std::function<void()> send) {
-  POSEIDON_ENFORCE(layer >= 0 && layer < static_cast<int>(syncers_.size()), "no layer ", layer);
+void Client::report(int layer, LayerSyncer::SendFn send) {
   if (reported_[layer]) {
     throw Error(detail::cat("layer ", layer, " reported its gradient twice in iteration ", iteration_,
                             "; call step() after every backward pass"));
   }
   reported_[layer] = true;
   pending_send_[layer] = std::move(send);
-  // A factor push to the servers waits for the weight's release: the co-located shard
-  // updates the engine's weight in place, which autograd may still be about to read.
-  if (options_.wfbp && schemes_[layer] != Scheme::kFactorPush) startSync(layer);
+  const LayerSyncer* s = syncers_[layer].get();
+  if (options_.wfbp && !(s && s->startsAtRelease())) startSync(layer);
 }
 
 void Client::gradientsReady(int layer, std::vector<float*> grads) {
-  if (schemes_.at(layer) == Scheme::kAllreduce) {
-    CollectiveSyncer* c = collective_.get();
-    report(layer, [c, layer, grads = std::move(grads)] { c->gradientReady(layer, grads); });
-    return;
-  }
-  PsSyncer* s = ps_.at(layer);
-  const std::uint64_t t = iteration_;
-  NodeStage* node = options_.node;
-  report(layer, [s, t, node, layer, grads = std::move(grads)] {
-    if (node) node->addDeviceGradients(layer, t, grads);
-    if (s) s->Send(t, grads);
-  });
+  POSEIDON_ENFORCE(layer >= 0 && layer < static_cast<int>(syncers_.size()), "no layer ", layer);
+  LayerSyncer* s = syncers_[layer].get();
+  report(layer, s ? s->gradientsReady(iteration_, std::move(grads)) : LayerSyncer::SendFn());
 }
 
 void Client::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
-  const std::uint64_t t = iteration_;
-  if (schemes_.at(layer) == Scheme::kFactorPush) {
-    PsSyncer* ps = ps_.at(layer);
-    auto message = std::make_shared<Message>(ps->packFactors(t, U, V, K));
-    report(layer, [ps, t, message] { ps->SendFactors(t, std::move(*message)); });
-    return;
-  }
-  SfbSyncer* s = sfb_.at(layer);
-  POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by factors");
-  // Packed now: the engine's factor tensors may be gone by the time the sync runs.
-  auto message = std::make_shared<Message>(s->pack(t, U, V, K));
-  NodeStage* node = options_.node;
-  report(layer, [s, t, node, layer, message] {
-    s->Send(t, node ? node->stackDeviceFactors(layer, t, std::move(*message)) : std::move(*message));
-  });
+  report(layer, syncer(layer).factorsReady(iteration_, U, V, K));
 }
 
 void Client::setFactorGradients(int layer, std::vector<float*> grads) {
-  SfbSyncer* s = sfb_.at(layer);
-  POSEIDON_ENFORCE(s != nullptr, "layer ", layer, " does not go by SFB");
-  if (options_.node) options_.node->setGradientTarget(layer, grads);
-  s->setGradientTarget(std::move(grads));
+  syncer(layer).setGradientTarget(std::move(grads));
 }
 
 bool Client::setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier) {
-  // A node's leader shares the layer's host values with its devices after each step.
-  SfbSyncer* s = sfb_.at(layer);
-  if (s == nullptr || options_.node != nullptr) return false;
-  s->setApplier(std::move(applier));
-  return true;
+  return syncers_.at(layer) && syncers_[layer]->setApplier(applier);
 }
 
 void Client::layerReleased(int layer) {
-  if (SfbSyncer* s = sfb_.at(layer)) s->release(iteration_);
-  if (schemes_.at(layer) == Scheme::kFactorPush && options_.wfbp && reported_[layer] && !started_[layer])
-    startSync(layer);
+  LayerSyncer* s = syncers_.at(layer).get();
+  if (!s) return;
+  s->release(iteration_);
+  if (s->startsAtRelease() && options_.wfbp && reported_[layer] && !started_[layer]) startSync(layer);
 }
 
 void Client::startSync(int layer) {
@@ -152,20 +123,20 @@ void Client::startSync(int layer) {
   LayerSyncer* syncer = syncers_[layer].get();
   auto send = std::move(pending_send_[layer]);
   const std::uint64_t t = iteration_;
-  if (schemes_[layer] == Scheme::kAllreduce) {
-    send();  // hands the gradient to the engine's queued tasks, which set C[layer]
-    return;
-  }
   if (syncer == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     complete_[layer] = true;
+    return;
+  }
+  if (syncer->runsItself()) {
+    send();  // e.g. hands the gradient to the collective engine's queued tasks, which set C[layer]
     return;
   }
   const bool ssp = options_.staleness > 0;
   pool_.schedule([this, syncer, send = std::move(send), t, ssp] {
     Timeline* tl = options_.timeline;
     const std::string track = tl ? "sync " + book_.model().layers[syncer->layer()].name : "";
-    const char* scheme = schemeName(schemes_[syncer->layer()]);
+    const char* scheme = syncer->scheme();
     {
       TimelineSpan span(tl, track, "send", scheme);
       send();
@@ -196,8 +167,8 @@ void Client::endIteration() {
                               iteration_, "; every layer with parameters must take part in the loss"));
     }
   }
-  // The backward pass is over: no SFB weight is needed by autograd any more.
-  for (auto* s : sfb_) {
+  // The backward pass is over: no weight is needed by autograd any more.
+  for (auto& s : syncers_) {
     if (s) s->release(iteration_);
   }
   // Top layer first, as back-propagation would have produced them: all of them without
@@ -212,8 +183,9 @@ void Client::endIteration() {
   if (options_.timeline) {
     // Bytes this worker has sent so far, per scheme: the counters' slopes in the viewer.
     std::map<std::string, double> bytes;
-    for (std::size_t l = 0; l < schemes_.size(); ++l)
-      bytes[schemeName(schemes_[l])] += bytesSentForLayer(static_cast<int>(l));
+    for (const auto& s : syncers_) {
+      if (s) bytes[s->scheme()] += static_cast<double>(s->bytesSent());
+    }
     const auto now = Timeline::Clock::now();
     for (const auto& [scheme, b] : bytes) options_.timeline->counter("bytes sent: " + scheme, b, now);
   }
@@ -233,10 +205,10 @@ void Client::waitSynced(int layer, std::uint64_t version) {
                     "' for iteration ", iteration_ - 1));
   } catch (const TimeoutError& e) {
     // This wait and the layer's own may run out together: either names the silent workers.
-    if (ps_[layer]) ps_[layer]->rethrowNamingCulprits(e, iteration_ - 1);
+    if (syncers_[layer]) syncers_[layer]->explainTimeout(e, iteration_ - 1);
     throw;
   }
-  if (options_.staleness > 0 && ps_[layer]) ps_[layer]->readFresh(version, iteration_);
+  if (syncers_[layer]) syncers_[layer]->beforeRead(version, iteration_);
 }
 
 void Client::waitAll() {
@@ -246,7 +218,7 @@ void Client::waitAll() {
 
 std::uint64_t Client::maxStalenessSeen() const {
   std::uint64_t m = 0;
-  for (const auto* s : ps_) {
+  for (const auto& s : syncers_) {
     if (s) m = std::max(m, s->maxStalenessSeen());
   }
   return m;
@@ -257,44 +229,40 @@ void Client::onParams(Message message) {
   if (h.key >= layer_of_key_.size()) {
     throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, ", which does not exist"));
   }
-  PsSyncer* s = ps_[layer_of_key_[h.key]];
-  if (!s)
-    throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, " of a layer not on the PS"));
-  s->deliver(h.key, h.iteration, std::move(message));
+  const int layer = static_cast<int>(layer_of_key_[h.key]);  // before the message moves
+  deliver(layer, std::move(message));
 }
 
 void Client::onLocalFresh(std::uint32_t key, std::uint64_t version) {
-  ps_[layer_of_key_[key]]->deliver(key, version, Message());
+  syncer(static_cast<int>(layer_of_key_.at(key))).localFresh(key, version);
 }
 
 void Client::onFactors(Message message) {
-  const auto layer = message.header().key;
-  if (layer >= sfb_.size() || sfb_[layer] == nullptr) {
-    throw CommError(detail::cat("rank ", message.header().source, " sent factors for layer ", layer,
-                                ", which does not go by SFB here: the ranks' plans differ"));
+  const int layer = static_cast<int>(message.header().key);  // before the message moves
+  deliver(layer, std::move(message));
+}
+
+void Client::deliver(int layer, Message message) {
+  if (layer < 0 || layer >= static_cast<int>(syncers_.size()) || syncers_[layer] == nullptr) {
+    throw CommError(detail::cat("rank ", message.header().source, " sent a message for layer ", layer,
+                                ", which has nothing to sync here: the ranks' plans differ"));
   }
-  sfb_[layer]->deliver(std::move(message));
+  syncers_[layer]->deliver(std::move(message));
 }
 
 std::uint64_t Client::bytesSentForLayer(int layer) const {
-  if (schemes_[layer] == Scheme::kAllreduce) {
-    // A fused collective carries several layers: the communicators count each call's bytes
-    // in the transport's totals (allreduceBytesSent); per layer they are its share,
-    // 2 (P-1)/P of the layer's bytes per synced iteration.
-    return allreduceBytesSent(collective_->floatsOfLayer(layer), collective_->workers()) * iteration_;
-  }
-  return syncers_[layer] ? syncers_[layer]->bytesSent() : 0;
+  return syncers_.at(layer) ? syncers_[layer]->bytesSent() : 0;
 }
 
 void Client::addStateRecords(std::vector<StateRecord>& records) {
-  for (auto* s : sfb_) {
+  for (auto& s : syncers_) {
     if (s) s->addStateRecords(records);
   }
   if (collective_) collective_->addStateRecords(records);
 }
 
 void Client::addReplicatedStateToDigest(Digest& digest) const {
-  for (const auto* s : sfb_) {
+  for (const auto& s : syncers_) {
     if (s) s->addToDigest(digest);
   }
   if (collective_) collective_->addToDigest(digest);

@@ -1,6 +1,6 @@
-// The client library of one worker (ATC'17 §4.2): a Syncer per layer (parameter server or
-// sufficient factors, as the plan says), a thread pool that runs them, and the BSP
-// completion vector C. Wait-free back-propagation: the adapter reports layer l's gradient
+// The client library of one worker (ATC'17 §4.2): a Syncer per layer (parameter server,
+// sufficient factors or allreduce, as the plan says; made in one place and called through
+// LayerSyncer only), a thread pool that runs them, and the BSP completion vector C. Wait-free back-propagation: the adapter reports layer l's gradient
 // (or factors) the moment autograd produces it, and sync(l) starts on the pool at once
 // while back-propagation continues below; the next forward of layer l waits only for C[l].
 // Without WFBP the syncs start together after the whole backward pass.
@@ -26,8 +26,6 @@
 namespace poseidon {
 
 class ParameterServer;
-class PsSyncer;
-class SfbSyncer;
 class Digest;
 class Timeline;
 class NodeStage;
@@ -89,7 +87,11 @@ class Client : public Worker {
   void addStateRecords(std::vector<StateRecord>& records);
 
  private:
-  void report(int layer, std::function<void()> send);
+  std::unique_ptr<LayerSyncer> makeSyncer(int layer, Scheme scheme, ParameterServer* local_server,
+                                         const std::vector<float*>& params);
+  LayerSyncer& syncer(int layer) const;  // fails for a layer with nothing to sync
+  void report(int layer, LayerSyncer::SendFn send);
+  void deliver(int layer, Message message);
   void waitSynced(int layer, std::uint64_t version);
   void startSync(int layer);
 
@@ -98,19 +100,16 @@ class Client : public Worker {
   const ClientOptions options_;
   FailureState& failure_;
   std::vector<std::unique_ptr<LayerSyncer>> syncers_;  // by layer; null for a layer with nothing to sync
-  std::vector<PsSyncer*> ps_;                          // by layer, or null
-  std::vector<SfbSyncer*> sfb_;                        // by layer, or null
   std::vector<std::uint32_t> layer_of_key_;
   std::uint64_t iteration_ = 0;                      // compute thread only
-  std::vector<std::function<void()>> pending_send_;  // compute thread only: by layer
+  std::vector<LayerSyncer::SendFn> pending_send_;    // compute thread only: by layer
   std::vector<bool> reported_;                       // compute thread only
   std::vector<bool> started_;                        // compute thread only
-  std::vector<Scheme> schemes_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<bool> complete_;                    // guarded by mu_: the BSP vector C
-  std::unique_ptr<CollectiveSyncer> collective_;  // the allreduce layers, if any
+  std::unique_ptr<CollectiveSyncer> collective_;  // the allreduce layers' engine, if any
   ThreadPool pool_;                               // last: its threads stop before the syncers go
 };
 

@@ -3,9 +3,11 @@
 #include <cstring>
 
 #include "checkpoint/state_file.h"
+#include "collective/communicator.h"
 #include "comm/transport.h"
 #include "common/digest.h"
 #include "common/timeline.h"
+#include "coordinator/cost_model.h"
 #include "engine/external_event.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
@@ -215,6 +217,18 @@ void CollectiveSyncer::addToDigest(Digest& d) const {
       d.update(l->momentum[k].data(), l->momentum[k].size() * sizeof(float));
     }
   }
+}
+
+CollectiveLayer::CollectiveLayer(int layer, CollectiveSyncer& collective)
+    : LayerSyncer(layer, schemeName(Scheme::kAllreduce)), collective_(collective) {}
+
+LayerSyncer::SendFn CollectiveLayer::gradientsReady(std::uint64_t, std::vector<float*> grads) {
+  ++synced_;
+  return [c = &collective_, layer = layer(), grads = std::move(grads)] { c->gradientReady(layer, grads); };
+}
+
+std::uint64_t CollectiveLayer::bytesSent() const {
+  return allreduceBytesSent(collective_.floatsOfLayer(layer()), collective_.workers()) * synced_;
 }
 
 }  // namespace poseidon

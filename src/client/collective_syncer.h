@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "client/layer_syncer.h"
 #include "collective/fusion.h"
 #include "collective/kvstore.h"
 #include "engine/engine.h"
@@ -85,6 +86,22 @@ class CollectiveSyncer {
   Engine engine_;
   std::unique_ptr<KVStore> store_;
   bool stopped_ = false;
+};
+
+// One allreduce layer as the client sees it: its gradient goes into the collective
+// engine's queued tasks, which set the layer's C[l] themselves (the pool runs nothing).
+class CollectiveLayer final : public LayerSyncer {
+ public:
+  CollectiveLayer(int layer, CollectiveSyncer& collective);
+  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads) override;
+  bool runsItself() const override { return true; }
+  // A fused collective carries several layers: the layer's share, 2 (P-1)/P of its bytes
+  // per synced iteration (the communicators count each call's bytes in the transport).
+  std::uint64_t bytesSent() const override;
+
+ private:
+  CollectiveSyncer& collective_;
+  std::uint64_t synced_ = 0;  // iterations handed over in this run (compute thread)
 };
 
 }  // namespace poseidon

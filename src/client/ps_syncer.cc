@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "coordinator/cost_model.h"
 #include "kvstore/parameter_server.h"
+#include "node/node_stage.h"
 #include "poseidon/errors.h"
 #include "sfb/factors.h"
 
@@ -11,7 +13,7 @@ namespace poseidon {
 
 PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_shard,
                    std::vector<float*> params, const FailureState& failure, const PsSyncerOptions& options)
-    : LayerSyncer(layer),
+    : LayerSyncer(layer, schemeName(options.factor_push ? Scheme::kFactorPush : Scheme::kPS)),
       book_(book),
       transport_(transport),
       local_shard_(local_shard),
@@ -22,6 +24,8 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       keys_(book.pairsOfLayer(layer)),
       staleness_(options.staleness),
       into_gradients_(options.into_gradients),
+      factor_push_(options.factor_push),
+      node_(options.node),
       slots_(keys_.size(), Slot{options.start_iteration, Message()}),
       awaited_(options.start_iteration + 1) {}
 
@@ -31,6 +35,21 @@ void PsSyncer::expect(std::uint64_t iteration) {
   fresh_ = 0;
   // At or past: with straggler dropping a step can go ahead while this worker still computes.
   for (const auto& s : slots_) fresh_ += s.version >= awaited_ ? 1 : 0;
+}
+
+LayerSyncer::SendFn PsSyncer::gradientsReady(std::uint64_t t, std::vector<float*> grads) {
+  if (factor_push_) refuse("dense gradient (it pushes factors)");
+  return [this, t, grads = std::move(grads)] {
+    if (node_) node_->addDeviceGradients(layer(), t, grads);
+    Send(t, grads);
+  };
+}
+
+LayerSyncer::SendFn PsSyncer::factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) {
+  if (!factor_push_) refuse("sufficient factors");
+  // Packed now: the engine's factor tensors may be gone by the time the sync runs.
+  auto message = std::make_shared<Message>(packFactors(t, U, V, K));
+  return [this, t, message] { SendFactors(t, std::move(*message)); };
 }
 
 void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
@@ -92,7 +111,19 @@ void PsSyncer::SendFactors(std::uint64_t iteration, Message factors) {
   }
 }
 
-void PsSyncer::deliver(std::uint32_t key, std::uint64_t version, Message message) {
+void PsSyncer::deliver(Message message) {
+  if (message.header().type != static_cast<std::uint16_t>(MsgType::kParams)) {
+    LayerSyncer::deliver(std::move(message));
+    return;
+  }
+  const auto key = message.header().key;
+  const auto version = message.header().iteration;
+  store(key, version, std::move(message));
+}
+
+void PsSyncer::localFresh(std::uint32_t key, std::uint64_t version) { store(key, version, Message()); }
+
+void PsSyncer::store(std::uint32_t key, std::uint64_t version, Message message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::size_t pos = key - keys_.front();
@@ -127,7 +158,7 @@ void PsSyncer::Receive(std::uint64_t iteration) {
   }
 }
 
-void PsSyncer::rethrowNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const {
+void PsSyncer::explainTimeout(const TimeoutError& e, std::uint64_t iteration) const {
   std::lock_guard<std::mutex> lock(mu_);
   throwNamingCulprits(e, iteration);
 }
@@ -156,7 +187,8 @@ void PsSyncer::throwNamingCulprits(const TimeoutError& e, std::uint64_t iteratio
   throw TimeoutError(detail::cat(e.what(), why, " (lost or stalled)"));
 }
 
-void PsSyncer::readFresh(std::uint64_t version, std::uint64_t t) {
+void PsSyncer::beforeRead(std::uint64_t version, std::uint64_t t) {
+  if (staleness_ == 0) return;  // BSP: Move brought the values in
   std::vector<Message> arrived(keys_.size());
   std::uint64_t oldest = UINT64_MAX;
   {

@@ -23,6 +23,7 @@
 
 namespace poseidon {
 
+class NodeStage;
 class ParameterServer;
 
 struct PsSyncerOptions {
@@ -34,6 +35,10 @@ struct PsSyncerOptions {
   // The co-located shard keeps values of its own (SSP, straggler dropping, gradient mode):
   // pushes reach it by message like any other's, not in place.
   bool local_by_message = false;
+  // The 2015 paper's factor push: the layer hands over factors, which the shards reconstruct.
+  bool factor_push = false;
+  // On a node's leader: its devices' gradients are added in before the push.
+  NodeStage* node = nullptr;
 };
 
 class PsSyncer final : public LayerSyncer {
@@ -41,6 +46,12 @@ class PsSyncer final : public LayerSyncer {
   // `local_shard`: this rank's shard, or null.
   PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_shard,
            std::vector<float*> params, const FailureState& failure, const PsSyncerOptions& options);
+
+  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads) override;
+  SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) override;
+  // A factor push waits for the weight's release: the co-located shard updates the
+  // engine's weight in place, which autograd may still be about to read.
+  bool startsAtRelease() const override { return factor_push_; }
 
   void Send(std::uint64_t iteration, const std::vector<float*>& grads);
   // The 2015 paper's strategy for an FC layer: this worker's factors (a kPushFactors
@@ -52,16 +63,18 @@ class PsSyncer final : public LayerSyncer {
   void Move(std::uint64_t iteration) override;
   // SSP, on the compute thread before the layer's forward of iteration t: waits until every
   // pair has at least `version` steps, then copies the newest values that came in.
-  void readFresh(std::uint64_t version, std::uint64_t t);
-  std::uint64_t maxStalenessSeen() const { return max_staleness_.load(); }
-
-  // Called on the transport thread (remote shard) or the local server thread.
-  void deliver(std::uint32_t key, std::uint64_t version, Message message);
-
+  void beforeRead(std::uint64_t version, std::uint64_t t) override;
+  std::uint64_t maxStalenessSeen() const override { return max_staleness_.load(); }
   // Rethrows a wait's timeout (the client's, on this layer) naming the likely culprits.
-  [[noreturn]] void rethrowNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
+  void explainTimeout(const TimeoutError& e, std::uint64_t iteration) const override;
+
+  // A shard's fresh values (kParams), on the transport thread; the co-located shard's.
+  void deliver(Message message) override;
+  void localFresh(std::uint32_t key, std::uint64_t version) override;
 
  private:
+  // Fresh values of `key` (empty: in place from the co-located shard).
+  void store(std::uint32_t key, std::uint64_t version, Message message);
   // Rethrows a wait's timeout naming the workers that sent no update for `iteration` to
   // this rank's shard and the shards whose fresh values for it did not come. Holds mu_.
   [[noreturn]] void throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
@@ -86,6 +99,8 @@ class PsSyncer final : public LayerSyncer {
   const int staleness_;
   // Gradient mode: the shards send the mean gradient, which Move writes into grads_.
   const bool into_gradients_;
+  const bool factor_push_;
+  NodeStage* const node_;
   std::atomic<std::uint64_t> max_staleness_{0};
 
   mutable std::mutex mu_;

@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "common/digest.h"
+#include "coordinator/cost_model.h"
+#include "node/node_stage.h"
 #include "poseidon/errors.h"
 #include "sfb/factors.h"
 
@@ -18,13 +20,14 @@ const LayerInfo& fcLayer(const InformationBook& book, int layer, const std::vect
 
 SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
                      const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
-                     std::uint64_t start_iteration)
-    : LayerSyncer(layer),
+                     std::uint64_t start_iteration, NodeStage* node)
+    : LayerSyncer(layer, schemeName(Scheme::kSFB)),
       book_(book),
       transport_(transport),
       options_(options),
       timeout_(timeout),
       failure_(failure),
+      node_(node),
       M_(fcLayer(book, layer, params).M),
       N_(fcLayer(book, layer, params).N),
       tensors_(params.size()),
@@ -42,14 +45,24 @@ void SfbSyncer::setGradientTarget(std::vector<float*> grads) {
   POSEIDON_ENFORCE_EQ(grads.size(), tensors_, "gradient buffers of SFB layer ", layer());
   POSEIDON_ENFORCE(options_.gradient_only, "an SFB gradient target outside gradient mode");
   POSEIDON_ENFORCE(host_ != nullptr, "layer ", layer(), " is applied by the engine: it keeps its own gradient target");
+  if (node_) node_->setGradientTarget(layer(), grads);
   std::lock_guard<std::mutex> lock(mu_);
   host_->setTarget(grads);
 }
 
-void SfbSyncer::setApplier(std::unique_ptr<FactorApplier> applier) {
+bool SfbSyncer::setApplier(std::unique_ptr<FactorApplier>& applier) {
+  if (node_) return false;
   std::lock_guard<std::mutex> lock(mu_);
   host_ = nullptr;
   applier_ = std::move(applier);
+  return true;
+}
+
+LayerSyncer::SendFn SfbSyncer::factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) {
+  auto message = std::make_shared<Message>(pack(t, U, V, K));
+  return [this, t, message] {
+    Send(t, node_ ? node_->stackDeviceFactors(layer(), t, std::move(*message)) : std::move(*message));
+  };
 }
 
 Message SfbSyncer::pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
@@ -68,6 +81,10 @@ void SfbSyncer::Send(std::uint64_t iteration, Message factors) {
 }
 
 void SfbSyncer::deliver(Message m) {
+  if (m.header().type != static_cast<std::uint16_t>(MsgType::kFactors)) {
+    LayerSyncer::deliver(std::move(m));
+    return;
+  }
   const auto& h = m.header();
   const std::size_t floats = m.floatCount();
   const std::size_t per_row = static_cast<std::size_t>(M_ + N_);
