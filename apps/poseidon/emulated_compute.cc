@@ -7,8 +7,7 @@
 #include <thread>
 
 #include "checkpoint/state_file.h"
-#include "comm/control_channel.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "models/model_spec.h"
@@ -35,7 +34,7 @@ void waitMs(double ms) {
 void writeProfile(Session& session, const std::string& path, std::int64_t batch) {
   if (session.rank() != 0) return;
   writeFileAtomically(path,
-                      profileText(session.book().model(), session.timeline()->durationsMs(), batch, session.size()));
+                      profileText(session.model(), session.timeline()->durationsMs(), batch, session.size()));
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }
 

@@ -7,7 +7,7 @@
 namespace poseidon::app {
 
 void ProgressPrinter::iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs,
-                                double loss, double s_per_iter, double images_per_iter, bool force,
+                                const std::function<double()>& loss, double s_per_iter, double images_per_iter, bool force,
                                 std::uint64_t dropped) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
@@ -16,7 +16,7 @@ void ProgressPrinter::iteration(std::int64_t it, std::int64_t total, std::int64_
   last_ = now;
   std::printf("poseidon: epoch %lld/%lld iter %lld/%lld loss %.4f %.3f s/iter %.1f images/s",
               static_cast<long long>(epoch + 1), static_cast<long long>(epochs), static_cast<long long>(it + 1),
-              static_cast<long long>(total), loss, s_per_iter, s_per_iter > 0 ? images_per_iter / s_per_iter : 0.0);
+              static_cast<long long>(total), loss(), s_per_iter, s_per_iter > 0 ? images_per_iter / s_per_iter : 0.0);
   // Seen by this rank's shard: a straggler shows up at every shard it is late for.
   if (dropped > 0) std::printf(", %llu straggler updates dropped", static_cast<unsigned long long>(dropped));
   std::printf("\n");

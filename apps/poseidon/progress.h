@@ -3,15 +3,18 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 namespace poseidon::app {
 
 class ProgressPrinter {
  public:
   ProgressPrinter(bool enabled, int every) : enabled_(enabled), every_(every) {}
-  // `force`: print whether due or not (sync points, the last iteration).
-  void iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs, double loss,
-                 double s_per_iter, double images_per_iter, bool force, std::uint64_t dropped);
+  // `force`: print whether due or not (sync points, the last iteration). `loss` is read
+  // only when a line is printed (on a GPU, reading it waits for the device).
+  void iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs,
+                 const std::function<double()>& loss, double s_per_iter, double images_per_iter, bool force,
+                 std::uint64_t dropped);
 
  private:
   bool enabled_;

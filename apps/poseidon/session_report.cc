@@ -8,10 +8,8 @@
 #include <string>
 
 #include "checkpoint/state_file.h"
-#include "comm/control_channel.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
-#include "coordinator/information_book.h"
 #include "coordinator/scheme_planner.h"
 #include "poseidon/errors.h"
 
@@ -39,30 +37,6 @@ std::uint64_t peerCount(const std::string& text, int rank, const char* what) {
   return v;
 }
 
-// What the cost model says rank `rank` sends per iteration for layer l under `scheme`.
-double modelBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K) {
-  const auto& cluster = book.cluster();
-  const LayerInfo& li = book.model().layers[l];
-  K *= li.rows_per_example;  // factor rows: a Linear on [B, T, N] makes B * T
-  if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
-  if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
-  // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
-  if (scheme == Scheme::kAllreduce)
-    return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);
-  // Factor push with sharded servers: the factors go to every other shard that holds a pair of
-  // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
-  std::vector<bool> shard_used(cluster.shards(), false);
-  double own = 0;
-  for (auto key : book.pairsOfLayer(l)) {
-    const KVPair& kv = book.pair(key);
-    shard_used[kv.shard] = true;
-    if (cluster.shardRank(kv.shard) == rank) own += static_cast<double>(kv.length);
-  }
-  int remote = 0;
-  for (int s = 0; s < cluster.shards(); ++s) remote += shard_used[s] && cluster.shardRank(s) != rank ? 1 : 0;
-  return (static_cast<double>(K) * (li.M + li.N) * remote + own * (cluster.workers() - 1)) * sizeof(float);
-}
-
 }  // namespace
 
 static void gatherSendQueueFigures(TrainReport& report, Session& session) {
@@ -82,7 +56,7 @@ static void gatherSendQueueFigures(TrainReport& report, Session& session) {
 BytesSent bytesSentSoFar(Session& session) {
   BytesSent b;
   b.total = session.bytesSent();
-  for (std::size_t l = 0; l < session.book().model().layers.size(); ++l) {
+  for (std::size_t l = 0; l < session.model().layers.size(); ++l) {
     b.layers.push_back(session.bytesSentForLayer(static_cast<int>(l)));
   }
   return b;
@@ -105,7 +79,7 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
     mine[0] = last_loss;
     for (int l = 0; l < L && net_rank >= 0; ++l) {
       mine[1 + 2 * l] = (session.bytesSentForLayer(l) - before.layers[l]) / iterations;
-      mine[2 + 2 * l] = modelBytesSent(session.book(), session.plan()[l].scheme, l, net_rank, K);
+      mine[2 + 2 * l] = session.predictedBytesSent(l, K);
     }
   }
   const auto sum = session.control().allreduceSum(mine, "final statistics");

@@ -10,9 +10,7 @@
 #include <optional>
 #include <tuple>
 
-#include "comm/control_channel.h"
-#include "common/timeline.h"
-#include "coordinator/information_book.h"
+#include "poseidon/timeline.h"
 #include "coordinator/scheme_planner.h"
 #include "data/partition.h"
 #include "poseidon/errors.h"
@@ -95,7 +93,8 @@ class TrainRun {
   std::map<std::int64_t, SyncPoint> sync_points_;  // by iterations done
 
   std::vector<double> iter_seconds_;
-  double last_loss_ = 0;
+  torch::Tensor last_loss_;  // on the model's device: read when printed and at the end
+  double lastLoss() const { return last_loss_.defined() ? last_loss_.item<double>() : 0.0; }
   std::optional<double> accuracy_;
   BytesSent bytes_before_;
 };
@@ -216,9 +215,9 @@ std::string TrainRun::optimizerSummary() const {
 
 void TrainRun::printStart() const {
   if (!lead_) return;
-  const std::string where = model_ ? detail::cat(", ", session()->book().cluster().shards(),
-                                                 session()->book().cluster().shards() == 1 ? " shard, " : " shards, ",
-                                                 session()->book().pairs().size(), " KV pairs")
+  const std::string where = model_ ? detail::cat(", ", session()->shards(),
+                                                 session()->shards() == 1 ? " shard, " : " shards, ",
+                                                 session()->kvPairs(), " KV pairs")
                                    : " (plain LibTorch baseline)";
   const std::string passes = options_.backward_passes_per_step > 1
                                  ? detail::cat(" in ", options_.backward_passes_per_step, " backward passes")
@@ -277,7 +276,7 @@ void TrainRun::trainIterations() {
       tl->span("loop", "iteration", "iteration", start, end);
       tl->sample("cpu iteration", Timeline::threadCpuMs() - cpu_start);
     }
-    progress.iteration(it, total_, epoch, epochs_, last_loss_, median(iter_seconds_),
+    progress.iteration(it, total_, epoch, epochs_, [this] { return lastLoss(); }, median(iter_seconds_),
                        static_cast<double>(o_.batch * workers_), stop, model_ ? session()->droppedUpdates() : 0);
     if (point != sync_points_.end()) atSyncPoint(it + 1, point->second);
     start = std::chrono::steady_clock::now();
@@ -341,7 +340,7 @@ TrainReport TrainRun::finish() {
   setThroughput(r, iter_seconds_, workers_, o_.batch);
   r.test_accuracy = accuracy_;
   r.param_digest = model_ ? model_->digest() : net_->digest();
-  r.train_loss = last_loss_;
+  r.train_loss = lastLoss();
   r.staleness = options_.staleness;
   r.send_order = o_.baseline ? "" : options_.send_order;
   r.max_bandwidth = options_.max_bandwidth;
@@ -352,7 +351,7 @@ TrainReport TrainRun::finish() {
     return r;
   }
   Session& s = *session();
-  gatherSessionFigures(r, s, info_, bytes_before_, static_cast<double>(total_ - first_), worker(), last_loss_);
+  gatherSessionFigures(r, s, info_, bytes_before_, static_cast<double>(total_ - first_), worker(), lastLoss());
   if (!o_.timeline.empty()) writeTimeline(s, o_.timeline, net_->name());
   if (!o_.profile_out.empty()) writeProfile(s, o_.profile_out, o_.batch);
   checkDigestsAgree(s, r.param_digest);

@@ -26,23 +26,24 @@ TrainStep::TrainStep(TrainNet& net, TorchModel* model, torch::optim::Optimizer* 
       passes_(o.backward_passes_per_step),
       schedule_{o.lr, o.momentum, o.weight_decay, o.lr_decay_iterations} {}
 
-double TrainStep::run(std::int64_t it, const torch::Tensor& x, const torch::Tensor& y) {
+torch::Tensor TrainStep::run(std::int64_t it, const torch::Tensor& x, const torch::Tensor& y) {
   if (!model_) optimizer_->zero_grad();
-  const double loss = forwardBackward(x, y);
+  auto loss = forwardBackward(x, y);
   if (model_) model_->step();  // in gradient mode, returns once every .grad holds the mean
   if (optimizer_) stepLocally(it);
   return loss;
 }
 
-double TrainStep::forwardBackward(const torch::Tensor& x, const torch::Tensor& y) {
+torch::Tensor TrainStep::forwardBackward(const torch::Tensor& x, const torch::Tensor& y) {
   // Each micro-batch's loss as it is: the step divides the accumulated gradient by the
-  // passes, so the result equals one step on the whole batch.
+  // passes, so the result equals one step on the whole batch. Kept on the model's device:
+  // reading it (item) would wait for the device after every pass.
   const auto xs = x.chunk(passes_), ys = y.chunk(passes_);
-  double sum = 0;
+  torch::Tensor sum;
   for (int p = 0; p < passes_; ++p) {
     auto loss = torch::nn::functional::cross_entropy(net_.forward(xs[p], model_), ys[p]);
     loss.backward();
-    sum += loss.item<double>();
+    sum = p == 0 ? loss.detach() : sum + loss.detach();
   }
   return sum / passes_;
 }

@@ -31,10 +31,10 @@ class TrainStep {
   TrainStep(TrainNet& net, TorchModel* model, torch::optim::Optimizer* optimizer, const Options& options);
 
   // Trains on one batch as iteration `it`; returns the mean loss of its micro-batches.
-  double run(std::int64_t it, const torch::Tensor& x, const torch::Tensor& y);
+  torch::Tensor run(std::int64_t it, const torch::Tensor& x, const torch::Tensor& y);
 
  private:
-  double forwardBackward(const torch::Tensor& x, const torch::Tensor& y);
+  torch::Tensor forwardBackward(const torch::Tensor& x, const torch::Tensor& y);
   void stepLocally(std::int64_t it);
 
   TrainNet& net_;

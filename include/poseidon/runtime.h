@@ -3,7 +3,10 @@
 // pass it to the objects that need it.
 #pragma once
 
+#include <chrono>
 #include <memory>
+
+#include "poseidon/collectives.h"
 
 namespace poseidon {
 
@@ -25,6 +28,10 @@ class Runtime {
   // transport carries one session, and sessions of a process run one after another (the
   // previous one finished) so that their messages never mix.
   std::unique_ptr<Transport> newTransport();
+  // Collectives on a transport of their own, for an exchange outside any session (a
+  // broadcast of state, an agreement). Every rank makes them together; a call that waits
+  // longer than `timeout` for a rank fails.
+  std::unique_ptr<Collectives> newCollectives(std::chrono::milliseconds timeout);
   // Ends every rank of the job: for an error that only this rank has seen, when the
   // others would otherwise wait for it until their timeout.
   [[noreturn]] void abortJob(int code);

@@ -9,20 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/collectives.h"
 #include "poseidon/factor_applier.h"
 #include "poseidon/model_info.h"
 #include "poseidon/options.h"
+#include "poseidon/plan.h"
+#include "poseidon/send_stats.h"
 #include "poseidon/state_record.h"
+#include "poseidon/timeline.h"
 
 namespace poseidon {
 
+// Made by Runtime (transport(), newTransport()) and only handed on: opaque here.
 class Transport;
-class ControlChannel;
-class Timeline;
-class InformationBook;
-struct LayerPlan;
-struct PlatformRates;
-struct SendQueueStats;
 
 class Session {
  public:
@@ -47,8 +46,13 @@ class Session {
   // This rank in the book's cluster (the network exchange): its node's index if it leads
   // a node, -1 for a device beside its leader, the rank itself when flat.
   int networkRank() const;
-  const InformationBook& book() const;
-  ControlChannel& control();
+  // The model as the ranks agreed on it (rank 0's description).
+  const ModelInfo& model() const;
+  // The parameter server's shards and the KV pairs the model is cut into.
+  int shards() const;
+  std::size_t kvPairs() const;
+  // The job's small collectives over this session's transport (all ranks).
+  Collectives& control();
 
   // Worker side, once per iteration: every layer's gradient, then endIteration().
   void gradientsReady(int layer, std::vector<float*> grads);
@@ -86,6 +90,9 @@ class Session {
   SendQueueStats sendQueueStats() const;
   // The allreduce layers' set-up in one line ("" if none, or on a rank that does not train).
   std::string collectiveSummary() const;
+  // What the cost model says this rank sends over the network per iteration for layer l,
+  // K examples per device (0 on a device beside its node's leader, which sends nothing).
+  double predictedBytesSent(int layer, std::int64_t K) const;
   // Digest of the state every worker replicates (SFB and allreduce layers, their momentum).
   std::string replicaDigest() const;
 

@@ -6,11 +6,8 @@
 #include <pybind11/stl.h>
 #include <torch/extension.h>
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -20,7 +17,7 @@
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/state_file.h"
 #include "comm/transport.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
@@ -30,6 +27,7 @@
 #include "profile/compute_profile.h"
 #include "simulate/profiled_model.h"
 #include "torch/autograd_sync.h"
+#include "torch/forward_timer.h"
 
 namespace py = pybind11;
 
@@ -137,31 +135,15 @@ class PyModel {
     return extra;
   }
 
-  // With a timeline: the spans a compute profile is made of (write_profile). Python's
-  // forward hooks mark each layer's end; a layer's forward runs from the previous mark (so
-  // the modules without parameters before it count to it), less its wait for the sync.
-  // All on the thread that runs the forward (the GIL may be released, but the Python
-  // thread calling us is the same); the Timeline locks its own.
+  // With a timeline: the spans a compute profile is made of (write_profile), by the adapter's ForwardTimer.
   void beginForward(bool training, std::int64_t batch) {
     Timeline* tl = training ? sync().session().timeline() : nullptr;
-    const auto start = Clock::now();
-    const double cpu = tl ? Timeline::threadCpuMs() : 0;  // read only where the forward is timed
-    sync().beginForward(training, false, batch);          // waits for layers and makes the buffers equal
-    if (!training) last_begin_.reset();                   // an evaluation is no part of an iteration
-    timing_ = tl;
-    if (!timing_) return;
-    const auto now = Clock::now();
-    timing_->span("compute", "wait begin", "wait", start, now);
-    if (last_begin_) {
-      timing_->span("loop", "iteration", "iteration", *last_begin_, start);
-      timing_->sample("cpu iteration", std::max(0.0, cpu - last_cpu_));  // this thread's CPU time: the host CPU bound's
-    }
-    last_begin_ = start;
-    last_cpu_ = cpu;
-    mark_ = now;
+    const auto start = timer_.now(tl);
+    sync().beginForward(training, false, batch);  // waits for layers and makes the buffers equal
+    timer_.begin(tl, training, start);
   }
   void endForward(bool aborted) {
-    timing_ = nullptr;  // hooks firing later (recomputation, module called directly) record nothing
+    timer_.end();
     if (aborted) {
       sync().abortForward();
     } else {
@@ -169,24 +151,16 @@ class PyModel {
     }
   }
   void step() {
-    Timeline* tl = sync().session().timeline();
-    const auto start = Clock::now();
+    TimelineSpan span(sync().session().timeline(), "compute", "wait step", "wait");
     sync().step();  // gradient mode: waits for every mean gradient
-    if (tl) tl->span("compute", "wait step", "wait", start, Clock::now());
   }
   void waitLayer(int layer) {
-    const auto start = Clock::now();
+    const auto start = ForwardTimer::Clock::now();
     sync().waitLayer(layer);
-    if (!timing_) return;
-    const auto end = Clock::now();
-    timing_->span("compute", "wait " + sync().info().layers.at(layer).name, "wait", start, end);
-    mark_ += end - start;
+    timer_.waited(sync().info().layers.at(layer).name, start);
   }
   void markForward(int layer) {
-    if (!timing_) return;
-    const auto now = Clock::now();
-    timing_->span("compute", "forward " + sync().info().layers.at(layer).name, "forward", mark_, now);
-    mark_ = now;
+    if (timer_.timing()) timer_.forwardDone(sync().info().layers.at(layer).name);
   }
   // Rank 0 writes the profile of what this rank's timeline holds (the others return).
   void writeProfile(const std::string& path, std::int64_t batch) {
@@ -215,24 +189,8 @@ class PyModel {
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<Transport> transport_;  // this session's own (Runtime::newTransport)
   std::unique_ptr<AutogradSync> sync_;
-  using Clock = std::chrono::steady_clock;
-  Timeline* timing_ = nullptr;  // this forward records its spans
-  std::optional<Clock::time_point> last_begin_;
-  double last_cpu_ = 0;  // this thread's CPU time (ms) at last_begin_
-  Clock::time_point mark_;
+  ForwardTimer timer_;
 };
-
-// Collectives outside any model (broadcast_parameters, broadcast_optimizer_state): on
-// MPI_COMM_WORLD, which Poseidon's transport never uses (it works on duplicates).
-void broadcastBytes(void* data, std::size_t bytes, int root) {
-  auto* p = static_cast<char*>(data);
-  while (bytes > 0) {
-    const int n = static_cast<int>(std::min<std::size_t>(bytes, INT_MAX));
-    if (MPI_Bcast(p, n, MPI_BYTE, root, MPI_COMM_WORLD) != MPI_SUCCESS) throw CommError("MPI_Bcast failed");
-    p += n;
-    bytes -= static_cast<std::size_t>(n);
-  }
-}
 
 void checkRoot(const Runtime& runtime, int root) {
   if (root < 0 || root >= runtime.size()) {
@@ -240,35 +198,59 @@ void checkRoot(const Runtime& runtime, int root) {
   }
 }
 
-void bindCollectives(py::module_& m) {
-  // "200mbit", "1gbit", "125MB" or bytes/s: the CLI's reader, so both take the same words.
-  m.def("parse_bandwidth", [](const std::string& text, const std::string& what) { return parseBandwidth(text, what); });
-  m.def("broadcast_tensor_", [](const Runtime& runtime, torch::Tensor t, int root) {
-    checkRoot(runtime, root);
+// Collectives outside any model (broadcast_parameters, broadcast_optimizer_state, a
+// checkpoint's agreement): on a transport of their own, made for one exchange (a `with`).
+class PyCollectives {
+ public:
+  PyCollectives(std::shared_ptr<Runtime> runtime, double timeout_s) : runtime_(std::move(runtime)) {
+    py::gil_scoped_release release;
+    channel_ = runtime_->newCollectives(std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)));
+  }
+  void broadcastTensor(torch::Tensor t, int root) {
+    checkRoot(*runtime_, root);
     if (!t.is_contiguous() || !t.device().is_cpu()) throw InputError("broadcast: a contiguous CPU tensor only");
     py::gil_scoped_release release;
-    broadcastBytes(t.data_ptr(), t.nbytes(), root);
-  });
-  m.def("all_agree", [](const Runtime& runtime, bool mine) {
-    int in = mine ? 1 : 0, out = 0;
+    open().broadcastBytes(t.data_ptr(), t.nbytes(), root, "a tensor of broadcast_parameters");
+  }
+  bool allAgree(bool mine) {
     py::gil_scoped_release release;
-    if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD) != MPI_SUCCESS) {
-      throw CommError("MPI_Allreduce failed");
-    }
-    return out != 0;
-  });
-  m.def("broadcast_bytes", [](const Runtime& runtime, const py::bytes& mine, int root) {
-    checkRoot(runtime, root);
+    const auto sum = open().allreduceSum({mine ? 1.0 : 0.0}, "an agreement of every rank");
+    return sum[0] == static_cast<double>(runtime_->size());
+  }
+  py::bytes broadcastBytes(const py::bytes& mine, int root) {
+    checkRoot(*runtime_, root);
     std::string data = mine;
     {
       py::gil_scoped_release release;
-      std::uint64_t n = data.size();
-      broadcastBytes(&n, sizeof(n), root);
-      data.resize(n);
-      broadcastBytes(data.data(), n, root);
+      data = open().broadcast(data, root, "a broadcast of Python state");
     }
     return py::bytes(data);
-  });
+  }
+  void close() {
+    py::gil_scoped_release release;
+    channel_.reset();
+  }
+
+ private:
+  Collectives& open() {
+    if (!channel_) throw Error("these collectives have been closed");
+    return *channel_;
+  }
+  std::shared_ptr<Runtime> runtime_;
+  std::unique_ptr<Collectives> channel_;
+};
+
+void bindCollectives(py::module_& m) {
+  // "200mbit", "1gbit", "125MB" or bytes/s: the CLI's reader, so both take the same words.
+  m.def("parse_bandwidth", [](const std::string& text, const std::string& what) { return parseBandwidth(text, what); });
+  py::class_<PyCollectives>(m, "Collectives")
+      .def(py::init<std::shared_ptr<Runtime>, double>(), py::arg("runtime"), py::arg("timeout_s") = 600.0)
+      .def("broadcast_tensor_", &PyCollectives::broadcastTensor)
+      .def("all_agree", &PyCollectives::allAgree)
+      .def("broadcast_bytes", &PyCollectives::broadcastBytes)
+      .def("close", &PyCollectives::close)
+      .def("__enter__", [](PyCollectives& c) -> PyCollectives& { return c; }, py::return_value_policy::reference)
+      .def("__exit__", [](PyCollectives& c, py::args) { c.close(); });
 }
 
 void bindCheckpoints(py::module_& m) {

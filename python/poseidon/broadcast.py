@@ -19,15 +19,15 @@ def broadcast_parameters(params, root_rank=0):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"broadcast_parameters: '{name}' is not a tensor")
     names = "\n".join(f"{name} {tuple(t.shape)} {t.dtype}" for name, t in items).encode()
-    same = _C.broadcast_bytes(runtime.runtime(), names, root_rank) == names
-    if not _C.all_agree(runtime.runtime(), same):  # every rank stops, none waits in a broadcast
-        raise ValueError("broadcast_parameters: the ranks passed different tensors (names, shapes or dtypes)")
-    with torch.no_grad():
+    with _C.Collectives(runtime.runtime()) as job, torch.no_grad():
+        same = job.broadcast_bytes(names, root_rank) == names
+        if not job.all_agree(same):  # every rank stops, none waits in a broadcast
+            raise ValueError("broadcast_parameters: the ranks passed different tensors (names, shapes or dtypes)")
         for name, t in items:
             src = t.detach()
-            # MPI moves host memory: a GPU tensor goes through a CPU copy.
+            # The transport moves host memory: a GPU tensor goes through a CPU copy.
             buf = src if src.is_contiguous() and src.device.type == "cpu" else src.to("cpu").contiguous()
-            _C.broadcast_tensor_(runtime.runtime(), buf, root_rank)
+            job.broadcast_tensor_(buf, root_rank)
             if buf is not src:
                 src.copy_(buf)
 
@@ -39,7 +39,7 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
         out = io.BytesIO()
         torch.save(optimizer.state_dict(), out)
         mine = out.getvalue()
-    theirs = _C.broadcast_bytes(runtime.runtime(), mine, root_rank)
+    theirs = _broadcast_bytes(mine, root_rank)
     if runtime.rank() != root_rank:
         # Unpickled onto the CPU first (this rank may have another GPU than root_rank);
         # load_state_dict moves each state to its parameter's device.
@@ -53,7 +53,12 @@ def broadcast_object(obj, root_rank=0):
         out = io.BytesIO()
         torch.save(obj, out)
         mine = out.getvalue()
-    return _from_root(_C.broadcast_bytes(runtime.runtime(), mine, root_rank))
+    return _from_root(_broadcast_bytes(mine, root_rank))
+
+
+def _broadcast_bytes(mine, root_rank):
+    with _C.Collectives(runtime.runtime()) as job:
+        return job.broadcast_bytes(mine, root_rank)
 
 
 def _from_root(data, map_location=None):

@@ -77,7 +77,7 @@ class Checkpoints:
                  "rng": cpu_rng, "cuda_rng": cuda_rng}
         # Nothing is written that a resume would refuse, and every rank stops together.
         bad = _not_plain(state)
-        if not _C.all_agree(self.runtime, bad is None):
+        if not all_agree(self.runtime, bad is None):
             raise ValueError(f"saving a checkpoint: {bad}" if bad else
                              "saving a checkpoint: another rank's optimizer or checkpoint objects hold state that "
                              "checkpoints cannot keep (its error names it)")
@@ -105,6 +105,12 @@ class Checkpoints:
             print(f"poseidon: resumed from {self.info.folder} at iteration {self.info.iteration}", flush=True)
 
 
+def all_agree(runtime, mine):
+    """True on every rank if every rank passed True (a collective)."""
+    with _C.Collectives(runtime) as job:
+        return job.all_agree(mine)
+
+
 def _check_objects(objects):
     for o in objects:
         if not (hasattr(o, "state_dict") and hasattr(o, "load_state_dict")):
@@ -124,7 +130,7 @@ def _read_resume(folder, runtime):
         state = _loads(extra, f"resuming from {info.folder}")
     except Exception as e:  # noqa: BLE001  (whatever it is, every rank must hear of it)
         error = e
-    if not _C.all_agree(runtime, error is None):
+    if not all_agree(runtime, error is None):
         raise error or ValueError(f"cannot resume from {folder}: another rank could not read its checkpoint")
     return info, state
 

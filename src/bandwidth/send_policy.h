@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "poseidon/send_stats.h"
+
 namespace poseidon {
 
 class Timeline;
@@ -28,14 +30,6 @@ struct SendPolicy {
   std::size_t window_bytes = 4u << 20;
   // Records each message's wait in the queue when set.
   std::shared_ptr<Timeline> timeline;
-};
-
-// What a node's send queue did: messages that crossed the network and how long they
-// waited in the queue (for the window, the budget or more urgent messages).
-struct SendQueueStats {
-  std::uint64_t messages = 0;
-  double wait_seconds = 0;  // summed over the messages
-  double max_wait_seconds = 0;
 };
 
 }  // namespace poseidon

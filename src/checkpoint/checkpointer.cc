@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "comm/control_channel.h"
+#include "poseidon/collectives.h"
 #include "common/fault.h"
 #include "common/files.h"
 #include "poseidon/errors.h"
@@ -83,7 +83,7 @@ CheckpointInfo Checkpointer::parseManifest(const std::string& text, const std::s
   return info;
 }
 
-Checkpointer::Checkpointer(std::string dir, ControlChannel& control, int rank, int ranks)
+Checkpointer::Checkpointer(std::string dir, Collectives& control, int rank, int ranks)
     : dir_(std::move(dir)), control_(control), rank_(rank), ranks_(ranks) {}
 
 void Checkpointer::save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records,

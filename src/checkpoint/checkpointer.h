@@ -16,7 +16,7 @@
 
 namespace poseidon {
 
-class ControlChannel;
+class Collectives;
 
 struct CheckpointInfo {
   std::string folder;  // DIR/iter-<T>
@@ -28,7 +28,7 @@ struct CheckpointInfo {
 
 class Checkpointer {
  public:
-  Checkpointer(std::string dir, ControlChannel& control, int rank, int ranks);
+  Checkpointer(std::string dir, Collectives& control, int rank, int ranks);
 
   // Collective: every rank writes its records, rank 0 the manifest and LATEST. `config`
   // describes what a resumed run must match (one line). `extra`: this rank's own bytes
@@ -60,7 +60,7 @@ class Checkpointer {
   void removeOlder(const std::string& name) const;
 
   const std::string dir_;
-  ControlChannel& control_;
+  Collectives& control_;
   const int rank_;
   const int ranks_;
 };

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "client/ps_syncer.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
 #include "sfb/sfb_syncer.h"

@@ -6,7 +6,7 @@
 #include "collective/communicator.h"
 #include "comm/transport.h"
 #include "common/digest.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
 #include "engine/external_event.h"
 #include "node/node_stage.h"

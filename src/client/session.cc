@@ -14,7 +14,7 @@
 #include "comm/transport.h"
 #include "common/digest.h"
 #include "common/fault.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "coordinator/information_book.h"
 #include "coordinator/rate_probe.h"
 #include "coordinator/scheme_planner.h"
@@ -596,8 +596,15 @@ int Session::networkRank() const {
   if (!impl_->nodes.hierarchical()) return me;
   return impl_->nodes.isLeader(me) ? impl_->nodes.nodeOf(me) : -1;
 }
-const InformationBook& Session::book() const { return *impl_->book; }
-ControlChannel& Session::control() { return impl_->control; }
+Collectives& Session::control() { return impl_->control; }
+const ModelInfo& Session::model() const { return impl_->book->model(); }
+int Session::shards() const { return impl_->book->cluster().shards(); }
+std::size_t Session::kvPairs() const { return impl_->book->pairs().size(); }
+
+double Session::predictedBytesSent(int layer, std::int64_t K) const {
+  const int rank = networkRank();
+  return rank < 0 ? 0.0 : poseidon::predictedBytesSent(*impl_->book, impl_->plan.at(layer).scheme, layer, rank, K);
+}
 
 void Session::gradientsReady(int layer, std::vector<float*> grads) {
   impl_->failure.rethrowIfFailed();

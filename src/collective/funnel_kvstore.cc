@@ -3,7 +3,7 @@
 #include <pthread.h>
 
 #include "comm/transport.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {

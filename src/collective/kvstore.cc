@@ -5,7 +5,7 @@
 
 #include "collective/funnel_kvstore.h"
 #include "comm/transport.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {

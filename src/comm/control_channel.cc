@@ -92,22 +92,22 @@ std::string ControlChannel::broadcast(const std::string& data, int root, const s
   return std::string(reinterpret_cast<const char*>(m.payload()), m.payloadBytes());
 }
 
-void ControlChannel::broadcastFloats(float* data, std::size_t n, int root, const std::string& what) {
-  const std::size_t chunk = kMaxChunkBytes / sizeof(float);
-  for (std::size_t off = 0; off < n; off += chunk) {
+void ControlChannel::broadcastBytes(void* data, std::size_t bytes, int root, const std::string& what) {
+  auto* base = static_cast<char*>(data);
+  for (std::size_t off = 0; off < bytes; off += kMaxChunkBytes) {
     const std::uint32_t seq = next_seq_++;
-    const std::size_t count = std::min(chunk, n - off);
+    const std::size_t count = std::min(kMaxChunkBytes, bytes - off);
     if (transport_.rank() == root) {
       for (int r = 0; r < transport_.size(); ++r) {
-        if (r != root) sendTo(r, seq, data + off, count * sizeof(float));
+        if (r != root) sendTo(r, seq, base + off, count);
       }
     } else {
       Message m = waitMessage(seq, root, what);
-      if (m.payloadBytes() != count * sizeof(float)) {
-        throw CommError(detail::cat("broadcast of ", what, ": expected ", count * sizeof(float), " bytes from rank ",
-                                    root, ", got ", m.payloadBytes()));
+      if (m.payloadBytes() != count) {
+        throw CommError(detail::cat("broadcast of ", what, ": expected ", count, " bytes from rank ", root, ", got ",
+                                    m.payloadBytes()));
       }
-      std::memcpy(data + off, m.payload(), m.payloadBytes());
+      std::memcpy(base + off, m.payload(), m.payloadBytes());
     }
   }
 }

@@ -18,25 +18,23 @@
 #include "comm/message.h"
 #include "comm/transport.h"
 #include "common/wait.h"
+#include "poseidon/collectives.h"
 
 namespace poseidon {
 
-class ControlChannel {
+class ControlChannel final : public Collectives {
  public:
   ControlChannel(Transport& transport, std::chrono::milliseconds timeout, const FailureState& failure);
 
   // Delivered by the dispatcher for every kControl message.
   void onMessage(Message message);
 
-  // Every rank contributes a byte string; every rank gets all of them, indexed by rank.
-  std::vector<std::string> allgather(const std::string& mine, const std::string& what);
-  // Rank `root`'s `data` is copied to every rank.
-  std::string broadcast(const std::string& data, int root, const std::string& what);
-  // Rank `root`'s floats overwrite `data[0..n)` on every rank; sent in bounded chunks.
-  void broadcastFloats(float* data, std::size_t n, int root, const std::string& what);
-  void barrier(const std::string& what);
-  // Sum of one double per rank, on every rank.
-  std::vector<double> allreduceSum(const std::vector<double>& mine, const std::string& what);
+  std::vector<std::string> allgather(const std::string& mine, const std::string& what) override;
+  std::string broadcast(const std::string& data, int root, const std::string& what) override;
+  // Sent in bounded chunks.
+  void broadcastBytes(void* data, std::size_t bytes, int root, const std::string& what) override;
+  void barrier(const std::string& what) override;
+  std::vector<double> allreduceSum(const std::vector<double>& mine, const std::string& what) override;
 
   // Largest payload a control message may carry.
   static constexpr std::size_t kMaxChunkBytes = 8u << 20;

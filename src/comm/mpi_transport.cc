@@ -7,7 +7,7 @@
 #include <climits>
 
 #include "collective/mpi_communicator.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -35,8 +35,31 @@ MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes)
                    "MPI counts are int: messages must stay under 2 GiB");
 }
 
+namespace {
+MPI_Comm duplicate(MPI_Comm comm) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  if (MPI_Comm_dup(comm, &dup) != MPI_SUCCESS) throw CommError("MPI_Comm_dup failed");
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  return dup;
+}
+}  // namespace
+
+MpiTransport::MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes, OwnCommunicator)
+    : comm_(duplicate(mpi.comm())),
+      owns_comm_(true),
+      groups_comm_(mpi.groupsComm()),
+      thread_multiple_(mpi.threadMultiple()),
+      rank_(mpi.rank()),
+      size_(mpi.size()),
+      max_payload_bytes_(max_payload_bytes),
+      budget_(std::make_unique<TokenBucket>(0, 0)) {}
+
 MpiTransport::~MpiTransport() {
   stop();
+  if (owns_comm_ && !abandoned_) {
+    MPI_Comm comm = comm_;
+    MPI_Comm_free(&comm);
+  }
   if (abandoned_) {
     // MPI still owns the buffers of the sends it never completed: they must outlive this
     // object, until the job ends (which the owner does next).

@@ -30,6 +30,11 @@ class MpiTransport final : public Transport {
  public:
   // `max_payload_bytes` bounds what a received header may announce.
   MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes);
+  // On a duplicate of the job's communicator, owned and freed here: a transport that may
+  // live beside another (whose progress thread would otherwise take its messages).
+  // Collective: every rank makes it together.
+  struct OwnCommunicator {};
+  MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes, OwnCommunicator);
   ~MpiTransport() override;
 
   int rank() const override { return rank_; }
@@ -79,6 +84,7 @@ class MpiTransport final : public Transport {
   void check(int rc, const char* call);
 
   const MPI_Comm comm_;
+  const bool owns_comm_ = false;
   const MPI_Comm groups_comm_;  // MpiContext::groupsComm()
   const bool thread_multiple_;
   const int rank_;

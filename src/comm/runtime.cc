@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "comm/control_channel.h"
+#include "comm/job_channel.h"
 #include "comm/mpi_context.h"
 #include "comm/mpi_transport.h"
 
@@ -35,6 +36,11 @@ int Runtime::rank() const { return mpi_->rank(); }
 int Runtime::size() const { return mpi_->size(); }
 Transport& Runtime::transport() { return *transport_; }
 std::unique_ptr<Transport> Runtime::newTransport() { return std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes); }
+std::unique_ptr<Collectives> Runtime::newCollectives(std::chrono::milliseconds timeout) {
+  // Its own communicator: a session's transport, on the job's, may be alive beside it.
+  return std::make_unique<JobChannel>(
+      std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes, MpiTransport::OwnCommunicator{}), timeout);
+}
 void Runtime::abortJob(int code) { mpi_->abortJob(code); }
 
 }  // namespace poseidon

@@ -1,4 +1,4 @@
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 
 #include <cstdio>
 #include <ctime>

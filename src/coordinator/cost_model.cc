@@ -70,4 +70,28 @@ double CostModel::psSentFloats(std::int64_t numel, const ClusterInfo& cluster, i
   return psFloats(numel, 1, P1, P2, role) / 2.0;
 }
 
+double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K) {
+  const auto& cluster = book.cluster();
+  const LayerInfo& li = book.model().layers[l];
+  K *= li.rows_per_example;  // factor rows: a Linear on [B, T, N] makes B * T
+  if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
+  if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
+  // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
+  if (scheme == Scheme::kAllreduce)
+    return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);
+  // Factor push with sharded servers: the factors go to every other shard that holds a pair of
+  // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
+  std::vector<bool> shard_used(cluster.shards(), false);
+  double own = 0;
+  for (auto key : book.pairsOfLayer(l)) {
+    const KVPair& kv = book.pair(key);
+    shard_used[kv.shard] = true;
+    if (cluster.shardRank(kv.shard) == rank) own += static_cast<double>(kv.length);
+  }
+  int remote = 0;
+  for (int s = 0; s < cluster.shards(); ++s) remote += shard_used[s] && cluster.shardRank(s) != rank ? 1 : 0;
+  return (static_cast<double>(K) * (li.M + li.N) * remote + own * (cluster.workers() - 1)) * sizeof(float);
+}
+
+
 }  // namespace poseidon

@@ -7,15 +7,9 @@
 #include <cstdint>
 
 #include "coordinator/information_book.h"
+#include "poseidon/plan.h"
 
 namespace poseidon {
-
-// How one layer's parameters are synchronised: through the parameter server (PS), by
-// sufficient factor broadcasting (SFB), the 2015 paper's comparison strategy after Project
-// Adam (factor push: factors to the server, full matrices back; not the Adam optimizer), or summed by MPI_Allreduce
-// among the workers with the update replicated on each (Mamidala 2018).
-enum class Scheme { kPS, kSFB, kFactorPush, kAllreduce };
-const char* schemeName(Scheme scheme);
 
 enum class PsRole { kServerAndWorker, kWorkerOnly, kServerOnly };
 
@@ -40,5 +34,9 @@ struct CostModel {
   // half of the Table 1 count, averaged over ranks of the same role.
   static double psSentFloats(std::int64_t numel, const ClusterInfo& cluster, int rank);
 };
+
+// What the cost model says rank `rank` of the book's cluster sends per iteration for
+// layer l under `scheme`, K examples per worker (what a report sets measured bytes beside).
+double predictedBytesSent(const InformationBook& book, Scheme scheme, int layer, int rank, std::int64_t K);
 
 }  // namespace poseidon

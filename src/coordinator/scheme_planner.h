@@ -29,24 +29,6 @@ CostRule parseCostRule(const std::string& name);
 const char* schemeModeName(SchemeMode mode);
 const char* costRuleName(CostRule rule);
 
-// What the time rule needs to know about the machine.
-struct PlatformRates {
-  double bandwidth_bytes_per_s = 0;  // per node, each direction
-  double gemm_flops_per_s = 0;
-  bool known() const { return bandwidth_bytes_per_s > 0 && gemm_flops_per_s > 0; }
-};
-
-struct LayerPlan {
-  Scheme scheme = Scheme::kPS;
-  // Per node, send + receive, as in ATC'17 Table 1 (0 for layers without the option).
-  double ps_floats = 0, sfb_floats = 0, factor_push_floats = 0, allreduce_floats = 0;
-  // Predicted seconds per iteration when rates are known (else 0).
-  double ps_seconds = 0, sfb_seconds = 0, allreduce_seconds = 0;
-  Scheme bytes_choice = Scheme::kPS;  // what each rule alone would pick
-  Scheme time_choice = Scheme::kPS;
-  std::string reason;
-};
-
 struct PlanRequest {
   SchemeMode mode = SchemeMode::kAuto;
   CostRule rule = CostRule::kBytes;

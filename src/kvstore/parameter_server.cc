@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
 #include "sfb/reconstruct.h"
 

@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 
-#include "comm/control_channel.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
 

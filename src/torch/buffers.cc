@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "comm/control_channel.h"
+#include "poseidon/collectives.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
 
@@ -45,7 +45,7 @@ void ModelBuffers::setFloats(const std::vector<float>& all) {
   }
 }
 
-void ModelBuffers::broadcastOthers(ControlChannel& control) {
+void ModelBuffers::broadcastOthers(Collectives& control) {
   std::string mine;
   for (const auto& h : host_) {
     if (h.scalar_type() != torch::kFloat) mine.append(static_cast<const char*>(h.data_ptr()), h.nbytes());
@@ -61,7 +61,7 @@ void ModelBuffers::broadcastOthers(ControlChannel& control) {
   }
 }
 
-void ModelBuffers::broadcast(ControlChannel& control) {
+void ModelBuffers::broadcast(Collectives& control) {
   auto all = floats();
   if (!all.empty()) {
     control.broadcastFloats(all.data(), all.size(), 0, "buffers");
@@ -70,7 +70,7 @@ void ModelBuffers::broadcast(ControlChannel& control) {
   broadcastOthers(control);
 }
 
-void ModelBuffers::average(ControlChannel& control, int ranks) {
+void ModelBuffers::average(Collectives& control, int ranks) {
   const auto all = floats();
   if (!all.empty()) {
     const auto sums = control.allreduceSum(std::vector<double>(all.begin(), all.end()), "buffer average");
@@ -81,7 +81,7 @@ void ModelBuffers::average(ControlChannel& control, int ranks) {
   broadcastOthers(control);
 }
 
-void ModelBuffers::makeEqual(ControlChannel& control, const std::string& mode, int ranks) {
+void ModelBuffers::makeEqual(Collectives& control, const std::string& mode, int ranks) {
   if (buffers_.empty()) return;
   toHost();
   if (mode == "average") {

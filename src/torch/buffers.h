@@ -13,7 +13,7 @@
 
 namespace poseidon {
 
-class ControlChannel;
+class Collectives;
 class Digest;
 
 struct NamedTensor {
@@ -32,10 +32,10 @@ class ModelBuffers {
 
   bool empty() const { return buffers_.empty(); }
   // Collectives: every rank calls them in the same order.
-  void broadcast(ControlChannel& control);
-  void average(ControlChannel& control, int ranks);
+  void broadcast(Collectives& control);
+  void average(Collectives& control, int ranks);
   // By mode name ("broadcast" or "average").
-  void makeEqual(ControlChannel& control, const std::string& mode, int ranks);
+  void makeEqual(Collectives& control, const std::string& mode, int ranks);
 
   void addToDigest(Digest& digest);
   // Views of the host copies: call toHost() before reading them, toDevice() after a restore.
@@ -46,7 +46,7 @@ class ModelBuffers {
  private:
   std::vector<float> floats() const;
   void setFloats(const std::vector<float>& all);
-  void broadcastOthers(ControlChannel& control);
+  void broadcastOthers(Collectives& control);
 
   std::vector<NamedTensor> buffers_;  // the model's
   std::vector<torch::Tensor> host_;   // by buffer: the same tensor on the CPU, else a copy

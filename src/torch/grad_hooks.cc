@@ -4,7 +4,7 @@
 // gradient in a step contribute zeros (DDP's find_unused_parameters).
 #include <torch/csrc/autograd/function_hook.h>
 
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
 #include "torch/autograd_sync.h"
 

@@ -2,9 +2,8 @@
 
 #include <optional>
 
-#include "comm/control_channel.h"
 #include "common/digest.h"
-#include "common/timeline.h"
+#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
 #include "torch/model_impl.h"
 

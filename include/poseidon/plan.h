@@ -1,0 +1,35 @@
+// How the session synchronises each layer, as the coordinator planned it (ATC'17 §3.3,
+// HybComm): the scheme per layer with the cost model's figures and reasons, and the
+// machine's rates the time rule used. Read by programs that report the plan.
+#pragma once
+
+#include <string>
+
+namespace poseidon {
+
+// How one layer's parameters are synchronised: through the parameter server (PS), by
+// sufficient factor broadcasting (SFB), the 2015 paper's comparison strategy after Project
+// Adam (factor push: factors to the server, full matrices back; not the Adam optimizer), or summed by MPI_Allreduce
+// among the workers with the update replicated on each (Mamidala 2018).
+enum class Scheme { kPS, kSFB, kFactorPush, kAllreduce };
+const char* schemeName(Scheme scheme);
+
+// What the time rule needs to know about the machine.
+struct PlatformRates {
+  double bandwidth_bytes_per_s = 0;  // per node, each direction
+  double gemm_flops_per_s = 0;
+  bool known() const { return bandwidth_bytes_per_s > 0 && gemm_flops_per_s > 0; }
+};
+
+struct LayerPlan {
+  Scheme scheme = Scheme::kPS;
+  // Per node, send + receive, as in ATC'17 Table 1 (0 for layers without the option).
+  double ps_floats = 0, sfb_floats = 0, factor_push_floats = 0, allreduce_floats = 0;
+  // Predicted seconds per iteration when rates are known (else 0).
+  double ps_seconds = 0, sfb_seconds = 0, allreduce_seconds = 0;
+  Scheme bytes_choice = Scheme::kPS;  // what each rule alone would pick
+  Scheme time_choice = Scheme::kPS;
+  std::string reason;
+};
+
+}  // namespace poseidon

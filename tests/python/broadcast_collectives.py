@@ -1,0 +1,56 @@
+"""Horovod's start-up helpers across real ranks (mpirun -np 3): broadcast_parameters,
+broadcast_optimizer_state and broadcast_object give every rank root_rank's state, through
+Poseidon's own transport (poseidon._C.Collectives); ranks that pass different tensors all
+stop with the same error, none waits in a broadcast. Exits non-zero on any mismatch."""
+import sys
+
+import torch
+
+import poseidon
+
+
+def check(ok, what):
+    if not ok:
+        print(f"rank {poseidon.rank()}: FAIL {what}", flush=True)
+        sys.exit(1)
+
+
+def main():
+    poseidon.init()
+    rank, size = poseidon.rank(), poseidon.size()
+    root = size - 1  # not rank 0: the root is really the caller's
+    torch.manual_seed(100 + rank)  # every rank starts elsewhere
+    net = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3))
+    opt = torch.optim.Adam(net.parameters(), lr=0.01 * (rank + 1))
+    net(torch.randn(2, 5)).sum().backward()
+    opt.step()  # Adam state to broadcast
+
+    poseidon.broadcast_parameters(net.state_dict(), root_rank=root)
+    poseidon.broadcast_optimizer_state(opt, root_rank=root)
+    digest = [float(p.detach().double().sum()) for p in net.state_dict().values()]
+    state = [float(s["exp_avg"].double().sum()) for s in opt.state_dict()["state"].values()]
+    theirs = poseidon.broadcast_object((digest, state, opt.param_groups[0]["lr"]), root_rank=root)
+    check(theirs == (digest, state, opt.param_groups[0]["lr"]), "every rank holds root_rank's parameters and state")
+    check(opt.param_groups[0]["lr"] == 0.01 * size, "the optimizer's hyper-parameters are root_rank's")
+
+    # A big tensor: more than one control message (8 MB chunks).
+    big = torch.full((3 * (1 << 20),), float(rank))
+    poseidon.broadcast_parameters([("big", big)], root_rank=0)
+    check(bool((big == 0).all()), "a 12 MB tensor arrives whole")
+
+    try:
+        poseidon.broadcast_parameters([(f"w{rank}", torch.zeros(2))], root_rank=0)
+        check(rank == 0 and size == 1, "different names are refused")
+    except ValueError as e:
+        check("different tensors" in str(e), f"a clear error: {e}")
+    try:
+        poseidon.broadcast_object(1, root_rank=size)
+        check(False, "a root outside the job is refused")
+    except Exception as e:  # noqa: BLE001
+        check("root_rank" in str(e), f"a clear error: {e}")
+    if rank == 0:
+        print(f"broadcast_collectives: {size} ranks ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()
