@@ -67,6 +67,7 @@ class TrainRun {
   bool checkpointing() const { return !o_.checkpoint_dir.empty() || !o_.resume.empty(); }
   std::string agreement() const;
   std::string checkpointConfig() const;
+  std::string checkpointFlags() const;
   std::string schemeSummary() const;
   std::string optimizerSummary() const;
   void trainIterations();
@@ -136,13 +137,17 @@ void TrainRun::loadDataAndNet() {
   options_.agreement = agreement();
 }
 
+// The flags every rank must share beyond the session's options (runConfiguration has those).
 std::string TrainRun::agreement() const {
-  return detail::cat("epochs=", o_.epochs, " iterations=", o_.iterations, " seed=", o_.seed,
-                     " synthetic=", o_.synthetic, " eval=", !o_.no_eval, " verify=", o_.verify_every,
-                     " server_ranks=", options_.server_ranks, " shards=", options_.shards,
-                     " pair=", options_.kv_pair_bytes, " train=", data_.train_set.count, " optimizer=", o_.optimizer,
-                     " gradient_mode=", options_.gradient_mode, " buffers=", options_.buffers,
-                     " passes=", options_.backward_passes_per_step);
+  return detail::cat("epochs=", o_.epochs, " iterations=", o_.iterations, " eval=", !o_.no_eval,
+                     " verify=", o_.verify_every, " ", checkpointFlags());
+}
+
+// The flags a resumed run must share with the saved one beyond the session's: the data and
+// its order, and the optimizer whose state the checkpoint holds.
+std::string TrainRun::checkpointFlags() const {
+  return detail::cat("seed=", o_.seed, " synthetic=", o_.synthetic, " train=", data_.train_set.count,
+                     " optimizer=", o_.optimizer);
 }
 
 void TrainRun::connect() {
@@ -167,19 +172,10 @@ void TrainRun::connect() {
   if (resume_) checkpoints_->restore(*resume_);
 }
 
-// What a resumed run must share with the run that saved: everything that shapes the state
-// or the arithmetic after it (the plan is included: --cost-model time measures).
+// What a resumed run must share with the run that saved: the session's settings, model,
+// plan and nodes (Session::resumeConfiguration) and this command's own.
 std::string TrainRun::checkpointConfig() const {
-  std::string schemes;
-  for (const auto& p : session()->plan()) schemes += std::string(schemeName(p.scheme)) + ",";
-  return detail::cat(
-      info_.describe(), " | workers=", workers_, " batch=", o_.batch, " seed=", o_.seed, " total=", total_,
-      " lr=", options_.lr, " schedule=", o_.lr_schedule, " momentum=", options_.momentum, " wd=", options_.weight_decay,
-      " schemes=", schemes, " server_ranks=", options_.server_ranks, " shards=", options_.shards,
-      " pair=", options_.kv_pair_bytes, " fusion=", options_.fusion_bytes, " synthetic=", o_.synthetic,
-      " train=", data_.train_set.count, " optimizer=", o_.optimizer, " gradient_mode=", options_.gradient_mode,
-      " buffers=", options_.buffers, " passes=", options_.backward_passes_per_step, " nodes=", session()->nodes(), "x",
-      session()->devicesPerNode());
+  return session()->resumeConfiguration("poseidon train " + checkpointFlags());
 }
 
 void TrainRun::planSyncPoints() {
