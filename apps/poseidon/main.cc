@@ -12,7 +12,6 @@
 #include "plan_command.h"
 #include "poseidon/config.h"
 #include "poseidon/errors.h"
-#include "poseidon/options.h"
 #include "simulate_command.h"
 #include "threads.h"
 #include "train_command.h"
@@ -53,11 +52,8 @@ int main(int argc, char** argv) {
     if (plan->parsed()) return poseidon::app::runPlan(plan_options);
     if (lab->parsed()) return poseidon::app::runLab(lab_options);
     if (simulate->parsed()) return poseidon::app::runSimulate(simulate_options);
-  } catch (const poseidon::OptionError& e) {  // the core names options by member: say the flags
-    std::fprintf(stderr, "poseidon: error: %s\n", e.in(poseidon::app::sayAsTrainFlag).c_str());
-    return 2;
   } catch (const poseidon::Error& e) {
-    std::fprintf(stderr, "poseidon: error: %s\n", e.what());
+    std::fprintf(stderr, "poseidon: error: %s\n", poseidon::app::messageWithFlags(e).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "poseidon: error: %s\n", e.what());

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "poseidon/options.h"
+
 namespace poseidon::app {
 
 namespace {
@@ -37,6 +39,11 @@ std::string sayAsTrainFlag(const std::string& field, const std::string& value) {
 std::string sayAsPlanFlag(const std::string& field, const std::string& value) {
   if (field == "shards" || field == "server_ranks") return value.empty() ? "--servers" : "--servers " + value;
   return sayAsTrainFlag(field, value);
+}
+
+std::string messageWithFlags(const std::exception& e) {
+  const auto* option = dynamic_cast<const OptionError*>(&e);
+  return option ? option->in(sayAsTrainFlag) : e.what();
 }
 
 }  // namespace poseidon::app

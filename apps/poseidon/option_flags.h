@@ -2,6 +2,7 @@
 // flag that sets it.
 #pragma once
 
+#include <exception>
 #include <string>
 
 namespace poseidon::app {
@@ -10,5 +11,7 @@ namespace poseidon::app {
 std::string sayAsTrainFlag(const std::string& field, const std::string& value);
 // `poseidon plan`'s: the same but for the shards, which it calls servers.
 std::string sayAsPlanFlag(const std::string& field, const std::string& value);
+// An error's message in the CLI's words: an OptionError's options as `poseidon train`'s flags.
+std::string messageWithFlags(const std::exception& e);
 
 }  // namespace poseidon::app

@@ -22,6 +22,7 @@
 #include "blas_kernels.h"
 #include "checkpointing.h"
 #include "emulated_compute.h"
+#include "option_flags.h"
 #include "progress.h"
 #include "report.h"
 #include "session_report.h"
@@ -407,10 +408,11 @@ int runTrain(const TrainOptions& o, int* argc, char*** argv) {
     // Other ranks may be waiting for this one: end the whole job now rather than let them
     // run into their timeouts (and MPI_Finalize would wait for them).
     // Most waits already say which rank timed out; others get this rank's number.
-    if (std::string(e.what()).rfind("rank ", 0) == 0) {
-      std::fprintf(stderr, "poseidon: error: %s\n", e.what());
+    const std::string message = messageWithFlags(e);  // options said as flags
+    if (message.rfind("rank ", 0) == 0) {
+      std::fprintf(stderr, "poseidon: error: %s\n", message.c_str());
     } else {
-      std::fprintf(stderr, "poseidon: error: rank %d: %s\n", runtime.rank(), e.what());
+      std::fprintf(stderr, "poseidon: error: rank %d: %s\n", runtime.rank(), message.c_str());
     }
     std::fflush(stderr);
     runtime.abortJob(2);
