@@ -8,6 +8,7 @@
 #include "allocator.h"
 #include "blas_kernels.h"
 #include "lab_command.h"
+#include "option_flags.h"
 #include "plan_command.h"
 #include "poseidon/config.h"
 #include "poseidon/errors.h"
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
     if (lab->parsed()) return poseidon::app::runLab(lab_options);
     if (simulate->parsed()) return poseidon::app::runSimulate(simulate_options);
   } catch (const poseidon::Error& e) {
-    std::fprintf(stderr, "poseidon: error: %s\n", e.what());
+    std::fprintf(stderr, "poseidon: error: %s\n", poseidon::app::messageWithFlags(e).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "poseidon: error: %s\n", e.what());

@@ -6,11 +6,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "client/checked_options.h"
 #include "coordinator/cluster_info.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "models/model_spec.h"
+#include "option_flags.h"
 #include "poseidon/errors.h"
 #include "profile_model.h"
 #include "simulate/profiled_model.h"
@@ -103,7 +105,15 @@ void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
         "(from `poseidon train --profile-out FILE`)");
   }
   if (!rates.known()) throw InputError("--cost-model schedule needs --bandwidth and --gflops");
-  if (o.servers != 0) throw InputError("--cost-model schedule simulates a shard on every worker: drop --servers");
+  // What the rule's simulation assumes of a run, as `poseidon train` checks it.
+  Options run;
+  run.cost_model = o.cost_model;
+  run.shards = o.servers;
+  try {
+    checkScheduleRule(run, SchemeMode::kAuto);
+  } catch (const OptionError& e) {
+    throw InputError(e.in(sayAsPlanFlag));
+  }
   if (o.host_cores == 0 && (o.nodes_per_host != 1 || o.stack_rate != "0")) {
     throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
   }

@@ -20,6 +20,7 @@
 #include "blas_kernels.h"
 #include "checkpointing.h"
 #include "emulated_compute.h"
+#include "option_flags.h"
 #include "progress.h"
 #include "report.h"
 #include "session_report.h"
@@ -65,6 +66,7 @@ class TrainRun {
   bool checkpointing() const { return !o_.checkpoint_dir.empty() || !o_.resume.empty(); }
   std::string agreement() const;
   std::string checkpointConfig() const;
+  std::string checkpointFlags() const;
   std::string schemeSummary() const;
   std::string optimizerSummary() const;
   void trainIterations();
@@ -135,13 +137,17 @@ void TrainRun::loadDataAndNet() {
   options_.agreement = agreement();
 }
 
+// The flags every rank must share beyond the session's options (runConfiguration has those).
 std::string TrainRun::agreement() const {
-  return detail::cat("epochs=", o_.epochs, " iterations=", o_.iterations, " seed=", o_.seed,
-                     " synthetic=", o_.synthetic, " eval=", !o_.no_eval, " verify=", o_.verify_every,
-                     " server_ranks=", options_.server_ranks, " shards=", options_.shards,
-                     " pair=", options_.kv_pair_bytes, " train=", data_.train_set.count, " optimizer=", o_.optimizer,
-                     " gradient_mode=", options_.gradient_mode, " buffers=", options_.buffers,
-                     " passes=", options_.backward_passes_per_step);
+  return detail::cat("epochs=", o_.epochs, " iterations=", o_.iterations, " eval=", !o_.no_eval,
+                     " verify=", o_.verify_every, " ", checkpointFlags());
+}
+
+// The flags a resumed run must share with the saved one beyond the session's: the data and
+// its order, and the optimizer whose state the checkpoint holds.
+std::string TrainRun::checkpointFlags() const {
+  return detail::cat("seed=", o_.seed, " synthetic=", o_.synthetic, " train=", data_.train_set.count,
+                     " optimizer=", o_.optimizer);
 }
 
 void TrainRun::connect() {
@@ -166,19 +172,10 @@ void TrainRun::connect() {
   if (resume_) checkpoints_->restore(*resume_);
 }
 
-// What a resumed run must share with the run that saved: everything that shapes the state
-// or the arithmetic after it (the plan is included: --cost-model time measures).
+// What a resumed run must share with the run that saved: the session's settings, model,
+// plan and nodes (Session::resumeConfiguration) and this command's own.
 std::string TrainRun::checkpointConfig() const {
-  std::string schemes;
-  for (const auto& p : session()->plan()) schemes += std::string(schemeName(p.scheme)) + ",";
-  return detail::cat(
-      info_.describe(), " | workers=", workers_, " batch=", o_.batch, " seed=", o_.seed, " total=", total_,
-      " lr=", options_.lr, " schedule=", o_.lr_schedule, " momentum=", options_.momentum, " wd=", options_.weight_decay,
-      " schemes=", schemes, " server_ranks=", options_.server_ranks, " shards=", options_.shards,
-      " pair=", options_.kv_pair_bytes, " fusion=", options_.fusion_bytes, " synthetic=", o_.synthetic,
-      " train=", data_.train_set.count, " optimizer=", o_.optimizer, " gradient_mode=", options_.gradient_mode,
-      " buffers=", options_.buffers, " passes=", options_.backward_passes_per_step, " nodes=", session()->nodes(), "x",
-      session()->devicesPerNode());
+  return session()->resumeConfiguration("poseidon train " + checkpointFlags());
 }
 
 void TrainRun::planSyncPoints() {
@@ -410,10 +407,11 @@ int runTrain(const TrainOptions& o, int* argc, char*** argv) {
     // Other ranks may be waiting for this one: end the whole job now rather than let them
     // run into their timeouts (and MPI_Finalize would wait for them).
     // Most waits already say which rank timed out; others get this rank's number.
-    if (std::string(e.what()).rfind("rank ", 0) == 0) {
-      std::fprintf(stderr, "poseidon: error: %s\n", e.what());
+    const std::string message = messageWithFlags(e);  // options said as flags
+    if (message.rfind("rank ", 0) == 0) {
+      std::fprintf(stderr, "poseidon: error: %s\n", message.c_str());
     } else {
-      std::fprintf(stderr, "poseidon: error: rank %d: %s\n", runtime.rank(), e.what());
+      std::fprintf(stderr, "poseidon: error: rank %d: %s\n", runtime.rank(), message.c_str());
     }
     std::fflush(stderr);
     runtime.abortJob(2);

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "bandwidth/send_policy.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "poseidon/errors.h"
@@ -60,7 +59,9 @@ int parseDevicesPerNode(const std::string& text) {
 
 void TrainOptions::validate() const {
   if (baseline) requireOneProcess();
-  if (batch <= 0) throw InputError(detail::cat("--batch ", batch, ": the batch must hold at least one example"));
+  // The session's options as the core checks them (the learning rate a model recommends is
+  // positive); emulate_compute stands in for a profile.
+  poseidon::validate(sessionOptions(1.0, 0));
   if (epochs <= 0 && iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
   if (verify_every < 0) throw InputError("--verify must not be negative");
   if (checkpoint_every < 0) throw InputError("--checkpoint-every must not be negative");
@@ -73,28 +74,12 @@ void TrainOptions::validate() const {
   if (!timeline.empty() && baseline) throw InputError("--timeline records Poseidon's work; drop --baseline");
   requireNewFile("--timeline", timeline);
   requireNewFile("--save-params", save_params);
-  if (straggler_timeout_s < 0) throw InputError("--straggler-timeout must not be negative");
-  if (straggler_timeout_s > 0 && straggler_timeout_s >= timeout_s) {
-    throw InputError("--straggler-timeout must be shorter than --timeout, or no step would ever go ahead");
-  }
-  if (!bandwidth.empty()) parseBandwidth(bandwidth, "--bandwidth");
-  parseSendOrder(session.send_order, "--send-order");
-  if (session.send_window_bytes < 0) throw InputError("--send-window must not be negative (0: no window)");
-  // Below 1 mbit a single KV pair takes over 16 s: surely a unit slip ("200" for "200mbit").
-  if (!max_bandwidth.empty() && parseBandwidth(max_bandwidth, "--max-bandwidth") < 125e3) {
-    throw InputError(detail::cat("--max-bandwidth ", max_bandwidth, " is under 1mbit; write the unit, e.g. 200mbit"));
-  }
-  if (gflops < 0) throw InputError("--gflops must be positive");
-  parseDevicesPerNode(devices_per_node);
   requireOneOf("--intra-node", intra_node, {"memory", "messages"});
-  parseSchemeMode(session.scheme);  // a bad name fails here, before any data is read
   validateScheduleRule();
   requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
   requireOneOf("--optimizer", optimizer, {"sgd", "adam", "adamw"});
   requireOneOf("--device", device, {"cpu", "cuda", "auto"});
-  requireOneOf("--buffers", session.buffers, {"broadcast", "average"});
   const int passes = session.backward_passes_per_step;
-  if (passes < 1) throw InputError(detail::cat("--backward-passes ", passes, ": give at least 1"));
   if (batch % passes != 0) {
     throw InputError(
         detail::cat("--batch ", batch, " does not split into ", passes, " equal micro-batches (--backward-passes)"));
@@ -123,24 +108,13 @@ void TrainOptions::validateScheduleRule() const {
     if (stack_rate != "0") throw InputError("--stack-rate goes with --cost-model schedule");
     return;
   }
-  if (profile.empty() && emulate_compute.empty()) {
-    throw InputError(
-        "--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
-        "(written by an earlier `poseidon train --profile-out FILE`)");
-  }
   // Rank 0 alone reads it (it sends the plan to the others, whose hosts may have no copy):
   // a missing or malformed file fails there, before MPI.
   if (!profile.empty() && worldRank() == 0) readProfile(profile);
   if (stack_rate != "0" && parseBandwidth(stack_rate, "--stack-rate") <= 0) {
     throw InputError("--stack-rate " + stack_rate + ": give the bytes per CPU second, e.g. 500MB, or 0");
   }
-  // The rule simulates WFBP with the bandwidth manager's priority order; a run without them
-  // would train a plan chosen for overlap it does not have.
-  if (no_wfbp || session.send_order != "priority") {
-    throw InputError("--cost-model schedule simulates WFBP in priority order: drop --no-wfbp and --send-order fifo");
-  }
-  if (session.scheme != "auto")
-    throw InputError("--cost-model schedule decides for --scheme auto: drop --scheme " + session.scheme);
+  // The rest of the rule's constraints are the core's (validate()).
 }
 
 Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) const {

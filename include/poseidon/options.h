@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/errors.h"
+
 namespace poseidon {
 
 struct ModelInfo;
@@ -100,5 +102,35 @@ struct Options {
   // start-up together with the model and the information book.
   std::string agreement;
 };
+
+// A bad option. The message names options as "{field}" or "{field=value}", field being the
+// Options member ("{lr=0}", "{staleness}"), so that each front end can say them in its own
+// words: what() writes "lr=0" (a C++ user's words), in() what a front end's `say` writes
+// (the CLI's "--lr 0", Python's "lr=0").
+class OptionError : public InputError {
+ public:
+  explicit OptionError(const std::string& text);
+  // The message, each option said by say(field, value); value is "" for "{field}".
+  std::string in(const std::function<std::string(const std::string& field, const std::string& value)>& say) const;
+  // The option the error is about (the message's first), e.g. "lr".
+  std::string field() const;
+
+ private:
+  std::string text_;
+};
+
+// Every check of the options that needs no model and no other rank (the session runs it
+// first; front ends may run it earlier to fail before loading data). Throws OptionError.
+void validate(const Options& options);
+
+// The run-configuration string: one line of fields from the options, the one description
+// of a run's settings. kStart: what every rank must share at start-up (with the model;
+// Options::agreement included). kResume: what a run resumed from a checkpoint must share
+// with the run that saved it (options.cc lists which fields and why).
+enum class ConfigurationUse { kStart, kResume };
+std::string runConfiguration(const Options& options, ConfigurationUse use);
+// The first word of every run-configuration string (a checkpoint written before this
+// format has none).
+inline constexpr const char* kConfigurationFormat = "config/2";
 
 }  // namespace poseidon

@@ -73,6 +73,10 @@ class Session {
   bool setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier);
   // The scheme chosen for each layer, with the cost model's figures and reasons.
   const std::vector<LayerPlan>& plan() const;
+  // What a run resumed from this run's checkpoints must share with it: the options'
+  // run configuration (ConfigurationUse::kResume), the model, the plan and the nodes, and
+  // the front end's own settings (`front_end`: its data order, its optimizer).
+  std::string resumeConfiguration(const std::string& front_end) const;
   const PlatformRates& rates() const;
   // SSP: the most iterations' updates any read of this worker lacked (at most staleness).
   std::uint64_t maxStalenessSeen() const;

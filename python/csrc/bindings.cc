@@ -274,7 +274,36 @@ void bindCheckpoints(py::module_& m) {
         [](const CheckpointInfo& info, int rank) { return py::bytes(Checkpointer::readExtra(info, rank)); });
 }
 
+// An option as a DistributedModel keyword ("staleness=-1"): the core's OptionError in the
+// Python user's words. Most keywords are the Options member's name.
+std::string sayAsKeyword(const std::string& field, const std::string& value) {
+  if (field == "gradient_mode") return "mode='gradient'";
+  if (field == "schedule_plan") return "profile=FILE";
+  if (field == "wfbp") return "wfbp=False";  // named only when off
+  if (field == "lr" || field == "momentum" || field == "weight_decay") {
+    return "the optimizer's " + (value.empty() ? field : field + "=" + value);
+  }
+  return value.empty() ? field : field + "=" + value;
+}
+
+PyObject* input_error_type = nullptr;  // poseidon._C.InputError (a ValueError)
+
+void translateOptionError(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const OptionError& e) {
+    PyErr_SetString(input_error_type, e.in(sayAsKeyword).c_str());
+  }
+}
+
 void bindOptions(py::module_& m) {
+  // Raises ValueError naming the bad option as its keyword (the session checks again).
+  m.def("validate_options", [](const Options& o) { validate(o); });
+  // The run-configuration string (include/poseidon/options.h): what every rank must share
+  // at start-up, or (resume=True) what a resumed run must share with the saved one.
+  m.def("run_configuration", [](const Options& o, bool resume) {
+    return runConfiguration(o, resume ? ConfigurationUse::kResume : ConfigurationUse::kStart);
+  });
   py::class_<Options>(m, "Options")
       .def(py::init<>())
       .def_readwrite("lr", &Options::lr)
@@ -351,6 +380,10 @@ void bindModel(py::module_& m) {
       .def("rank", [](PyModel& p) { return p.sync().session().rank(); })
       .def("workers", [](PyModel& p) { return p.sync().session().workers(); })
       .def("plan", &PyModel::plan)
+      // What a job resumed from this one's checkpoints must share with it; `front_end`: the
+      // package's own settings (Session::resumeConfiguration).
+      .def("resume_configuration",
+           [](PyModel& p, const std::string& front_end) { return p.sync().session().resumeConfiguration(front_end); })
       .def("save_checkpoint",
            [](PyModel& p, const std::string& dir, std::uint64_t iteration, const std::string& config,
               const py::bytes& extra) {
@@ -380,7 +413,9 @@ PYBIND11_MODULE(_C, m) {
   // pybind11 tries the most recently registered first: the base class goes first.
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   py::register_exception<TimeoutError>(m, "TimeoutError", PyExc_TimeoutError);
-  py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
+  python::input_error_type = py::register_exception<InputError>(m, "InputError", PyExc_ValueError).ptr();
+  // Last, so tried first: an option error says the option as a keyword.
+  py::register_exception_translator(python::translateOptionError);
   py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
       .def(py::init([] { return std::make_shared<Runtime>(nullptr, nullptr); }))
       .def("rank", &Runtime::rank)

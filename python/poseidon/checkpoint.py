@@ -178,13 +178,7 @@ def _loads(data, doing):
 
 
 def config_of(model, core):
-    """One line: what a resumed job must share with the saved one (the plan included)."""
-    o = model.options
-    layers = ";".join(layer.name + ":" + ",".join("x".join(map(str, p.shape)) for _, p in layer.params)
-                      for layer in model._layers)
-    schemes = ",".join(p["scheme"] for p in core.plan())
-    return (f"python {model.name} mode={model.mode} optimizer={type(model.optimizer).__name__} "
-            f"workers={core.workers()} batch={o.batch} lr={o.lr} momentum={o.momentum} wd={o.weight_decay} "
-            f"lr_decay={o.lr_decay_iterations} buffers={o.buffers} passes={o.backward_passes_per_step} "
-            f"pair={o.kv_pair_bytes} fusion={o.fusion_bytes} staleness={o.staleness} schemes={schemes} "
-            f"layers={layers}")
+    """One line: what a resumed job must share with the saved one. The core's (the options,
+    the model, the plan, the nodes: Session::resumeConfiguration, as `poseidon train`'s) and
+    the optimizer whose state_dict the checkpoint holds."""
+    return core.resume_configuration(f"python optimizer={type(model.optimizer).__name__}")

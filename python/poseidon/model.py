@@ -46,7 +46,6 @@ from . import runtime
 
 SCHEMES = ("auto", "ps", "sfb", "allreduce")
 MODES = ("auto", "server", "gradient")
-BUFFERS = ("broadcast", "average")
 
 
 def _server_sgd(optimizer):
@@ -117,14 +116,12 @@ class DistributedModel(torch.nn.Module):
             raise ValueError("this module is already wrapped by poseidon.DistributedModel; wrap it once")
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError("pass the module's torch.optim optimizer: poseidon.DistributedModel(model, optimizer)")
+        # What only Python offers or takes; the options themselves are the core's to check
+        # (_C.validate_options, in _options).
         _check_choice("scheme", scheme, SCHEMES)
         _check_choice("mode", mode, MODES)
-        _check_choice("cost_model", cost_model, ("bytes", "time", "schedule"))
-        _check_schedule_rule(cost_model, scheme, send_order, wfbp, profile, stack_rate)
-        _check_choice("buffers", buffers, BUFFERS)
-        _check_choice("send_order", send_order, ("priority", "fifo"))
-        if int(backward_passes_per_step) < 1:
-            raise ValueError(f"backward_passes_per_step must be at least 1, not {backward_passes_per_step}")
+        if cost_model != "schedule" and (profile is not None or _stack_rate(stack_rate)):
+            raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
         self._runtime = runtime.runtime()
         self.module = module
         self.optimizer = optimizer
@@ -134,7 +131,7 @@ class DistributedModel(torch.nn.Module):
             raise ValueError(f"model '{self.name}' has no trainable parameters: nothing to train data-parallel")
         # (lr, momentum, weight_decay) when the servers can run the optimizer, else None.
         self._sgd, why_not = _server_sgd(optimizer)
-        self.mode = self._choose_mode(mode, why_not, optimizer, staleness, straggler_timeout)
+        self.mode = self._choose_mode(mode, why_not, optimizer)
         self._checkpoints = checkpoint.Checkpoints(checkpoint_dir, checkpoint_every, resume, checkpoint_objects,
                                                    self._runtime)
         self.start_iteration = self._checkpoints.start_iteration  # where this run's training begins
@@ -159,12 +156,10 @@ class DistributedModel(torch.nn.Module):
 
     # --- set-up ---
 
-    def _choose_mode(self, mode, why_not, optimizer, staleness, straggler_timeout):
+    def _choose_mode(self, mode, why_not, optimizer):
         if mode == "server" and self._sgd is None:
             raise ValueError(f"mode='server' runs SGD on the servers, but {why_not}; use mode='gradient'")
         chosen = mode if mode != "auto" else ("server" if self._sgd is not None else "gradient")
-        if chosen == "gradient" and (staleness or straggler_timeout):
-            raise ValueError("staleness and straggler_timeout need server-side SGD (mode='server' with torch.optim.SGD)")
         if chosen == "server":
             # The servers update every trainable parameter: the optimizer must own them all.
             owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
@@ -187,8 +182,6 @@ class DistributedModel(torch.nn.Module):
         o.send_order = a["send_order"]
         budget = a["max_bandwidth"]
         o.max_bandwidth = _C.parse_bandwidth(budget, "max_bandwidth") if isinstance(budget, str) else float(budget or 0)
-        if 0 < o.max_bandwidth < 125e3 or o.max_bandwidth < 0:
-            raise ValueError(f"max_bandwidth={budget!r} is under 1mbit: give a rate such as '200mbit' (or bytes/s)")
         o.devices_per_node = _devices_per_node(a["devices_per_node"])
         o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
         o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
@@ -196,9 +189,10 @@ class DistributedModel(torch.nn.Module):
         o.bandwidth, o.gemm_flops = float(a["bandwidth"]), float(a["gemm_flops"])
         o.lr_decay_iterations = int(a["lr_decay_iterations"])
         o.agreement = f"python mode={self.mode}"
-        if a["cost_model"] == "schedule":
+        if a["cost_model"] == "schedule" and a["profile"] is not None:
             o.use_schedule_profile(str(a["profile"]), _stack_rate(a["stack_rate"]), runtime.local_size(),
                                    runtime.rank() == 0)
+        _C.validate_options(o)  # a bad option fails here, named as its keyword, before the first forward
         return o
 
     def _start(self, args, kwargs):
@@ -419,20 +413,6 @@ def _stack_rate(rate):
     if isinstance(rate, str):
         return 0.0 if rate.strip() == "0" else _C.parse_bandwidth(rate, "stack_rate")
     return float(rate or 0)
-
-
-def _check_schedule_rule(cost_model, scheme, send_order, wfbp, profile, stack_rate):
-    """cost_model="schedule" simulates WFBP in priority order from a profile's layer times."""
-    if cost_model != "schedule":
-        if profile is not None or _stack_rate(stack_rate):
-            raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
-        return
-    if profile is None:
-        raise ValueError('cost_model="schedule" simulates iterations from measured layer times: give profile=FILE '
-                         '(written by an earlier run\'s write_profile)')
-    if scheme != "auto" or send_order != "priority" or not wfbp:
-        raise ValueError('cost_model="schedule" decides for scheme="auto" and simulates WFBP in priority order: '
-                         'drop scheme, send_order="fifo" and wfbp=False')
 
 
 def _check_choice(what, value, choices):

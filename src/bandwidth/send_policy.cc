@@ -1,13 +1,13 @@
 #include "bandwidth/send_policy.h"
 
-#include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
-SendOrder parseSendOrder(const std::string& text, const std::string& flag) {
+SendOrder parseSendOrder(const std::string& text) {
   if (text == "priority") return SendOrder::kPriority;
   if (text == "fifo") return SendOrder::kFifo;
-  throw InputError(detail::cat(flag, " must be 'priority' or 'fifo', not '", text, "'"));
+  throw OptionError("{send_order=" + text + "}: use 'priority' or 'fifo'");
 }
 
 const char* sendOrderName(SendOrder order) { return order == SendOrder::kPriority ? "priority" : "fifo"; }

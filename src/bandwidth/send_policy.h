@@ -16,8 +16,8 @@ enum class SendOrder {
   kPriority,  // what the next forward pass needs soonest first: lower layers ahead
   kFifo,      // in the order the sends were made (for comparison)
 };
-// "priority" or "fifo"; throws InputError naming `flag` otherwise.
-SendOrder parseSendOrder(const std::string& text, const std::string& flag);
+// "priority" or "fifo"; throws OptionError otherwise.
+SendOrder parseSendOrder(const std::string& text);
 const char* sendOrderName(SendOrder order);
 
 struct SendPolicy {

@@ -8,6 +8,7 @@
 #include "common/fault.h"
 #include "common/files.h"
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -190,6 +191,15 @@ void Checkpointer::checkRanks(const CheckpointInfo& info, int ranks) {
 
 void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks) {
   checkRanks(info, ranks);
+  // Settings written before runConfiguration() cannot be compared field by field: say so
+  // rather than show two unrelated strings.
+  const auto formatted = [](const std::string& c) { return c.rfind(kConfigurationFormat, 0) == 0; };
+  if (info.config != config && formatted(config) && !formatted(info.config)) {
+    throw InputError(detail::cat("the checkpoint in ", info.folder,
+                                 " was written by an older Poseidon, whose record of the settings this one cannot "
+                                 "compare ('",
+                                 info.config.substr(0, 60), "...'); resume it with that version, or start anew"));
+  }
   if (info.config != config) {
     std::size_t i = 0;
     while (i < config.size() && i < info.config.size() && config[i] == info.config[i]) ++i;

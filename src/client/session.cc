@@ -9,6 +9,7 @@
 
 #include "bandwidth/send_policy.h"
 #include "checkpoint/state_file.h"
+#include "client/checked_options.h"
 #include "client/client.h"
 #include "comm/control_channel.h"
 #include "comm/transport.h"
@@ -99,33 +100,15 @@ std::string firstDifference(const std::string& a, const std::string& b) {
 }
 
 // What the devices level does not combine with yet: a clear error instead of a wrong job.
+// Known only once the nodes are found (devices_per_node 0 groups by host).
 void checkNodeOptions(const Options& o, SchemeMode mode) {
   const char* what = o.server_ranks > 0 || o.shards > 0
-                         ? "--server-ranks and --shards (each node's leader holds a shard)"
-                     : o.staleness > 0                 ? "--staleness"
-                     : o.straggler_timeout.count() > 0 ? "--straggler-timeout"
-                     : mode == SchemeMode::kFactorPush ? "--scheme factor-push"
+                         ? "{server_ranks} and {shards} (each node's leader holds a shard)"
+                     : o.staleness > 0                 ? "{staleness}"
+                     : o.straggler_timeout.count() > 0 ? "{straggler_timeout}"
+                     : mode == SchemeMode::kFactorPush ? "{scheme=factor-push}"
                                                        : nullptr;
-  if (what) {
-    throw InputError(detail::cat("--devices-per-node does not work with ", what, " yet; drop one of them"));
-  }
-}
-
-// The schedule rule simulates BSP with WFBP in priority order, a shard on every node, for
-// --scheme auto: a run without them would train a plan chosen for another system.
-void checkScheduleOptions(const Options& o, SchemeMode mode) {
-  const char* what = mode != SchemeMode::kAuto                            ? "a forced scheme (use --scheme auto)"
-                     : !o.wfbp                                            ? "--no-wfbp"
-                     : o.send_order != "priority"                         ? "--send-order fifo"
-                     : o.server_ranks > 0 || o.shards > 0                 ? "--server-ranks and --shards"
-                     : o.staleness > 0 || o.straggler_timeout.count() > 0 ? "--staleness and --straggler-timeout"
-                                                                          : nullptr;
-  if (what) {
-    throw InputError(
-        detail::cat("--cost-model schedule simulates BSP with WFBP in priority order and a shard on "
-                    "every node; it does not work with ",
-                    what));
-  }
+  if (what) throw OptionError(detail::cat("{devices_per_node} does not work with ", what, " yet; drop one of them"));
 }
 
 // The schedule rule's plan (Options::schedule_plan), asked on rank 0 only, so that every
@@ -136,12 +119,7 @@ std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me,
                                                 const PlatformRates& rates) {
   std::string answer;
   if (me == 0) {
-    try {
-      if (!o.schedule_plan) {
-        throw InputError(
-            "the schedule cost model needs the model's measured layer times: a profile (`poseidon train "
-            "--profile FILE`, DistributedModel(profile=FILE) in Python)");
-      }
+    try {  // validate() saw a plan callback on every rank
       answer = "plan:";
       for (const auto& scheme :
            o.schedule_plan(model, o.batch, nodes, per_node, rates.bandwidth_bytes_per_s, rates.gemm_flops_per_s)) {
@@ -192,6 +170,7 @@ constexpr std::chrono::milliseconds kSettleLimit{2000};
 struct Session::Impl {
   Transport& transport;
   Options options;
+  CheckedOptions checked;  // parsed once, first of all
   FailureState failure;
   std::unique_ptr<InformationBook> book;
   NodeMap nodes = NodeMap::flat(1);
@@ -220,13 +199,14 @@ struct Session::Impl {
   // unwinding through it.
   const int uncaught = std::uncaught_exceptions();
 
-  Impl(Transport& t, const Options& o) : transport(t), options(o), control(t, o.timeout, failure) {}
+  Impl(Transport& t, const Options& o)
+      : transport(t), options(o), checked(checkOptions(o)), control(t, o.timeout, failure) {}
 
   // The session's construction, step by step (Session::Session).
   void startTransport();
-  void mapNodes(SchemeMode mode);
+  void mapNodes();
   ClusterInfo cluster() const;
-  std::vector<bool> planLayers(const ModelInfo& model, const ClusterInfo& cluster, SchemeMode mode, CostRule rule);
+  std::vector<bool> planLayers(const ModelInfo& model, const ClusterInfo& cluster);
   bool separateShard() const;
   void makeServer(const ClusterInfo& cluster, const SgdOptions& sgd);
   void makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd);
@@ -269,59 +249,20 @@ struct Session::Impl {
 
 namespace {
 
-// Every check of the options that needs no other rank: a bad value fails before any message.
-void checkOptions(const Options& options, SchemeMode mode) {
-  if (options.lr <= 0.0f) throw InputError(detail::cat("--lr ", options.lr, ": the learning rate must be positive"));
-  if (options.momentum < 0.0f || options.momentum >= 1.0f) {
-    throw InputError(detail::cat("--momentum ", options.momentum, ": use a value in [0, 1)"));
-  }
-  if (options.weight_decay < 0.0f) throw InputError("--weight-decay must not be negative");
-  if (options.timeout.count() <= 0) throw InputError("--timeout must be positive");
-  if (options.batch <= 0) throw InputError(detail::cat("--batch ", options.batch, ": must be positive"));
-  if (options.backward_passes_per_step < 1) {
-    throw InputError(detail::cat("--backward-passes ", options.backward_passes_per_step, ": must be at least 1"));
-  }
-  if (options.buffers != "broadcast" && options.buffers != "average") {
-    throw InputError("--buffers " + options.buffers + ": use broadcast or average");
-  }
-  if (options.fusion_bytes < 0) throw InputError("--fusion-bytes must not be negative");
-  KVStoreOptions{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding, options.timeout}
-      .validate();
-  if (options.staleness < 0) throw InputError("--staleness must not be negative");
-  if (options.staleness > 0 && options.straggler_timeout.count() > 0) {
-    throw InputError("--staleness and --straggler-timeout are two answers to slow workers: use one");
-  }
-  if (options.gradient_mode &&
-      (options.straggler_timeout.count() > 0 || options.staleness > 0 || mode == SchemeMode::kFactorPush)) {
-    throw InputError(
-        "gradient mode (a local optimizer such as Adam) works with BSP and the ps, sfb, allreduce and "
-        "auto schemes; drop --staleness, --straggler-timeout or --scheme factor-push, or use server-side SGD");
-  }
-}
-
 // What every rank must share before any other collective (the rate probe is one), or
 // ranks would wait on each other in different calls.
 std::string startDescription(const ModelInfo& model, const Options& options) {
-  return detail::cat(
-      model.describe(), " | ", options.agreement, " | scheme=", options.scheme, " cost_model=", options.cost_model,
-      " bandwidth=", options.bandwidth, " gflops=", options.gemm_flops, " batch=", options.batch, " lr=", options.lr,
-      " decay=", options.lr_decay_iterations, " momentum=", options.momentum, " wd=", options.weight_decay,
-      " wfbp=", options.wfbp, " pair=", options.kv_pair_bytes, " kvstore=", options.kvstore, "/", options.kvstore_comms,
-      "/", options.kvstore_outstanding, " fusion=", options.fusion_bytes, " start=", options.start_iteration,
-      " straggler_ms=", options.straggler_timeout.count(), " staleness=", options.staleness,
-      " gradient_mode=", options.gradient_mode, " passes=", options.backward_passes_per_step,
-      " buffers=", options.buffers, " devices_per_node=", options.devices_per_node,
-      " node_memory=", options.node_memory);
+  return detail::cat(model.describe(), " | ", runConfiguration(options, ConfigurationUse::kStart));
 }
 
 // SSP and straggler dropping bound or drop a worker's pushes to the servers: PS layers only.
 void checkPlanForSlowWorkers(const Options& options, const ModelInfo& model, const std::vector<LayerPlan>& plan) {
   if (options.straggler_timeout.count() == 0 && options.staleness == 0) return;
-  const char* flag = options.staleness > 0 ? "--staleness" : "--straggler-timeout";
+  const char* option = options.staleness > 0 ? "{staleness}" : "{straggler_timeout}";
   for (std::size_t l = 0; l < plan.size(); ++l) {
     if (plan[l].scheme != Scheme::kPS) {
-      throw InputError(detail::cat(flag, " works on parameter-server layers, and layer '", model.layers[l].name,
-                                   "' goes by ", schemeName(plan[l].scheme), "; add --scheme ps"));
+      throw OptionError(detail::cat(option, " works on parameter-server layers, and layer '", model.layers[l].name,
+                                    "' goes by ", schemeName(plan[l].scheme), "; add {scheme=ps}"));
     }
   }
 }
@@ -345,10 +286,7 @@ SgdOptions sgdOptions(const Options& options, int per_node) {
 Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::vector<float*>> params,
                  const Options& options)
     : impl_(std::make_unique<Impl>(transport, options)) {
-  Impl& s = *impl_;
-  const SchemeMode mode = parseSchemeMode(options.scheme);
-  const CostRule rule = parseCostRule(options.cost_model);
-  checkOptions(options, mode);
+  Impl& s = *impl_;  // its construction checked the options
   POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
   ClusterInfo(transport.size(), options.server_ranks, options.shards);  // checks the flags before any message
   s.params = std::move(params);
@@ -356,10 +294,9 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   // Should anything below throw, ~Impl tears down what was made, in order.
   faultPoint(transport.rank(), "startup");
   agree(startDescription(model, options), "start-up agreement check");
-  s.mapNodes(mode);
+  s.mapNodes();
   const ClusterInfo cluster = s.cluster();
-  if (rule == CostRule::kSchedule) checkScheduleOptions(options, mode);
-  const std::vector<bool> on_ps = s.planLayers(model, cluster, mode, rule);
+  const std::vector<bool> on_ps = s.planLayers(model, cluster);
   s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
   const SgdOptions sgd = sgdOptions(options, s.nodes.devicesPerNode());
   s.makeServer(cluster, sgd);
@@ -370,7 +307,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
 
 void Session::Impl::startTransport() {
   if (options.timeline) timeline = std::make_shared<Timeline>(transport.rank());
-  transport.configure(SendPolicy{parseSendOrder(options.send_order, "send order"), options.max_bandwidth,
+  transport.configure(SendPolicy{checked.send_order, options.max_bandwidth,
                                  static_cast<std::size_t>(options.send_window_bytes), timeline});
   // Control messages flow from here on; the components that receive the other kinds are
   // created later, before the agreement check that every rank must pass before it sends any.
@@ -389,13 +326,13 @@ void Session::Impl::startTransport() {
 
 // The devices level: with nodes, the network exchange runs among the nodes' leaders (a
 // cluster of one worker and one shard per node) and each node's other ranks are devices.
-void Session::Impl::mapNodes(SchemeMode mode) {
+void Session::Impl::mapNodes() {
   const int me = transport.rank();
   nodes = options.devices_per_node == 1  ? NodeMap::flat(transport.size())
           : options.devices_per_node > 1 ? NodeMap::blocks(transport.size(), options.devices_per_node)
                                          : NodeMap::fromKeys(control.allgather(nodeKeyOfThisProcess(), "node names"));
   if (!nodes.hierarchical()) return;
-  checkNodeOptions(options, mode);
+  checkNodeOptions(options, checked.mode);
   if (nodes.isLeader(me)) net = std::make_unique<NodeTransport>(transport, nodes);
   std::vector<bool> same(transport.size());
   for (int r = 0; r < transport.size(); ++r) same[r] = nodes.sameNode(r, me);
@@ -409,8 +346,9 @@ ClusterInfo Session::Impl::cluster() const {
 
 // HybComm: the scheme of every layer, the same on every rank. Returns which layers the
 // servers hold (PS and factor push).
-std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster, SchemeMode mode,
-                                            CostRule rule) {
+std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster) {
+  const SchemeMode mode = checked.mode;
+  const CostRule rule = checked.rule;
   const int me = transport.rank();
   const int per_node = nodes.devicesPerNode();
   rates = PlatformRates{options.bandwidth, options.gemm_flops};
@@ -428,9 +366,9 @@ std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const Cluste
   }
   for (std::size_t l = 0; nodes.hierarchical() && l < plan.size(); ++l) {
     if (model.layers[l].numel() == 0) {
-      throw InputError(detail::cat("layer '", model.layers[l].name,
-                                   "' holds no values, which the devices level cannot "
-                                   "sync; drop it or run flat (--devices-per-node 1)"));
+      throw OptionError(detail::cat("layer '", model.layers[l].name,
+                                    "' holds no values, which the devices level cannot "
+                                    "sync; drop it or run flat ({devices_per_node=1})"));
     }
   }
   checkPlanForSlowWorkers(options, model, plan);
@@ -506,8 +444,7 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
     stage = std::make_unique<NodeStage>(book->model(), transport, nodes, params, options.gradient_mode, piece_floats,
                                         options.timeout, failure, memory.get());
   }
-  KVStoreOptions kvstore{parseKVStoreType(options.kvstore), options.kvstore_comms, options.kvstore_outstanding,
-                         options.timeout};
+  KVStoreOptions kvstore = checked.kvstore;
   kvstore.timeline = timeline.get();
   client = std::make_unique<Client>(
       *book, network, server.get(), params, schemes,
@@ -650,6 +587,17 @@ bool Session::usesFactors(int layer) const {
   return scheme == Scheme::kSFB || scheme == Scheme::kFactorPush;
 }
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
+
+std::string Session::resumeConfiguration(const std::string& front_end) const {
+  const Impl& s = *impl_;
+  std::string schemes;
+  for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
+  // The plan and the nodes as this run found them: --cost-model time measures, and a
+  // state saved by one layout does not fit another.
+  return detail::cat(runConfiguration(s.options, ConfigurationUse::kResume), " | ", s.book->model().describe(),
+                     " | schemes=", schemes, " nodes=", s.nodes.nodes(), "x", s.nodes.devicesPerNode(), " | ",
+                     front_end);
+}
 const PlatformRates& Session::rates() const { return impl_->rates; }
 
 std::uint64_t Session::maxStalenessSeen() const { return impl_->client ? impl_->client->maxStalenessSeen() : 0; }

@@ -5,8 +5,9 @@
 
 #include "collective/funnel_kvstore.h"
 #include "comm/transport.h"
-#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
+#include "poseidon/timeline.h"
 
 namespace poseidon {
 
@@ -14,7 +15,7 @@ KVStoreType parseKVStoreType(const std::string& name) {
   if (name == "funnel") return KVStoreType::kFunnel;
   if (name == "concurrent") return KVStoreType::kConcurrent;
   if (name == "chained") return KVStoreType::kChained;
-  throw InputError("--kvstore " + name + ": use funnel, concurrent or chained");
+  throw OptionError("{kvstore=" + name + "}: use funnel, concurrent or chained");
 }
 
 const char* kvstoreTypeName(KVStoreType type) {
@@ -31,15 +32,15 @@ const char* kvstoreTypeName(KVStoreType type) {
 
 void KVStoreOptions::validate() const {
   if (communicators < 1 || communicators > 64) {
-    throw InputError(detail::cat("--kvstore-comms ", communicators, ": use 1 to 64 communicators"));
+    throw OptionError(detail::cat("{kvstore_comms=", communicators, "}: use 1 to 64 communicators"));
   }
   // A thread blocked in a collective on one communicator cannot serve another; with fewer
   // threads than communicators, two ranks can each wait inside a different one.
   if (type == KVStoreType::kConcurrent && outstanding < communicators) {
-    throw InputError(detail::cat("--kvstore-outstanding ", outstanding, " is below --kvstore-comms ", communicators,
-                                 ": each communicator needs a thread of its own, or ranks can block each other"));
+    throw OptionError(detail::cat("{kvstore_outstanding=", outstanding, "} is below {kvstore_comms=", communicators,
+                                  "}: each communicator needs a thread of its own, or ranks can block each other"));
   }
-  if (outstanding < 1) throw InputError("--kvstore-outstanding must be at least 1");
+  if (outstanding < 1) throw OptionError("{kvstore_outstanding} must be at least 1");
 }
 
 int KVStoreOptions::commThreads() const { return type == KVStoreType::kConcurrent ? outstanding : 1; }

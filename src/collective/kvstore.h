@@ -28,7 +28,7 @@ class Transport;
 class Timeline;
 
 enum class KVStoreType { kFunnel, kConcurrent, kChained };
-// Throws InputError on an unknown name.
+// Throws OptionError on an unknown name.
 KVStoreType parseKVStoreType(const std::string& name);
 const char* kvstoreTypeName(KVStoreType type);
 
@@ -39,7 +39,7 @@ struct KVStoreOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};
   Timeline* timeline = nullptr;  // records each collective, if set
 
-  // Throws InputError for settings that could deadlock or make no sense.
+  // Throws OptionError for settings that could deadlock or make no sense.
   void validate() const;
   // Engine comm threads the design runs its collectives on.
   int commThreads() const;

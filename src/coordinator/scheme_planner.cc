@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -14,14 +14,14 @@ SchemeMode parseSchemeMode(const std::string& name) {
   // "adam": the scheme's name until 2026-11 (after Project Adam), kept for scripts.
   if (name == "factor-push" || name == "adam") return SchemeMode::kFactorPush;
   if (name == "allreduce") return SchemeMode::kAllreduce;
-  throw InputError("--scheme " + name + ": use ps, sfb, allreduce, auto or factor-push");
+  throw OptionError("{scheme=" + name + "}: use ps, sfb, allreduce, auto or factor-push");
 }
 
 CostRule parseCostRule(const std::string& name) {
   if (name == "bytes") return CostRule::kBytes;
   if (name == "time") return CostRule::kTime;
   if (name == "schedule") return CostRule::kSchedule;
-  throw InputError("--cost-model " + name + ": use bytes, time or schedule");
+  throw OptionError("{cost_model=" + name + "}: use bytes, time or schedule");
 }
 
 const char* schemeModeName(SchemeMode mode) {

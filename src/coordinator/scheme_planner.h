@@ -23,7 +23,7 @@ enum class SchemeMode { kPS, kSFB, kAuto, kFactorPush, kAllreduce };
 // per-layer choice for it, the search's starting point.
 enum class CostRule { kBytes, kTime, kSchedule };
 
-// Throw InputError on an unknown name.
+// Throw OptionError on an unknown name.
 SchemeMode parseSchemeMode(const std::string& name);
 CostRule parseCostRule(const std::string& name);
 const char* schemeModeName(SchemeMode mode);

@@ -63,3 +63,14 @@ def test_bad_save_params_exists(args, tmp):
                    "already exists")
     with open(path, "rb") as f:
         assert f.read() == b"earlier results", "the existing file was changed"
+
+
+def test_bad_options_named_as_flags(args):
+    # The core checks the options once and names them by member; the CLI says its flags.
+    train = mpirun(2) + [args.poseidon, "train", "--model", "mlp"]
+    expect_failure(args, train + ["--lr", "0"], "--lr 0: the learning rate must be positive")
+    expect_failure(args, train + ["--staleness", "-1"], "--staleness -1: must not be negative")
+    expect_failure(args, train + ["--staleness", "1", "--straggler-timeout", "1"],
+                   "--staleness and --straggler-timeout are two answers to slow workers")
+    expect_failure(args, train + ["--cost-model", "schedule", "--profile", "none.prof", "--no-wfbp"],
+                   "does not work with --no-wfbp")

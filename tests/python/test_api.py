@@ -141,7 +141,7 @@ def test_bad_input_is_one_clear_error():
         poseidon.DistributedModel(net, torch.optim.Adam(net.parameters()), mode="server")
     with pytest.raises(TypeError, match="optimizer"):
         poseidon.DistributedModel(net, None)
-    with pytest.raises(ValueError, match="send_order='lifo'"):
+    with pytest.raises(ValueError, match="send_order=lifo"):
         poseidon.DistributedModel(net, optimizer, send_order="lifo")
     with pytest.raises(ValueError, match="max_bandwidth"):
         poseidon.DistributedModel(net, optimizer, max_bandwidth="fast")
@@ -297,6 +297,53 @@ def test_write_profile_describes_the_model_for_the_simulator(tmp_path):
     assert run["iteration_s"] == max(run["schedule_s"], run["cpu_bound_s"])
 
 
+def test_bad_options_are_named_as_keywords():
+    """The core checks the options (one check for the CLI and Python) and names each as the
+    keyword a Python user passed, never as a CLI flag."""
+    net = small_net()
+    sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+    for options, says in [(dict(staleness=-1), "staleness=-1: must not be negative"),
+                          (dict(backward_passes_per_step=0), "backward_passes_per_step=0: must be at least 1"),
+                          (dict(buffers="sometimes"), "buffers=sometimes: use broadcast or average"),
+                          (dict(cost_model="vibes"), "cost_model=vibes: use bytes, time or schedule"),
+                          (dict(staleness=1, straggler_timeout=1.0), "staleness and straggler_timeout are two"),
+                          (dict(straggler_timeout=5.0, timeout=2.0), "straggler_timeout must be shorter than timeout"),
+                          (dict(kvstore="ring"), "kvstore=ring: use funnel, concurrent or chained")]:
+        with pytest.raises(ValueError) as error:
+            poseidon.DistributedModel(net, sgd, **options)
+        assert says in str(error.value) and "--" not in str(error.value), str(error.value)
+    with pytest.raises(ValueError, match="the optimizer's lr=0: the learning rate must be positive"):
+        poseidon.DistributedModel(net, torch.optim.SGD(net.parameters(), lr=0.0))
+    with pytest.raises(ValueError, match=r"^mode='gradient' \(a local optimizer such as Adam\).*drop staleness"):
+        poseidon.DistributedModel(net, torch.optim.Adam(net.parameters()), staleness=2)
+
+
+# The C++ core's run configuration of the default options (tests/unit/options_test.cc expects the same).
+DEFAULT_RESUME = ("config/2 lr=0.01 momentum=0.9 wd=0 lr_decay=0 gradient_mode=0 batch=32 passes=1 buffers=broadcast "
+                  "staleness=0 server_ranks=0 shards=0 pair=2097152 fusion=2097152")
+
+
+def test_checkpoints_record_the_cores_run_configuration(tmp_path):
+    """One function makes the run-configuration string: Python's checkpoints hold the same
+    one as `poseidon train`'s, with the model, the plan and the optimizer after it."""
+    assert poseidon._C.run_configuration(poseidon._C.Options(), True) == DEFAULT_RESUME
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=2)
+    train(model, optimizer, data(n=2))
+    model.close()
+    info = poseidon._C.latest_checkpoint(str(tmp_path / "ck"), 1)
+    assert info.config.startswith(poseidon._C.run_configuration(model.options, True) + " | "), info.config
+    assert info.config.endswith("python optimizer=SGD"), info.config
+    # A resume with another setting the arithmetic depends on is refused, naming both.
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.5)
+    resumed = poseidon.DistributedModel(net, optimizer, checkpoint_dir=str(tmp_path / "ck"), resume=True)
+    with pytest.raises(ValueError, match=r"other settings.*momentum=0.9.*momentum=0.5"):
+        train(resumed, optimizer, data(n=1))
+    resumed.close()
+
+
 def test_schedule_rule_takes_a_profile_of_the_same_model(tmp_path):
     """cost_model="schedule" plans from a profile of this model (a job of one has nothing to
     choose: every layer stays on PS; the choice among schemes is tested under mpirun by
@@ -328,11 +375,9 @@ def test_schedule_rule_takes_a_profile_of_the_same_model(tmp_path):
         wrap(cost_model="schedule", profile=str(path), scheme="ps")
     with pytest.raises(Exception, match="cannot read the profile"):
         wrap(cost_model="schedule", profile=str(tmp_path / "none.prof"))
-    # What the rule does not simulate (SSP here) fails at the first forward, in the session.
-    model = wrap(cost_model="schedule", profile=str(path), staleness=1, **rates)
-    with pytest.raises(Exception, match="does not work with --staleness"):
-        train(model, model.optimizer, data(n=1))
-    model.close()
+    # What the rule does not simulate (SSP here) fails at once, named as the keyword.
+    with pytest.raises(ValueError, match="does not work with staleness$"):
+        wrap(cost_model="schedule", profile=str(path), staleness=1, **rates)
     # A profile of another model: its first forward fails naming the mismatch.
     other = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
     optimizer = torch.optim.SGD(other.parameters(), lr=0.05)

@@ -159,10 +159,10 @@ TEST(SendQueue, TakeAllReturnsWhatWasLeftInOrder) {
 }
 
 TEST(SendPolicy, ParsesTheOrderOrSaysWhatItTakes) {
-  EXPECT_EQ(parseSendOrder("priority", "--send-order"), SendOrder::kPriority);
-  EXPECT_EQ(parseSendOrder("fifo", "--send-order"), SendOrder::kFifo);
+  EXPECT_EQ(parseSendOrder("priority"), SendOrder::kPriority);
+  EXPECT_EQ(parseSendOrder("fifo"), SendOrder::kFifo);
   try {
-    parseSendOrder("lifo", "--send-order");
+    parseSendOrder("lifo");
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("'priority' or 'fifo'"), std::string::npos) << e.what();

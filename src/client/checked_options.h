@@ -1,0 +1,26 @@
+// The options checked and parsed once (options.cc): the session's enums and KVStore
+// settings for what Options says in words.
+#pragma once
+
+#include "bandwidth/send_policy.h"
+#include "collective/kvstore.h"
+#include "coordinator/scheme_planner.h"
+#include "poseidon/options.h"
+
+namespace poseidon {
+
+struct CheckedOptions {
+  SchemeMode mode = SchemeMode::kAuto;
+  CostRule rule = CostRule::kBytes;
+  SendOrder send_order = SendOrder::kPriority;
+  KVStoreOptions kvstore;  // without its timeline, which the session adds
+};
+
+// validate(), keeping what it parsed; throws OptionError.
+CheckedOptions checkOptions(const Options& options);
+
+// What the schedule rule's simulation assumes of a run (also `poseidon plan`'s check);
+// throws OptionError.
+void checkScheduleRule(const Options& options, SchemeMode mode);
+
+}  // namespace poseidon
