@@ -7,13 +7,13 @@
 #include <thread>
 
 #include "checkpoint/state_file.h"
-#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "models/model_spec.h"
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
 #include "poseidon/session.h"
+#include "poseidon/timeline.h"
 #include "poseidon/torch.h"
 #include "report.h"
 #include "session_report.h"
@@ -33,8 +33,7 @@ void waitMs(double ms) {
 
 void writeProfile(Session& session, const std::string& path, std::int64_t batch) {
   if (session.rank() != 0) return;
-  writeFileAtomically(path,
-                      profileText(session.model(), session.timeline()->durationsMs(), batch, session.size()));
+  writeFileAtomically(path, profileText(session.model(), session.timeline()->durationsMs(), batch, session.size()));
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }
 

@@ -7,8 +7,8 @@
 namespace poseidon::app {
 
 void ProgressPrinter::iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs,
-                                const std::function<double()>& loss, double s_per_iter, double images_per_iter, bool force,
-                                std::uint64_t dropped) {
+                                const std::function<double()>& loss, double s_per_iter, double images_per_iter,
+                                bool force, std::uint64_t dropped) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   const bool due = every_ > 0 ? (it + 1) % every_ == 0 : std::chrono::duration<double>(now - last_).count() >= 5.0;

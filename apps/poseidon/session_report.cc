@@ -8,10 +8,10 @@
 #include <string>
 
 #include "checkpoint/state_file.h"
-#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 
 namespace poseidon::app {
 

@@ -10,11 +10,11 @@
 #include <optional>
 #include <tuple>
 
-#include "poseidon/timeline.h"
 #include "coordinator/scheme_planner.h"
 #include "data/partition.h"
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
+#include "poseidon/timeline.h"
 #include "poseidon/torch.h"
 
 #include "blas_kernels.h"
@@ -212,10 +212,10 @@ std::string TrainRun::optimizerSummary() const {
 
 void TrainRun::printStart() const {
   if (!lead_) return;
-  const std::string where = model_ ? detail::cat(", ", session()->shards(),
-                                                 session()->shards() == 1 ? " shard, " : " shards, ",
-                                                 session()->kvPairs(), " KV pairs")
-                                   : " (plain LibTorch baseline)";
+  const std::string where =
+      model_ ? detail::cat(", ", session()->shards(), session()->shards() == 1 ? " shard, " : " shards, ",
+                           session()->kvPairs(), " KV pairs")
+             : " (plain LibTorch baseline)";
   const std::string passes = options_.backward_passes_per_step > 1
                                  ? detail::cat(" in ", options_.backward_passes_per_step, " backward passes")
                                  : "";
@@ -273,8 +273,9 @@ void TrainRun::trainIterations() {
       tl->span("loop", "iteration", "iteration", start, end);
       tl->sample("cpu iteration", Timeline::threadCpuMs() - cpu_start);
     }
-    progress.iteration(it, total_, epoch, epochs_, [this] { return lastLoss(); }, median(iter_seconds_),
-                       static_cast<double>(o_.batch * workers_), stop, model_ ? session()->droppedUpdates() : 0);
+    progress.iteration(
+        it, total_, epoch, epochs_, [this] { return lastLoss(); }, median(iter_seconds_),
+        static_cast<double>(o_.batch * workers_), stop, model_ ? session()->droppedUpdates() : 0);
     if (point != sync_points_.end()) atSyncPoint(it + 1, point->second);
     start = std::chrono::steady_clock::now();
     cpu_start = Timeline::threadCpuMs();

@@ -17,13 +17,13 @@
 #include "checkpoint/checkpointer.h"
 #include "checkpoint/state_file.h"
 #include "comm/transport.h"
-#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
 #include "poseidon/runtime.h"
+#include "poseidon/timeline.h"
 #include "profile/compute_profile.h"
 #include "simulate/profiled_model.h"
 #include "torch/autograd_sync.h"
@@ -249,7 +249,8 @@ void bindCollectives(py::module_& m) {
       .def("all_agree", &PyCollectives::allAgree)
       .def("broadcast_bytes", &PyCollectives::broadcastBytes)
       .def("close", &PyCollectives::close)
-      .def("__enter__", [](PyCollectives& c) -> PyCollectives& { return c; }, py::return_value_policy::reference)
+      .def(
+          "__enter__", [](PyCollectives& c) -> PyCollectives& { return c; }, py::return_value_policy::reference)
       .def("__exit__", [](PyCollectives& c, py::args) { c.close(); });
 }
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "poseidon/collectives.h"
 #include "common/fault.h"
 #include "common/files.h"
+#include "poseidon/collectives.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
 

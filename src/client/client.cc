@@ -3,9 +3,9 @@
 #include <map>
 
 #include "client/ps_syncer.h"
-#include "poseidon/timeline.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 #include "sfb/sfb_syncer.h"
 
 namespace poseidon {

@@ -1,9 +1,9 @@
 // The client library of one worker (ATC'17 §4.2): a Syncer per layer (parameter server,
 // sufficient factors or allreduce, as the plan says; made in one place and called through
-// LayerSyncer only), a thread pool that runs them, and the BSP completion vector C. Wait-free back-propagation: the adapter reports layer l's gradient
-// (or factors) the moment autograd produces it, and sync(l) starts on the pool at once
-// while back-propagation continues below; the next forward of layer l waits only for C[l].
-// Without WFBP the syncs start together after the whole backward pass.
+// LayerSyncer only), a thread pool that runs them, and the BSP completion vector C. Wait-free back-propagation: the
+// adapter reports layer l's gradient (or factors) the moment autograd produces it, and sync(l) starts on the pool at
+// once while back-propagation continues below; the next forward of layer l waits only for C[l]. Without WFBP the syncs
+// start together after the whole backward pass.
 #pragma once
 
 #include <chrono>
@@ -15,13 +15,13 @@
 
 #include "client/collective_syncer.h"
 #include "client/layer_syncer.h"
-#include "node/worker.h"
 #include "comm/transport.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
 #include "kvstore/sgd.h"
+#include "node/worker.h"
 
 namespace poseidon {
 
@@ -88,7 +88,7 @@ class Client : public Worker {
 
  private:
   std::unique_ptr<LayerSyncer> makeSyncer(int layer, Scheme scheme, ParameterServer* local_server,
-                                         const std::vector<float*>& params);
+                                          const std::vector<float*>& params);
   LayerSyncer& syncer(int layer) const;  // fails for a layer with nothing to sync
   void report(int layer, LayerSyncer::SendFn send);
   void deliver(int layer, Message message);
@@ -101,10 +101,10 @@ class Client : public Worker {
   FailureState& failure_;
   std::vector<std::unique_ptr<LayerSyncer>> syncers_;  // by layer; null for a layer with nothing to sync
   std::vector<std::uint32_t> layer_of_key_;
-  std::uint64_t iteration_ = 0;                      // compute thread only
-  std::vector<LayerSyncer::SendFn> pending_send_;    // compute thread only: by layer
-  std::vector<bool> reported_;                       // compute thread only
-  std::vector<bool> started_;                        // compute thread only
+  std::uint64_t iteration_ = 0;                    // compute thread only
+  std::vector<LayerSyncer::SendFn> pending_send_;  // compute thread only: by layer
+  std::vector<bool> reported_;                     // compute thread only
+  std::vector<bool> started_;                      // compute thread only
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -6,11 +6,11 @@
 #include "collective/communicator.h"
 #include "comm/transport.h"
 #include "common/digest.h"
-#include "poseidon/timeline.h"
 #include "coordinator/cost_model.h"
 #include "engine/external_event.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 
 namespace poseidon {
 

@@ -15,7 +15,6 @@
 #include "comm/transport.h"
 #include "common/digest.h"
 #include "common/fault.h"
-#include "poseidon/timeline.h"
 #include "coordinator/information_book.h"
 #include "coordinator/rate_probe.h"
 #include "coordinator/scheme_planner.h"
@@ -26,6 +25,7 @@
 #include "node/node_stage.h"
 #include "node/node_transport.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 
 namespace poseidon {
 

@@ -3,8 +3,8 @@
 #include <pthread.h>
 
 #include "comm/transport.h"
-#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 
 namespace poseidon {
 

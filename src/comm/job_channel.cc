@@ -11,9 +11,9 @@ JobChannel::JobChannel(std::unique_ptr<Transport> transport, std::chrono::millis
                                            control_.onMessage(std::move(m));
                                            return;
                                          }
-                                         failure_.set(std::make_exception_ptr(CommError(detail::cat(
-                                             "rank ", m.header().source, " sent a training message (type ",
-                                             m.header().type, ") to a job's collectives"))));
+                                         failure_.set(std::make_exception_ptr(CommError(
+                                             detail::cat("rank ", m.header().source, " sent a training message (type ",
+                                                         m.header().type, ") to a job's collectives"))));
                                        },
                                        [this](std::exception_ptr e) { failure_.set(e); }});
 }

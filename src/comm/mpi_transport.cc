@@ -7,8 +7,8 @@
 #include <climits>
 
 #include "collective/mpi_communicator.h"
-#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 
 namespace poseidon {
 

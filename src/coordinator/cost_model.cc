@@ -93,5 +93,4 @@ double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int
   return (static_cast<double>(K) * (li.M + li.N) * remote + own * (cluster.workers() - 1)) * sizeof(float);
 }
 
-
 }  // namespace poseidon

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 #include "sfb/reconstruct.h"
 
 namespace poseidon {

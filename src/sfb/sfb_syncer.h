@@ -71,7 +71,7 @@ class SfbSyncer final : public LayerSyncer {
   const std::size_t tensors_;  // weight, and bias if any
   HostFactorApplier* host_;    // the host applier while it is the one in use, else null
   std::unique_ptr<FactorApplier> applier_;
-  bool first_step_;  // no step has run yet: the momentum starts from the gradient
+  bool first_step_;           // no step has run yet: the momentum starts from the gradient
   std::vector<int> workers_;  // ranks that exchange factors
 
   std::mutex mu_;

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "poseidon/collectives.h"
 #include "common/digest.h"
+#include "poseidon/collectives.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {

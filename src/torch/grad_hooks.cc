@@ -4,8 +4,8 @@
 // gradient in a step contribute zeros (DDP's find_unused_parameters).
 #include <torch/csrc/autograd/function_hook.h>
 
-#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 #include "torch/autograd_sync.h"
 
 namespace poseidon {

@@ -3,8 +3,8 @@
 #include <optional>
 
 #include "common/digest.h"
-#include "poseidon/timeline.h"
 #include "poseidon/errors.h"
+#include "poseidon/timeline.h"
 #include "torch/model_impl.h"
 
 namespace poseidon {

@@ -33,8 +33,9 @@ double relativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // `steps` steps of both appliers on the same factors (step s: `rows(s)` rows).
-void stepBoth(FactorApplier& host, FactorApplier& device, const SgdOptions& o, int steps,
-              std::int64_t (*rows)(int) = [](int) { return kRows; }) {
+void stepBoth(
+    FactorApplier& host, FactorApplier& device, const SgdOptions& o, int steps,
+    std::int64_t (*rows)(int) = [](int) { return kRows; }) {
   for (int s = 0; s < steps; ++s) {
     const auto U = torch::randn({rows(s), M}), V = torch::randn({rows(s), N});
     const StackedFactors f{U.data_ptr<float>(), V.data_ptr<float>(), rows(s), M, N};
