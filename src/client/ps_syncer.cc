@@ -7,7 +7,7 @@
 #include "kvstore/parameter_server.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
-#include "sfb/factors.h"
+#include "comm/factors.h"
 
 namespace poseidon {
 

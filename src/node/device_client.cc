@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "poseidon/errors.h"
-#include "sfb/factors.h"
+#include "comm/factors.h"
 
 namespace poseidon {
 

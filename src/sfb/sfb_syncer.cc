@@ -6,7 +6,7 @@
 #include "coordinator/cost_model.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
-#include "sfb/factors.h"
+#include "comm/factors.h"
 
 namespace poseidon {
 
