@@ -327,7 +327,10 @@ class DistributedModel(torch.nn.Module):
             self._original[1](set_to_none=set_to_none)
 
     def synchronize(self):
-        """Waits until every layer holds the latest parameters and the buffers are equal."""
+        """Waits until every layer holds the latest parameters and the buffers are equal. Read
+        parameters (state_dict, an average of weights, norms) after it: between step() and the
+        next forward a layer may still hold the last iteration's values or, on a GPU, be in
+        the middle of its update."""
         if self._core is not None:
             self._core.synchronize()
 

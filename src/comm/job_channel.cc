@@ -27,7 +27,14 @@ std::vector<std::string> JobChannel::allgather(const std::string& mine, const st
   return control_.allgather(mine, what);
 }
 std::string JobChannel::broadcast(const std::string& data, int root, const std::string& what) {
-  return control_.broadcast(data, root, what);
+  // In bounded chunks (a pickled optimizer state may pass the transport's message limit):
+  // the length first, then the bytes.
+  std::uint64_t bytes = data.size();
+  control_.broadcastBytes(&bytes, sizeof(bytes), root, what);
+  std::string out = data;
+  out.resize(bytes);
+  control_.broadcastBytes(out.data(), out.size(), root, what);
+  return out;
 }
 void JobChannel::broadcastBytes(void* data, std::size_t bytes, int root, const std::string& what) {
   control_.broadcastBytes(data, bytes, root, what);

@@ -6,12 +6,14 @@
 #include "comm/job_channel.h"
 #include "comm/mpi_context.h"
 #include "comm/mpi_transport.h"
+#include "poseidon/errors.h"
 
 namespace poseidon {
 
 namespace {
 // Largest payload a received header may announce: KV pairs are capped well below this,
-// control messages are chunked to ControlChannel::kMaxChunkBytes.
+// broadcasts of tensors and of a JobChannel's strings are chunked to
+// ControlChannel::kMaxChunkBytes; the other control messages are small.
 constexpr std::size_t kMaxPayloadBytes = 256u << 20;
 }  // namespace
 
@@ -37,6 +39,10 @@ int Runtime::size() const { return mpi_->size(); }
 Transport& Runtime::transport() { return *transport_; }
 std::unique_ptr<Transport> Runtime::newTransport() { return std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes); }
 std::unique_ptr<Collectives> Runtime::newCollectives(std::chrono::milliseconds timeout) {
+  // Its progress thread may run beside a session's: MPI must allow calls from both.
+  if (!mpi_->threadMultiple()) {
+    throw CommError("this MPI library does not provide MPI_THREAD_MULTIPLE, which collectives beside a session need");
+  }
   // Its own communicator: a session's transport, on the job's, may be alive beside it.
   return std::make_unique<JobChannel>(
       std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes, MpiTransport::OwnCommunicator{}), timeout);

@@ -67,7 +67,8 @@ void AutogradSync::installAppliers() {
     appliers_[l] = raw;
     ++taken;
   }
-  agreeOnApplier(!session_->isWorker() ? "" : taken > 0 ? device().str() : "host");
+  // The device's kind, not its index: ranks of a host train on different GPUs of one kind.
+  agreeOnApplier(!session_->isWorker() ? "" : taken > 0 ? c10::DeviceTypeName(device().type(), true) : "host");
 }
 
 void AutogradSync::agreeOnApplier(const std::string& mine) {

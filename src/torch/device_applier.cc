@@ -132,7 +132,12 @@ void DeviceFactorApplier::addMomentumRecords(const std::string& prefix, std::vec
   waitUpdated();
   host_momentum_.clear();
   for (std::size_t t = 0; t < params_.size(); ++t) {
-    if (!momentum_[t].defined()) momentum_[t] = torch::zeros_like(params_[t]);
+    if (!momentum_[t].defined()) {
+      momentum_[t] = torch::zeros_like(params_[t]);
+      // Made on this stream, used on the update stream from now on: the allocator must not
+      // hand the memory out again before the update stream is done with it.
+      if (streams()) momentum_[t].record_stream(*stream_);
+    }
     // On the CPU the record is the momentum itself; on a GPU a copy that a restore fills.
     host_momentum_.push_back(momentum_[t].to(torch::kCPU));
     records.push_back(view(prefix + kTensorNames[t] + "_momentum", host_momentum_.back()));

@@ -33,6 +33,10 @@ def main():
     check(theirs == (digest, state, opt.param_groups[0]["lr"]), "every rank holds root_rank's parameters and state")
     check(opt.param_groups[0]["lr"] == 0.01 * size, "the optimizer's hyper-parameters are root_rank's")
 
+    # Pickled state over a control message's size (8 MB chunks): the length, then the chunks.
+    blob = poseidon.broadcast_object(bytes([root]) * (20 << 20) if rank == root else None, root_rank=root)
+    check(len(blob) == 20 << 20 and blob[:1] == bytes([root]) and blob[-1:] == bytes([root]), "a 20 MB object arrives whole")
+
     # A big tensor: more than one control message (8 MB chunks).
     big = torch.full((3 * (1 << 20),), float(rank))
     poseidon.broadcast_parameters([("big", big)], root_rank=0)
