@@ -18,6 +18,10 @@
 #   GPU_BENCH_ITERATIONS (8)           GPU_BENCH_REPEATS (1)
 #   GPU_BENCH_SYSTEMS (ddp,ddp-fp16,ddp-powersgd,poseidon,compute); add poseidon-sfb-host to
 #                    measure SFB layers stepped on the host against on the GPU
+#   GPU_BENCH_TIMEOUT (0: none)  seconds the whole benchmark may take; a run cut short still
+#                    prints each system's figure as it came
+#   GPU_TEST_JOBS (4)            GPU tests run at once (each is 2 ranks sharing the GPU)
+#   GPU_CHECK_OUT    a folder for the logs and the benchmark's table (default: the build folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -36,19 +40,28 @@ fi
 "$python" -c 'import torch; print("gpu_check: torch", torch.__version__, "on", torch.cuda.get_device_name(0),
   "x", torch.cuda.device_count())'
 
+logs=${GPU_CHECK_OUT:-$build}
+mkdir -p "$logs"
 start=$(date +%s)
+# Only what the check runs: the CLI and the Python package (the GPU tests are Python jobs).
 POSEIDON_PYTHON=$python POSEIDON_SKIP_APT=1 POSEIDON_BUILD_JOBS=${POSEIDON_BUILD_JOBS:-$(nproc)} BUILD_DIR=$build \
-  scripts/setup.sh
+  POSEIDON_BUILD_TARGETS="poseidon poseidon_python" scripts/setup.sh
 echo "gpu_check: built in $(( $(date +%s) - start )) s"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 tests_result="not run"
 if [ "$what" != bench ]; then
   start=$(date +%s)
+  tests_result="passed"
   # The CLI on the GPU: two ranks sharing it, a short synthetic run.
-  mpirun --oversubscribe --bind-to none -np 2 "$build/apps/poseidon" train --device cuda --model convnet --synthetic \
-    --iterations 20 --no-eval
-  if (cd "$build" && ctest -L gpu --output-on-failure --timeout 600); then tests_result="passed"; else tests_result="FAILED"; fi
+  timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$build/apps/poseidon" train --device cuda --model convnet \
+    --synthetic --iterations 20 --no-eval 2>&1 | tee "$logs/gpu-cli.log" || tests_result="FAILED"
+  # The Python example on the GPU, as a user runs it (once segfaulted in _C.Model).
+  PYTHONPATH=$root/$build/python timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$python" \
+    examples/python/train_torchvision.py --device cuda --model resnet18 --synthetic --iterations 20 --log-every 10 \
+    2>&1 | tee "$logs/gpu-example.log" || tests_result="FAILED"
+  (cd "$build" && ctest -L gpu -j "${GPU_TEST_JOBS:-4}" --output-on-failure --timeout 600) 2>&1 \
+    | tee "$logs/gpu-ctest.log" || tests_result="FAILED"
   echo "gpu_check: GPU tests $tests_result in $(( $(date +%s) - start )) s"
 fi
 
@@ -62,16 +75,20 @@ if [ "$what" != tests ]; then
     bench_result="skipped: the lab needs root and ip/tc (scripts/pack_iproute2.sh on a Debian machine, then IPROUTE=...)"
   else
     start=$(date +%s)
-    POSEIDON_PYTHON=$python "$python" bench/papers/papers_models_vs_ddp.py --device cuda --poseidon "$build/apps/poseidon" \
+    limit=()
+    [ "${GPU_BENCH_TIMEOUT:-0}" != 0 ] && limit=(timeout "$GPU_BENCH_TIMEOUT")
+    POSEIDON_PYTHON=$python PYTHONUNBUFFERED=1 "${limit[@]}" "$python" bench/papers/papers_models_vs_ddp.py \
+      --device cuda --poseidon "$build/apps/poseidon" --out "$logs" \
       --models "${GPU_BENCH_MODELS:-vgg19,resnet50}" --bandwidths "${GPU_BENCH_RATES:-10gbit,25gbit}" \
       --iterations "${GPU_BENCH_ITERATIONS:-8}" --repeats "${GPU_BENCH_REPEATS:-1}" \
-      --systems "${GPU_BENCH_SYSTEMS:-ddp,ddp-fp16,ddp-powersgd,poseidon,compute}" | tee "$build/gpu-bench.log"
-    bench_result="done in $(( $(date +%s) - start )) s (log: $build/gpu-bench.log)"
+      --systems "${GPU_BENCH_SYSTEMS:-ddp,ddp-fp16,ddp-powersgd,poseidon,compute}" 2>&1 | tee "$logs/gpu-bench.log" \
+      && bench_result="done" || bench_result="cut short or failed"
+    bench_result="$bench_result in $(( $(date +%s) - start )) s (log: $logs/gpu-bench.log)"
   fi
 fi
 
 echo
 echo "gpu_check: tests: $tests_result"
 echo "gpu_check: benchmark: $bench_result"
-if [ -f docs/benchmarks/papers-models-gpu.md ] && [ "$what" != tests ]; then cat docs/benchmarks/papers-models-gpu.md; fi
+if [ -f "$logs/papers-models-gpu.md" ] && [ "$what" != tests ]; then cat "$logs/papers-models-gpu.md"; fi
 [ "$tests_result" != FAILED ]

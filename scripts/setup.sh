@@ -15,6 +15,7 @@
 #   POSEIDON_SKIP_APT=1    install no Debian packages (a host without apt, whose
 #                          compilers, MPI, BLAS, CLI11, nlohmann-json, GoogleTest are there)
 #   BUILD_DIR, POSEIDON_BUILD_JOBS (default 2)
+#   POSEIDON_BUILD_TARGETS="a b"  build only these targets (default: all)
 # A GPU host as the project's (Ubuntu 24.04, no network, torch 2.11.0+cu130 in a venv):
 #   POSEIDON_PYTHON=/opt/torch/.venv/bin/python POSEIDON_SKIP_APT=1 POSEIDON_BUILD_JOBS=16 scripts/setup.sh
 set -euo pipefail
@@ -83,4 +84,6 @@ if [ ! -f "$build/build.ninja" ] || [ "$cached" != "$python" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$python"
 fi
 # Two jobs: each LibTorch translation unit needs ~1.5 GB and ~30 s.
-cmake --build "$build" -j "${POSEIDON_BUILD_JOBS:-2}"
+targets=()
+for t in ${POSEIDON_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "${POSEIDON_BUILD_JOBS:-2}" "${targets[@]}"

@@ -28,6 +28,24 @@ def timed_steps(model, optimizer, x, y, iterations):
     return times
 
 
+def traced_step(model, optimizer, x, y, path):
+    """One more training step (every rank runs it), recorded by torch.profiler where `path`
+    is set: a Chrome trace of its CPU threads and GPU streams there, and the operators that
+    took the most device time on stderr. The GPU's timeline of one iteration."""
+    import sys
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    if not path:
+        timed_steps(model, optimizer, x, y, 1)
+        return
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if x.is_cuda else [])
+    with profile(activities=activities) as prof:
+        timed_steps(model, optimizer, x, y, 1)
+    prof.export_chrome_trace(path)
+    key = "self_device_time_total" if x.is_cuda else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=15), file=sys.stderr, flush=True)
+
+
 def warm_median(times):
     """The median step past the first two, which warm up allocators and communication
     buffers (as in `poseidon train`'s median), when there are enough steps to leave them."""

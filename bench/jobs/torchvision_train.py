@@ -26,7 +26,7 @@ import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
 from benchlib.env import arguments  # noqa: E402
-from benchlib.torch_loop import rank_and_size, timed_steps, warm_median  # noqa: E402
+from benchlib.torch_loop import rank_and_size, timed_steps, traced_step, warm_median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-fifo", "poseidon-sfb-host", "compute")
 
@@ -79,6 +79,8 @@ def main():
     ap.add_argument("--devices-per-node", default="1", help="poseidon: ranks per node (1: flat) or host")
     ap.add_argument("--no-wfbp", action="store_true", help="poseidon: every sync after the whole backward")
     ap.add_argument("--profile-out", help="poseidon: rank 0 writes a compute profile here (poseidon simulate --profile)")
+    ap.add_argument("--trace-out", help="after the timed steps, rank 0 records one more step with torch.profiler "
+                    "and writes its Chrome trace (CPU threads and GPU streams) here")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
     if a.profile_out and not a.system.startswith("poseidon"):
@@ -98,10 +100,12 @@ def main():
     x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g).to(device)
     y = torch.randint(0, 1000, (a.batch,), generator=g).to(device)
     times = timed_steps(model, optimizer, x, y, a.iterations)
+    if a.trace_out:
+        traced_step(model, optimizer, x, y, a.trace_out if rank == 0 else None)
     sent = 0.0
     if a.system.startswith("poseidon"):
         model.synchronize()
-        sent = model.bytes_sent() / a.iterations
+        sent = model.bytes_sent() / (a.iterations + (1 if a.trace_out else 0))
         if a.profile_out:
             model.write_profile(a.profile_out)
         model.close()

@@ -42,6 +42,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--job-timeout", type=float, default=3600,
+                    help="seconds one system's run may take before it counts as failed")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="cuda: every rank on the host's GPU, 224x224 images")
@@ -71,12 +73,17 @@ def measure(a, model, bw, systems):
         for i, system in enumerate(systems):
             flags = ["--device", a.device, "--port", str(29600 + 10 * r + i)]
             job = torchvision_train(system, model, a.iterations, flags, size=224 if a.device == "cuda" else None)
-            j = run_ranks(a.poseidon, a.ranks, bw, job, timeout=3600)
+            try:
+                j = run_ranks(a.poseidon, a.ranks, bw, job, timeout=a.job_timeout)
+            except (SystemExit, subprocess.TimeoutExpired) as e:  # one system's failure is reported, the rest run
+                print(f"{model} {bw} round {r + 1} {system:13s} FAILED: {e}", flush=True)
+                continue
             seen[system].append(j["images_per_s"])
             if system == "poseidon":
                 sent.append(j["bytes_sent_per_iter"])
             print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s", flush=True)
     row = {"model": model, "link": bw, "rounds": a.repeats}
+    seen = {s: v for s, v in seen.items() if v}  # a system that failed every round has no figure
     row.update({s: median(v) for s, v in seen.items()})
     row["paired"] = paired(seen)
     if "poseidon" in row and "ddp" in row:
@@ -100,6 +107,8 @@ def paired(seen):
     a system is missing)."""
     rounds = min((len(v) for v in seen.values()), default=0)
     if "poseidon" not in seen or "ddp" not in seen:
+        return []
+    if any(len(v) != rounds for v in seen.values()):  # a failed run: the rounds no longer pair up
         return []
     out = []
     for r in range(rounds):

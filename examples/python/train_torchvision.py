@@ -49,6 +49,9 @@ def parse_args():
     ap.add_argument("--scheme", default="auto", choices=("auto", "ps", "sfb", "allreduce"))
     ap.add_argument("--mode", default="auto", choices=("auto", "server", "gradient"))
     ap.add_argument("--cost-model", default="bytes", choices=("bytes", "time"))
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="auto: this rank's GPU (local rank among the visible ones; ranks may share one) "
+                    "where PyTorch sees one, else the CPU")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--checkpoint-dir", help="save the whole job in this folder (with --checkpoint-every)")
@@ -62,7 +65,18 @@ def parse_args():
     # ResNets downsample by 4 in their stem: 48 keeps 12x12 maps after it (32 keeps 8x8: -2%).
     a.image_size = a.image_size or {"inception_v3": 75, "alexnet": 63}.get(a.model, 48 if "resnet" in a.model else 32)
     a.lr = a.lr or (0.05 if a.optimizer == "sgd" else 1e-3)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: PyTorch sees no CUDA GPU here (use --device cpu)")
     return a
+
+
+def pick_device(choice):
+    """This rank's device: its local rank's GPU among the visible ones, as DDP scripts do."""
+    if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    device = torch.device("cuda", poseidon.local_rank() % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
 
 
 def build(name, classes):
@@ -96,13 +110,14 @@ def make_optimizer(a, params):
     return cls(params, lr=a.lr, weight_decay=a.weight_decay)
 
 
-def evaluate(model, images, labels, rank, size):
+def evaluate(model, images, labels, rank, size, device):
     """Accuracy over the whole test set: each rank a share, summed over ranks."""
     model.eval()
     correct = 0
     with torch.no_grad():
         for i in range(rank * 256, len(images), 256 * size):
-            correct += (model(images[i:i + 256]).argmax(1) == labels[i:i + 256]).sum().item()
+            out = model(images[i:i + 256].to(device))
+            correct += (out.argmax(1).cpu() == labels[i:i + 256]).sum().item()
     model.train()
     counts = torch.tensor([float(correct)])
     total = 0.0
@@ -118,8 +133,9 @@ def main():
     torch.set_num_threads(a.threads)
     poseidon.init()
     rank, size = poseidon.rank(), poseidon.size()
+    device = pick_device(a.device)
     torch.manual_seed(0)
-    net = build(a.model, 10)
+    net = build(a.model, 10).to(device)
     optimizer = make_optimizer(a, net.parameters())
     if a.synthetic:
         g = torch.Generator().manual_seed(rank)
@@ -147,7 +163,7 @@ def main():
     if rank == 0:
         print(f"poseidon: {a.model} on {size} rank(s), {total} iterations of {a.batch} per rank, "
               f"{'synthetic' if a.synthetic else 'Fashion-MNIST'} {a.image_size}x{a.image_size}, "
-              f"{a.optimizer} ({model.mode} mode), scheme {a.scheme}", flush=True)
+              f"{a.optimizer} ({model.mode} mode), scheme {a.scheme}, on {device.type}", flush=True)
     times, loss, accuracy, started = [], float("nan"), None, time.time()
     first = it = model.start_iteration  # a resumed run skips what the saved one trained
     epoch = 0
@@ -162,8 +178,8 @@ def main():
                 break
             idx = perm[(b * size + rank) * a.batch:(b * size + rank + 1) * a.batch]
             t0 = time.perf_counter()
-            out = model(train_x[idx])
-            l = F.cross_entropy(out, train_y[idx])
+            out = model(train_x[idx].to(device, non_blocking=True))
+            l = F.cross_entropy(out, train_y[idx].to(device, non_blocking=True))
             l.backward()
             optimizer.step()
             optimizer.zero_grad()
@@ -177,7 +193,7 @@ def main():
         epoch += 1
         if test is not None and trained and (it % per_epoch == 0 or it >= total):
             model.synchronize()
-            accuracy = evaluate(model, test[0], test[1], rank, size)
+            accuracy = evaluate(model, test[0], test[1], rank, size, device)
             if rank == 0:
                 print(f"after {it} iterations: test accuracy {100 * accuracy:.2f}%", flush=True)
     model.synchronize()
@@ -186,7 +202,7 @@ def main():
     s_per_iter = statistics.median(times[min(5, len(times) - 1):])
     if rank == 0:
         summary = {"workers": size, "model": a.model, "scheme": a.scheme, "mode": model.mode, "batch": a.batch,
-                   "image_size": a.image_size, "iterations": it, "s_per_iter_median": s_per_iter,
+                   "image_size": a.image_size, "device": device.type, "iterations": it, "s_per_iter_median": s_per_iter,
                    "images_per_s": a.batch * size / s_per_iter, "train_loss": loss, "test_accuracy": accuracy,
                    "bytes_sent_per_iter": sent / max(1, it - first), "param_digest": digest,
                    "wall_s": time.time() - started, "layers": plan}
