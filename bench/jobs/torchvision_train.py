@@ -73,7 +73,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--image-size", type=int, required=True)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--iterations", type=int, default=10, help="timed steps (at least 2)")
     ap.add_argument("--scheme", default="auto")
     ap.add_argument("--port", type=int, default=29533)
     ap.add_argument("--devices-per-node", default="1", help="poseidon: ranks per node (1: flat) or host")
@@ -83,6 +83,8 @@ def main():
                     "and writes its Chrome trace (CPU threads and GPU streams) here")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
+    if a.iterations < 2:
+        ap.error("--iterations: at least 2")
     if a.profile_out and not a.system.startswith("poseidon"):
         ap.error("--profile-out is for the poseidon systems (the profile comes from poseidon's timeline)")
     torch.set_num_threads(1)
@@ -99,13 +101,23 @@ def main():
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g).to(device)
     y = torch.randint(0, 1000, (a.batch,), generator=g).to(device)
-    times = timed_steps(model, optimizer, x, y, a.iterations)
+    # Bytes per iteration from the steps past the first two: the start-up broadcast of
+    # rank 0's parameters is not an iteration's traffic (it made 8-iteration runs read 25-40% high).
+    poseidon_run = a.system.startswith("poseidon")
+    warm = min(2, a.iterations - 1)
+    times = timed_steps(model, optimizer, x, y, warm)
+    if poseidon_run:
+        model.synchronize()
+        sent0 = model.bytes_sent()
+    times += timed_steps(model, optimizer, x, y, a.iterations - warm)
+    sent = 0.0
+    if poseidon_run:
+        model.synchronize()
+        sent = (model.bytes_sent() - sent0) / (a.iterations - warm)
     if a.trace_out:
         traced_step(model, optimizer, x, y, a.trace_out if rank == 0 else None)
-    sent = 0.0
-    if a.system.startswith("poseidon"):
+    if poseidon_run:
         model.synchronize()
-        sent = model.bytes_sent() / (a.iterations + (1 if a.trace_out else 0))
         if a.profile_out:
             model.write_profile(a.profile_out)
         model.close()

@@ -49,10 +49,16 @@ def main():
                     help="cuda: every rank on the host's GPU, 224x224 images")
     ap.add_argument("--from-log", nargs="+", metavar="LOG",
                     help="measure nothing: write the md/csv/png from the tables in these saved outputs")
+    ap.add_argument("--drop-bound", action="store_true",
+                    help="with --from-log: leave the bound out (logs made before the bytes per iteration left out "
+                    "the start-up broadcast, which made the bound read low)")
     a = ap.parse_args()
     like_poseidon()
     if a.from_log:
         rows, systems = rows_from_logs(a.from_log)
+        for row in rows if a.drop_bound else []:
+            for key in ("bound", "of_bound", "bytes_per_iter"):
+                row.pop(key, None)
         write(a.out, rows, systems, a)
         return
     # The Python package of the same build as the binary (build/python beside build/apps).
@@ -161,7 +167,7 @@ def rows_from_logs(paths):
 def gpu_note():
     """What the GPU rows are: the device, and why the figures look as they do."""
     name = subprocess.run([PYTHON, "-c", "import torch; print(torch.cuda.get_device_name(0))"], capture_output=True,
-                          text=True).stdout.strip() or "a GPU"
+                          text=True).stdout.strip() or "GPU"
     return (f"Every rank on one {name}, each with its own CUDA context: the GPU time-slices between the ranks, so "
             "the compute-only column is four processes sharing it, and every system pays that sharing alike. DDP "
             "runs with gloo on CUDA tensors: NCCL refuses two ranks on one GPU. Each rank's link is capped by "
@@ -192,6 +198,9 @@ def write(out, rows, systems, a):
                     "that has it, medians of its alternated rounds (column rounds); batch 32 per rank; images/s of "
                     "all ranks. The hosts and settings are those of the logs' runs (docs/benchmarks/README.md "
                     f"says which), not this rebuild's ({host}).\n\n")
+            if a.drop_bound:
+                f.write("The bound is left out: these runs counted rank 0's start-up broadcast of the parameters "
+                        "in its bytes per iteration, which made the bound read low.\n\n")
         else:
             f.write(f"{host}; batch 32 per rank, {a.iterations} iterations per run, medians of {a.repeats} "
                     f"alternated rounds; images/s of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/"

@@ -6,11 +6,21 @@
 #include "poseidon/errors.h"
 
 namespace poseidon {
+namespace {
+
+// POSEIDON_MIRROR_ON_CPU=1 runs any CPU job through the GPU path's mirrors and staged
+// copies (synchronous): how CI, which has no GPU, tests that bookkeeping.
+bool mirrorOnCpu(const ModelTensors& model) {
+  const char* mirror = std::getenv("POSEIDON_MIRROR_ON_CPU");
+  return model.mirror_on_cpu || (mirror && std::string(mirror) == "1");
+}
+
+}  // namespace
 
 AutogradSync::AutogradSync(ModelTensors model, const Options& options)
     : model_(std::move(model)),
       options_(options),
-      buffers_(std::move(model_.buffers)),
+      buffers_(std::move(model_.buffers), mirrorOnCpu(model_)),
       self_waited_(model_.params.size(), false) {
   if (model_.params.empty()) {
     throw InputError("model '" + model_.info.name + "' has no trainable parameters: nothing to train data-parallel");
@@ -19,11 +29,7 @@ AutogradSync::AutogradSync(ModelTensors model, const Options& options)
 }
 
 void AutogradSync::start(Transport& transport) {
-  // POSEIDON_MIRROR_ON_CPU=1 runs any CPU job through the GPU path's mirrors and staged
-  // copies (synchronous): how CI, which has no GPU, tests that bookkeeping.
-  const char* mirror = std::getenv("POSEIDON_MIRROR_ON_CPU");
-  staging_ =
-      std::make_unique<DeviceStaging>(model_.params, model_.mirror_on_cpu || (mirror && std::string(mirror) == "1"));
+  staging_ = std::make_unique<DeviceStaging>(model_.params, mirrorOnCpu(model_));
   stale_.assign(model_.params.size(), false);
   if (!buffers_.empty() && options_.server_ranks > 0) {
     throw InputError(

@@ -1,5 +1,6 @@
 #include "torch/buffers.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/digest.h"
@@ -14,13 +15,35 @@ std::vector<NamedTensor> namedBuffers(torch::nn::Module& root) {
   return out;
 }
 
-ModelBuffers::ModelBuffers(std::vector<NamedTensor> buffers) {
+ModelBuffers::ModelBuffers(std::vector<NamedTensor> buffers, bool mirror) {
+  std::vector<std::size_t> mirrored;
   for (auto& b : buffers) {
     const auto& t = b.tensor;
     if (!t.defined() || t.numel() == 0) continue;
     if (!t.is_contiguous()) throw InputError("buffer '" + b.name + "': Poseidon keeps contiguous buffers only");
-    host_.push_back(t.device().is_cpu() ? t : torch::empty_like(t, torch::TensorOptions().device(torch::kCPU)));
+    if (mirror || !t.device().is_cpu()) mirrored.push_back(buffers_.size());
+    host_.push_back(t);
     buffers_.push_back(std::move(b));
+  }
+  for (std::size_t i : mirrored) {
+    const auto dtype = buffers_[i].tensor.scalar_type();
+    auto group = std::find_if(groups_.begin(), groups_.end(),
+                              [&](const Group& g) { return buffers_[g.members[0]].tensor.scalar_type() == dtype; });
+    if (group == groups_.end()) group = groups_.insert(groups_.end(), Group{});
+    group->members.push_back(i);
+  }
+  for (auto& g : groups_) {
+    const auto& first = buffers_[g.members[0]].tensor;
+    std::int64_t total = 0;
+    for (std::size_t i : g.members) total += buffers_[i].tensor.numel();
+    // Pinned where a device copies from it: the copies then go by DMA, not a staging buffer.
+    g.host = torch::empty({total}, torch::TensorOptions().dtype(first.scalar_type()).pinned_memory(!first.device().is_cpu()));
+    std::int64_t at = 0;
+    for (std::size_t i : g.members) {
+      const auto& t = buffers_[i].tensor;
+      host_[i] = g.host.narrow(0, at, t.numel()).view(t.sizes());
+      at += t.numel();
+    }
   }
 }
 
@@ -94,15 +117,25 @@ void ModelBuffers::makeEqual(Collectives& control, const std::string& mode, int 
 
 void ModelBuffers::toHost() {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < buffers_.size(); ++i) {
-    if (!buffers_[i].tensor.device().is_cpu()) host_[i].copy_(buffers_[i].tensor.detach());
+  for (auto& g : groups_) {
+    std::vector<torch::Tensor> flat;
+    for (std::size_t i : g.members) flat.push_back(buffers_[i].tensor.detach().reshape({-1}));
+    g.host.copy_(flat.size() == 1 ? flat[0] : torch::cat(flat));  // one copy, one wait
   }
 }
 
 void ModelBuffers::toDevice() {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < buffers_.size(); ++i) {
-    if (!buffers_[i].tensor.device().is_cpu()) buffers_[i].tensor.detach().copy_(host_[i]);
+  for (auto& g : groups_) {
+    // One copy over the bus (waited for: the host values may change next), then the
+    // device spreads it into the buffers, queued on the current stream.
+    const auto on_device = g.host.to(buffers_[g.members[0]].tensor.device());
+    std::int64_t at = 0;
+    for (std::size_t i : g.members) {
+      auto t = buffers_[i].tensor.detach();
+      t.copy_(on_device.narrow(0, at, t.numel()).view(t.sizes()));
+      at += t.numel();
+    }
   }
 }
 
