@@ -135,6 +135,9 @@ void TrainRun::loadDataAndNet() {
   options_ = o_.sessionOptions(choice_.recommendedLr(o_.optimizer), total_);
   options_.start_iteration = static_cast<std::uint64_t>(first_);
   options_.agreement = agreement();
+  // The loop reads no parameter between a step and the next forward (its evaluations and
+  // checkpoints synchronize first): the fresh values may keep arriving during the forward.
+  options_.overlap_step = true;
 }
 
 // The flags every rank must share beyond the session's options (runConfiguration has those).

@@ -35,28 +35,20 @@ torch::Tensor TrainStep::run(std::int64_t it, const torch::Tensor& x, const torc
 }
 
 torch::Tensor TrainStep::forwardBackward(const torch::Tensor& x, const torch::Tensor& y) {
-  // Each micro-batch's loss as it is: the step divides the accumulated gradient by the
-  // passes, so the result equals one step on the whole batch. Kept on the model's device:
-  // reading it (item) would wait for the device after every pass.
+  // Each micro-batch's loss divided by the passes, as Horovod's and PyTorch's examples
+  // accumulate (the passes' gradients are summed): one step on the whole batch's mean.
+  // Kept on the model's device: reading it (item) would wait for the device after every pass.
   const auto xs = x.chunk(passes_), ys = y.chunk(passes_);
   torch::Tensor sum;
   for (int p = 0; p < passes_; ++p) {
     auto loss = torch::nn::functional::cross_entropy(net_.forward(xs[p], model_), ys[p]);
-    loss.backward();
+    (passes_ > 1 ? loss / passes_ : loss).backward();
     sum = p == 0 ? loss.detach() : sum + loss.detach();
   }
   return sum / passes_;
 }
 
 void TrainStep::stepLocally(std::int64_t it) {
-  if (!model_ && passes_ > 1) {
-    torch::NoGradGuard no_grad;
-    for (auto& group : optimizer_->param_groups()) {
-      for (auto& p : group.params()) {
-        if (p.grad().defined()) p.mutable_grad().div_(passes_);
-      }
-    }
-  }
   // The same schedule the servers apply, computed the same way.
   const double lr = static_cast<double>(schedule_.at(static_cast<std::uint64_t>(it)).lr);
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);

@@ -23,8 +23,9 @@ struct Options {
   // fields above are then unused.
   bool gradient_mode = false;
   // Gradient accumulation: backward passes per optimizer step (Horovod's
-  // backward_passes_per_step). Syncs start on the last; the step equals one on the
-  // concatenated batch (gradients are divided by this too).
+  // backward_passes_per_step). Syncs start on the last; the passes' gradients are summed,
+  // as in Horovod and under DDP's no_sync(): divide each pass's loss by the passes for
+  // the mean over the concatenated batch.
   int backward_passes_per_step = 1;
   // Buffers (BatchNorm statistics) during training: "broadcast" (rank 0's before every
   // forward, as DDP) or "average" (the workers' mean before every forward).
@@ -58,6 +59,12 @@ struct Options {
   double gemm_flops = 0;
   // Wait-free back-propagation: each layer's sync starts as soon as its gradient exists.
   bool wfbp = true;
+  // step() returns once every layer holds its new values, as under DDP and Horovod: a
+  // read of a parameter after optimizer.step() sees the trained values. true keeps the
+  // paper's overlap instead (server mode): the lower layers' fresh values arrive while the
+  // next forward runs, and a read between step() and the next forward needs synchronize()
+  // first. The CLI, which reads none there, sets it.
+  bool overlap_step = false;
   // The last `server_ranks` ranks only serve; `shards` = 0 puts a shard on every rank.
   int server_ranks = 0;
   int shards = 0;

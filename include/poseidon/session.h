@@ -71,6 +71,10 @@ class Session {
   // leaving `applier` with the caller, where this rank keeps the host applier (not a
   // worker, the layer not SFB here, or the devices level, whose leader shares host values).
   bool setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier);
+  // Server mode: the lr, momentum and weight decay that this iteration's update (and the
+  // later ones, until set again) applies, as the loop's optimizer holds them now; before
+  // the iteration's first forward. Momentum may not become non-zero in a run begun without.
+  void setStepValues(float lr, float momentum, float weight_decay);
   // The scheme chosen for each layer, with the cost model's figures and reasons.
   const std::vector<LayerPlan>& plan() const;
   // What a run resumed from this run's checkpoints must share with it: the options'

@@ -115,7 +115,7 @@ class TorchModel {
     return run();
   }
   // Ends the iteration after loss.backward() (after the last of
-  // Options::backward_passes_per_step passes). Layers that produced no gradient contribute
+  // Options::backward_passes_per_step passes, whose gradients are summed). Layers that produced no gradient contribute
   // zeros. In gradient mode, returns once every .grad holds the workers' mean gradient.
   void step();
   // Waits until every layer holds the latest parameters and makes the buffers equal.

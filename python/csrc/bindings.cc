@@ -319,6 +319,7 @@ void bindOptions(py::module_& m) {
       .def_readwrite("bandwidth", &Options::bandwidth)
       .def_readwrite("gemm_flops", &Options::gemm_flops)
       .def_readwrite("wfbp", &Options::wfbp)
+      .def_readwrite("overlap_step", &Options::overlap_step)
       .def_readwrite("server_ranks", &Options::server_ranks)
       .def_readwrite("shards", &Options::shards)
       .def_readwrite("kvstore", &Options::kvstore)
@@ -374,6 +375,10 @@ void bindModel(py::module_& m) {
           "synchronize", [](PyModel& p) { p.sync().synchronize(); }, unlocked)
       .def(
           "digest", [](PyModel& p) { return p.sync().digest(); }, unlocked)
+      .def("set_step_values",
+           [](PyModel& p, float lr, float momentum, float weight_decay) {
+             p.sync().session().setStepValues(lr, momentum, weight_decay);
+           })
       .def("uses_factors", [](PyModel& p, int l) { return p.sync().session().usesFactors(l); })
       .def("iteration", [](PyModel& p) { return p.sync().session().iteration(); })
       .def("bytes_sent", [](PyModel& p) { return p.sync().session().bytesSent(); })

@@ -33,6 +33,7 @@ mode only), call model.synchronize_gradients() first, as Horovod's optimizer.syn
     loss.backward(); model.synchronize_gradients()
     torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0); optimizer.step()
 """
+import contextlib
 import datetime
 import types
 import weakref
@@ -86,7 +87,9 @@ class DistributedModel(torch.nn.Module):
     buffers: BatchNorm statistics before each training forward: rank 0's ("broadcast", as
         DDP) or the workers' mean ("average").
     backward_passes_per_step: backward passes accumulated per optimizer.step() (Horovod's
-        option); the step equals one on the concatenated batch.
+        option); their gradients are summed, as in Horovod and under DDP's no_sync(): divide
+        each pass's loss by it for the mean over the concatenated batch (model.no_sync()
+        marks the passes that only accumulate, as in DDP).
     fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
     staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
@@ -95,6 +98,12 @@ class DistributedModel(torch.nn.Module):
     devices_per_node: the devices level: ranks of one node add their gradients (stack their
         factors) first and only the node's first rank crosses the network; 1 (flat: every
         rank on its own), D (ranks 0..D-1 are node 0, ...) or "host" (ranks on one host).
+    overlap_step: False (default): optimizer.step() returns once every parameter holds its
+        new value, as under DDP and Horovod. True (server mode) keeps the paper's overlap:
+        step() returns while the lower layers' new values are still arriving, and the next
+        forward waits for each layer as it reaches it; a parameter read in between (a
+        state_dict, an average of weights, a norm) then sees the last iteration's value
+        unless model.synchronize() comes first.
     timeout: seconds any wait may take before it fails naming what it waited for.
     timeline: record each layer's forward, backward and waits (write_profile uses them).
     checkpoint_dir, checkpoint_every: save the whole job in this folder every N steps.
@@ -107,7 +116,7 @@ class DistributedModel(torch.nn.Module):
     def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
                  buffers="broadcast", backward_passes_per_step=1, fusion_bytes=2 << 20, kvstore="concurrent",
                  kv_pair_bytes=2 << 20, send_order="priority", max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
-                 wfbp=True, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None,
+                 wfbp=True, overlap_step=False, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None,
                  checkpoint_every=0, resume=False, checkpoint_objects=(), profile=None, stack_rate=0):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
@@ -131,6 +140,7 @@ class DistributedModel(torch.nn.Module):
             raise ValueError(f"model '{self.name}' has no trainable parameters: nothing to train data-parallel")
         # (lr, momentum, weight_decay) when the servers can run the optimizer, else None.
         self._sgd, why_not = _server_sgd(optimizer)
+        self._sent_values = self._sgd  # the values the servers apply now (server mode)
         self.mode = self._choose_mode(mode, why_not, optimizer)
         self._checkpoints = checkpoint.Checkpoints(checkpoint_dir, checkpoint_every, resume, checkpoint_objects,
                                                    self._runtime)
@@ -144,6 +154,9 @@ class DistributedModel(torch.nn.Module):
         self._hooks = []
         runtime.register(self)
         self._synchronized = False  # synchronize_gradients() has ended this iteration
+        self._in_no_sync = False  # inside no_sync(): a pass that only accumulates
+        self._used_no_sync = False  # the loop accumulates with no_sync()
+        self._passes = 0  # training forwards since the last step
         self._original = (optimizer.step, optimizer.zero_grad)
         self._own = {k: optimizer.__dict__[k] for k in ("step", "zero_grad") if k in optimizer.__dict__}
         # Bound to the optimizer, as LibTorch's schedulers expect of optimizer.step; the
@@ -185,7 +198,7 @@ class DistributedModel(torch.nn.Module):
         o.devices_per_node = _devices_per_node(a["devices_per_node"])
         o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
         o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
-        o.timeline, o.wfbp = bool(a["timeline"]), bool(a["wfbp"])
+        o.timeline, o.wfbp, o.overlap_step = bool(a["timeline"]), bool(a["wfbp"]), bool(a["overlap_step"])
         o.bandwidth, o.gemm_flops = float(a["bandwidth"]), float(a["gemm_flops"])
         o.lr_decay_iterations = int(a["lr_decay_iterations"])
         o.agreement = f"python mode={self.mode}"
@@ -256,14 +269,48 @@ class DistributedModel(torch.nn.Module):
         batch = layers_mod.batch_of(args, kwargs)  # counted as the probe counts it
         if training and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             self._batch = args[0].size(0)  # a profile's batch (write_profile): a training forward's
-        self._core.begin_forward(training, batch)
+        if training and self.mode == "server":
+            self._send_step_values()
+        passes_before = self._passes
+        if training:
+            self._count_pass()
+        try:
+            self._core.begin_forward(training, batch)
+        except BaseException:
+            self._passes = passes_before
+            raise
         try:
             out = self.module(*args, **kwargs)
         except BaseException:
             self._core.abort_forward()  # not a pass: the next forward may come
+            self._passes = passes_before
             raise
         self._core.end_forward()
         return out
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """As DDP's no_sync(): the backward passes inside only accumulate into .grad; the
+        first pass after it syncs them all. Poseidon sizes an iteration up front, so pass
+        backward_passes_per_step=k (k - 1 passes inside no_sync(), the last outside)."""
+        self._in_no_sync = True
+        try:
+            yield
+        finally:
+            self._in_no_sync = False
+
+    def _count_pass(self):
+        k = self.options.backward_passes_per_step
+        last = self._passes + 1 == k
+        if self._in_no_sync and (k == 1 or last):
+            raise ValueError(f"model.no_sync(): this would be training pass {self._passes + 1} of an iteration of "
+                             f"backward_passes_per_step={k}, which must sync; pass "
+                             "backward_passes_per_step=k to DistributedModel (k - 1 passes inside no_sync(), the "
+                             "last outside)")
+        if not self._in_no_sync and not last and self._passes + 1 < k and self._used_no_sync:
+            raise ValueError(f"a training pass outside model.no_sync() before the last of backward_passes_per_step={k}")
+        self._used_no_sync = self._used_no_sync or self._in_no_sync
+        self._passes = 0 if last else self._passes + 1
 
     def _optimizer_step(self, closure=None):
         if closure is not None:
@@ -283,12 +330,36 @@ class DistributedModel(torch.nn.Module):
         if self._checkpoints.due(self.iteration):
             self._checkpoints.mark(self.iteration)
 
+    def _step_values(self):
+        """(lr, momentum, weight_decay) the optimizer holds now, the same for every group."""
+        groups = self.optimizer.param_groups
+        values = [tuple(float(g[k]) for k in ("lr", "momentum", "weight_decay")) for g in groups]
+        if any(v != values[0] for v in values):
+            raise ValueError("the optimizer's parameter groups now differ in lr, momentum or weight_decay: server-side "
+                             "SGD applies one set to every parameter; pass mode='gradient'")
+        return values[0]
+
+    def _send_step_values(self):
+        """Server mode: the servers apply this iteration's update with the lr, momentum and
+        weight decay the optimizer holds at its forward (a scheduler's, a warm-up's)."""
+        values = self._step_values()
+        if values == self._sent_values:
+            return
+        if self.options.lr_decay_iterations:
+            raise ValueError("the optimizer's lr changed while lr_decay_iterations decays it on the servers: drop "
+                             "lr_decay_iterations to schedule the lr yourself")
+        if values[1] != 0 and self._sgd[1] == 0:
+            raise ValueError("the optimizer's momentum changed from 0: the servers keep momentum only for a run begun "
+                             "with it; start with the momentum non-zero or pass mode='gradient'")
+        self._core.set_step_values(*values)
+        self._sent_values = values
+
     def _end_iteration(self):
-        if self.mode == "server":
-            lrs = {float(g["lr"]) for g in self.optimizer.param_groups}
-            if lrs != {self._sgd[0]} and self.options.lr_decay_iterations == 0:
-                raise ValueError(f"the optimizer's lr changed from {self._sgd[0]} to {sorted(lrs)}: server-side SGD "
-                                 "keeps a fixed lr; use mode='gradient' for a scheduler")
+        if self.mode == "server" and self._step_values() != self._sent_values:
+            raise ValueError("the optimizer's lr, momentum or weight_decay changed between this iteration's forward and "
+                             "optimizer.step(): the servers apply the values the optimizer held at the forward; change "
+                             "them before it (as a scheduler's step() after optimizer.step() does) or pass "
+                             "mode='gradient'")
         self._core.step()
         if self.mode == "gradient":
             return self._original[0]()

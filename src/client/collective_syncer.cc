@@ -146,7 +146,7 @@ void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
   }
   POSEIDON_ENFORCE_EQ(grads.size(), layer.sizes.size(), "gradient tensors of an allreduce layer");
   // The node's whole batch goes into the collective, as one worker's (the mean divides by
-  // every device: sgd_.passes counts them).
+  // every device: sgd_.devices counts them).
   if (node_) node_->addDeviceGradients(layer.id, t, grads);
   float* to = bucket.in.data() + offset;
   for (std::size_t t = 0; t < grads.size(); ++t) {
@@ -161,7 +161,7 @@ void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
 void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
   TimelineSpan span(timeline_, "engine compute", timeline_ ? detail::cat("apply key ", bucket.key) : "", "allreduce");
   const SgdOptions step = sgd_.at(t);
-  const float scale = 1.0f / static_cast<float>(workers_ * step.passes);
+  const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
     Layer& layer = *layers_[bucket.plan.layers[i]];
     const float* sum = bucket.out.data() + bucket.plan.offsets[i];

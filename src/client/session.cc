@@ -184,6 +184,9 @@ struct Session::Impl {
   std::vector<Scheme> schemes;
   std::vector<std::vector<float*>> params;
   std::shared_ptr<Dispatch> dispatch = std::make_shared<Dispatch>();
+  // The loop's lr, momentum and weight decay per iteration, read by this rank's shard and
+  // replicas (setStepValues).
+  std::shared_ptr<StepValues> step_values = std::make_shared<StepValues>();
   ControlChannel control;
   // Before the components that record into it; shared with the transport, whose thread
   // records each send's wait in the queue and may outlive the session.
@@ -277,7 +280,7 @@ SgdOptions sgdOptions(const Options& options, int per_node) {
     sgd.gradient_only = true;
   }
   // A leader's contribution is its node's sum: every mean divides by the devices too.
-  sgd.passes = options.backward_passes_per_step * per_node;
+  sgd.devices = per_node;
   return sgd;
 }
 
@@ -298,7 +301,8 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   const ClusterInfo cluster = s.cluster();
   const std::vector<bool> on_ps = s.planLayers(model, cluster);
   s.book = std::make_unique<InformationBook>(model, cluster, options.kv_pair_bytes, on_ps);
-  const SgdOptions sgd = sgdOptions(options, s.nodes.devicesPerNode());
+  SgdOptions sgd = sgdOptions(options, s.nodes.devicesPerNode());
+  sgd.step_values = s.step_values;
   s.makeServer(cluster, sgd);
   s.makeWorker(cluster, sgd);
   s.publish();
@@ -575,6 +579,20 @@ void Session::setFactorGradients(int layer, std::vector<float*> grads) {
 }
 
 void Session::layerReleased(int layer) { impl_->worker->layerReleased(layer); }
+
+void Session::setStepValues(float lr, float momentum, float weight_decay) {
+  POSEIDON_ENFORCE(!impl_->options.gradient_mode, "setStepValues in gradient mode (the workers' optimizer steps)");
+  if (impl_->options.momentum == 0.0f && momentum != 0.0f) {
+    throw InputError(detail::cat("momentum changed from 0 to ", momentum,
+                                 ": the servers keep no momentum for a run started without it"));
+  }
+  const Options& o = impl_->options;
+  if (o.server_ranks > 0 && (lr != o.lr || momentum != o.momentum || weight_decay != o.weight_decay)) {
+    throw InputError("the optimizer's lr, momentum or weight decay changed, but server-only ranks run no loop to "
+                     "learn it from: keep a shard on every worker (no server ranks) or use gradient mode");
+  }
+  impl_->step_values->set(iteration(), StepValues::Values{lr, momentum, weight_decay});
+}
 
 bool Session::setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applier) {
   if (impl_->worker == nullptr) return false;

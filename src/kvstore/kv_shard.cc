@@ -101,7 +101,7 @@ int KVShard::step(std::uint32_t key) {
   const int missing = workers_ - static_cast<int>(grads.size());
   dropped_ += static_cast<std::uint64_t>(missing);
   sgdStep(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads,
-          1.0f / static_cast<float>(grads.size() * static_cast<std::size_t>(options_.passes)), book_.pair(key).length,
+          1.0f / static_cast<float>(grads.size() * static_cast<std::size_t>(options_.devices)), book_.pair(key).length,
           options_.at(s.version), s.version == 0);
   for (auto& p : pending) p = Contribution();
   s.count[s.slot()] = 0;

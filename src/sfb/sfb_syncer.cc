@@ -151,7 +151,7 @@ void SfbSyncer::Move(std::uint64_t iteration) {
     at += k;
   }
   const SgdOptions o = options_.at(iteration);
-  const float scale = 1.0f / static_cast<float>(static_cast<int>(workers_.size()) * o.passes);
+  const float scale = 1.0f / static_cast<float>(static_cast<int>(workers_.size()) * o.devices);
   applier_->apply(StackedFactors{U.data(), V.data(), rows, M_, N_}, scale, o, first_step_);
   first_step_ = false;
   std::lock_guard<std::mutex> lock(mu_);

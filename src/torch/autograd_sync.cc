@@ -190,8 +190,13 @@ void AutogradSync::step() {
   }
   session_->endIteration();
   resetStep();
+  if (!options_.gradient_mode) {
+    // What a read of the parameters after optimizer.step() sees is the trained values
+    // (the DDP/Horovod contract), unless the overlap was asked for.
+    if (!options_.overlap_step) waitParameters();
+    return;
+  }
   // Gradient mode: the user's optimizer steps next and needs every mean gradient.
-  if (!options_.gradient_mode) return;
   session_->waitAll();
   for (int l = 0; l < layerCount() && staging_->mirrored(); ++l) {
     if (appliers_[l]) {
@@ -202,9 +207,13 @@ void AutogradSync::step() {
   }
 }
 
-void AutogradSync::synchronize() {
+void AutogradSync::waitParameters() {
   session_->waitAll();
   for (int l = 0; l < layerCount(); ++l) waitLayer(l);
+}
+
+void AutogradSync::synchronize() {
+  waitParameters();
   // Gradient mode: the user's optimizer moved the device values; the host mirrors (what
   // replicaDigest and --verify read) follow. The core never writes them in this mode.
   if (options_.gradient_mode) staging_->paramsToHost();

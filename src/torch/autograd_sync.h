@@ -79,8 +79,12 @@ class AutogradSync {
     return training_ && torch::GradMode::is_enabled() && session_->usesFactors(layer);
   }
 
-  // Ends the iteration after the last backward pass (TorchModel::step).
+  // Ends the iteration after the last backward pass (TorchModel::step); in server mode
+  // waits for the new parameters unless Options::overlap_step.
   void step();
+  // Every layer holds its newest values (on a GPU, the compute stream has their copies).
+  void waitParameters();
+  // waitParameters(), the host mirrors of a gradient-mode model, and equal buffers.
   void synchronize();
   // Ends the session; staged calls still queued reach it first (an error path may close
   // after a backward without step()).

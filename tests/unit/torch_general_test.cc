@@ -192,7 +192,8 @@ Distributed distributed(const RunSetup& s, const Data& d) {
           if (it == kIterations / 2 && h == 0) out.mid_buffers[rank] = buffersOf(*net);
           return net->forward(x);
         });
-        torch::nn::functional::cross_entropy(output, y).backward();
+        // Horovod's accumulation: the passes' gradients are summed, each loss divided.
+        (torch::nn::functional::cross_entropy(output, y) / s.passes).backward();
       }
       model.step();
       if (opt) {

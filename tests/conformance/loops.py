@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""The conformance suite: training loops written the way PyTorch's and Horovod's examples
+write them, each run under DistributedDataParallel (gloo) and under Poseidon's default
+options (only the scheme varies), on the same data; the parameters each loop reads right
+after its last optimizer.step(), without model.synchronize(), must match DDP's.
+
+    mpirun -np 2 .venv/bin/python tests/conformance/loops.py --loops all --schemes auto,ps,sfb,allreduce
+
+Loops (--loops):
+  plain        loss.backward(); optimizer.step(); optimizer.zero_grad()
+  ema          plus an exponential moving average of the weights after every step
+  step_lr      torch.optim.lr_scheduler.StepLR stepped after every optimizer.step()
+  one_cycle    OneCycleLR (it cycles SGD's momentum too)
+  warmup       the lr set by hand before each batch (Horovod's ImageNet warm-up)
+  accumulate   two micro-batches per step, each loss divided by 2: DDP with no_sync() on
+               the first, Poseidon with backward_passes_per_step=2 and no_sync()
+  eval_epochs  model.eval() and a test forward under no_grad between "epochs", train() again
+  frozen       a frozen first layer (requires_grad_(False), left out of the optimizer)
+  two_groups   two parameter groups with different lr (mode auto then steps on the workers)
+  save_load    state_dict() saved after a step, loaded into a fresh module, compared
+
+Each case is compared per module (relative 2-norm of the difference) after the last step
+against max(--tolerance, 10 x how far DDP moves from itself when every weight changes by
+1e-7 relative: the training's own rounding sensitivity). --repeats N runs each Poseidon case
+N times: the digests must be equal. Exits 1 naming every case beyond its bound.
+"""
+import argparse
+import contextlib
+import copy
+import datetime
+import gc
+import io
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+import poseidon  # noqa: E402
+from ddp_parity import free_port, state, worst  # noqa: E402
+
+LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "eval_epochs", "frozen", "two_groups",
+         "save_load")
+STEPS = 8
+BATCH = 8
+CLASSES = 5
+
+
+class Net(torch.nn.Module):
+    """A convolution with BatchNorm (buffers; PS or allreduce) and two Linear layers (SFB)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc1 = torch.nn.Linear(8 * 4 * 4, 32)
+        self.fc2 = torch.nn.Linear(32, CLASSES)
+
+    def forward(self, x):
+        x = F.avg_pool2d(F.relu(self.bn(self.conv(x))), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def data(rank):
+    """Each class its own pattern plus noise (a learnable task: rounding is not amplified)."""
+    patterns = torch.randn((CLASSES, 3, 8, 8), generator=torch.Generator().manual_seed(99))
+    g = torch.Generator().manual_seed(1000 + rank)
+    out = []
+    for _ in range(STEPS * 2):  # two micro-batches per step for `accumulate`
+        y = torch.randint(0, CLASSES, (BATCH,), generator=g)
+        out.append((patterns[y] + 0.5 * torch.randn((BATCH, 3, 8, 8), generator=g), y))
+    return out
+
+
+def optimizer_for(loop, net):
+    if loop == "two_groups":
+        return torch.optim.SGD([{"params": [p for n, p in net.named_parameters() if n.startswith("fc2")], "lr": 0.02},
+                                {"params": [p for n, p in net.named_parameters() if not n.startswith("fc2")]}],
+                               lr=0.05, momentum=0.9, weight_decay=1e-4)
+    params = [p for p in net.parameters() if p.requires_grad]
+    return torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=1e-4)
+
+
+def scheduler_for(loop, optimizer):
+    if loop == "step_lr":
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+    if loop == "one_cycle":
+        return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=STEPS)
+    return None
+
+
+def train(loop, model, module, optimizer, batches, accumulate_ctx):
+    """One loop as its users write it; returns what it read after the last step."""
+    torch.manual_seed(7)
+    scheduler = scheduler_for(loop, optimizer)
+    ema = {n: p.detach().clone() for n, p in module.named_parameters()}
+    test_x = batches[-1][0]
+    for step in range(STEPS):
+        if loop == "warmup":  # Horovod's examples set the lr before each batch
+            for g in optimizer.param_groups:
+                g["lr"] = 0.05 * min(1.0, (step + 1) / 4)
+        if loop == "accumulate":
+            for micro in range(2):
+                x, y = batches[2 * step + micro]
+                with accumulate_ctx() if micro == 0 else contextlib.nullcontext():
+                    (F.cross_entropy(model(x), y) / 2).backward()
+        else:
+            x, y = batches[step]
+            F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if scheduler:
+            scheduler.step()
+        if loop == "ema":  # reads every parameter right after the step
+            with torch.no_grad():
+                for n, p in module.named_parameters():
+                    ema[n].mul_(0.9).add_(p.detach(), alpha=0.1)
+        if loop == "eval_epochs" and step % 3 == 2:
+            model.eval()
+            with torch.no_grad():
+                model(test_x)
+            model.train()
+    read = {"param " + n: p.detach().clone() for n, p in module.named_parameters()}
+    if loop == "ema":
+        read.update({"ema " + n: t.clone() for n, t in ema.items()})
+    if loop == "save_load":  # what torch.save of state_dict() right after the step holds
+        buf = io.BytesIO()
+        torch.save(module.state_dict(), buf)
+        buf.seek(0)
+        fresh = Net()
+        fresh.load_state_dict(torch.load(buf))
+        read.update({"loaded " + n: p.detach().clone() for n, p in fresh.named_parameters()})
+    return read
+
+
+def make_net(loop, initial, scale=None):
+    net = copy.deepcopy(initial)
+    if scale is not None:
+        with torch.no_grad():
+            for p in net.parameters():
+                p.mul_(scale)
+    if loop == "frozen":
+        net.conv.requires_grad_(False)
+    return net
+
+
+def ddp_run(loop, initial, batches, scale=None):
+    net = make_net(loop, initial, scale)
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    return train(loop, ddp, net, optimizer_for(loop, net), batches, ddp.no_sync)
+
+
+def poseidon_run(loop, scheme, initial, batches):
+    net = make_net(loop, initial)
+    optimizer = optimizer_for(loop, net)
+    passes = 2 if loop == "accumulate" else 1
+    model = poseidon.DistributedModel(net, optimizer, scheme=scheme, backward_passes_per_step=passes)
+    read = train(loop, model, net, optimizer, batches, model.no_sync)
+    model.synchronize()
+    digest, mode = model.digest(), model.mode
+    model.close()
+    del model, optimizer
+    gc.collect()
+    return read, digest, mode
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--loops", default="all")
+    ap.add_argument("--schemes", default="auto,ps,sfb,allreduce")
+    ap.add_argument("--tolerance", type=float, default=1e-6)
+    ap.add_argument("--repeats", type=int, default=1)
+    a = ap.parse_args()
+    loops = LOOPS if a.loops == "all" else a.loops.split(",")
+    for loop in loops:
+        if loop not in LOOPS:
+            ap.error(f"--loops: no loop {loop!r} (have: {', '.join(LOOPS)})")
+    torch.set_num_threads(1)
+    poseidon.init()
+    rank, size = poseidon.rank(), poseidon.size()
+    port = poseidon.broadcast_object(free_port() if rank == 0 else None)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=300))
+    torch.manual_seed(0)
+    initial = Net()
+    batches = data(rank)
+    failures = []
+    for loop in loops:
+        expected = ddp_run(loop, initial, batches)
+        control = worst(expected, ddp_run(loop, initial, batches, scale=1 + 1e-7))[0]
+        bound = max(a.tolerance, 10 * control)
+        for scheme in a.schemes.split(","):
+            digests = set()
+            for _ in range(a.repeats):
+                read, digest, mode = poseidon_run(loop, scheme, initial, batches)
+                digests.add(digest)
+                rel, name = worst(expected, read)
+                ok = rel <= bound and len(digests) == 1
+                if rank == 0:
+                    print(f"np{size} {loop:11s} {scheme:9s} mode {mode:8s}: worst relative difference {rel:.2e} "
+                          f"({name}), bound {bound:.0e}, digest {digest[:12]} {'ok' if ok else 'FAIL'}", flush=True)
+                if not ok:
+                    failures.append(f"{loop}/{scheme}")
+    dist.destroy_process_group()
+    if failures:
+        print(f"rank {rank}: differs from DDP beyond the bound: {', '.join(sorted(set(failures)))}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
