@@ -424,7 +424,8 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
       .def(py::init([] { return std::make_shared<Runtime>(nullptr, nullptr); }))
       .def("rank", &Runtime::rank)
-      .def("size", &Runtime::size);
+      .def("size", &Runtime::size)
+      .def("abort_job", &Runtime::abortJob);
   python::bindOptions(m);
   python::bindModel(m);
   python::bindCollectives(m);

@@ -6,6 +6,7 @@ made from it are closed first.
 """
 import atexit
 import os
+import sys
 import weakref
 
 from . import _C
@@ -31,6 +32,27 @@ def init():
         process_setup.keep_freed_memory()
         _process.runtime = _C.Runtime()
         atexit.register(shutdown)
+        _end_job_on_uncaught_exceptions()
+
+
+def _end_job_on_uncaught_exceptions():
+    """An exception nobody caught ends the whole job at once, as it does under Horovod or
+    DDP: printed as Python prints it, then MPI_Abort, so mpirun stops every rank with a
+    non-zero exit. Without this the interpreter's exit would close the models, and closing
+    waits for the other ranks, which wait in their syncs for this one until the timeout."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        if _process.runtime is None or _process.runtime.size() == 1:
+            return  # alone: the usual exit is prompt
+        print(f"poseidon: rank {_process.runtime.rank()}: uncaught {kind.__name__}; ending the whole job",
+              file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _process.runtime.abort_job(1)
+
+    sys.excepthook = hook
 
 
 def is_initialized():

@@ -167,7 +167,7 @@ def test_bad_input_is_one_clear_error():
     x, y = data(1)[0]
     F.cross_entropy(model(x), y).backward()
     optimizer.param_groups[0]["lr"] = 0.5
-    with pytest.raises(ValueError, match="lr changed"):
+    with pytest.raises(ValueError, match="between this iteration.s forward and optimizer.step"):
         optimizer.step()
     model.close()
     # Closed: the optimizer is the user's again, and the module may be wrapped anew.
