@@ -135,10 +135,10 @@ class PyModel {
   }
 
   // With a timeline: the spans a compute profile is made of (write_profile), by the adapter's ForwardTimer.
-  void beginForward(bool training, std::int64_t batch) {
+  void beginForward(bool training, bool no_sync, std::int64_t batch) {
     Timeline* tl = training ? sync().session().timeline() : nullptr;
     const auto start = timer_.now(tl);
-    sync().beginForward(training, false, batch);  // waits for layers and makes the buffers equal
+    sync().beginForward(training, false, no_sync, batch);  // waits for layers and makes the buffers equal
     timer_.begin(tl, training, start);
   }
   void endForward(bool aborted) {
@@ -225,6 +225,19 @@ class PyCollectives {
     }
     return py::bytes(data);
   }
+  std::vector<py::bytes> allgatherBytes(const py::bytes& mine) {
+    std::string data = mine;
+    std::vector<std::string> all;
+    {
+      py::gil_scoped_release release;
+      all = open().allgather(data, "an allgather of Python tensors");
+    }
+    return {all.begin(), all.end()};
+  }
+  void barrier() {
+    py::gil_scoped_release release;
+    open().barrier("poseidon.barrier()");
+  }
   void close() {
     py::gil_scoped_release release;
     channel_.reset();
@@ -247,6 +260,8 @@ void bindCollectives(py::module_& m) {
       .def("broadcast_tensor_", &PyCollectives::broadcastTensor)
       .def("all_agree", &PyCollectives::allAgree)
       .def("broadcast_bytes", &PyCollectives::broadcastBytes)
+      .def("allgather_bytes", &PyCollectives::allgatherBytes)
+      .def("barrier", &PyCollectives::barrier)
       .def("close", &PyCollectives::close)
       .def(
           "__enter__", [](PyCollectives& c) -> PyCollectives& { return c; }, py::return_value_policy::reference)

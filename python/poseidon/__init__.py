@@ -21,6 +21,7 @@ if _libmpi:
 from . import _C  # noqa: E402
 
 from .broadcast import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from .collectives import Average, Sum, allgather, allreduce, allreduce_, barrier, broadcast, broadcast_
 from .model import DistributedModel
 from .runtime import init, is_initialized, local_rank, local_size, rank, shutdown, size
 
@@ -28,4 +29,5 @@ Error = _C.Error
 InputError = _C.InputError
 
 __all__ = ["init", "is_initialized", "shutdown", "rank", "size", "local_rank", "local_size", "DistributedModel",
-           "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object", "Error", "InputError"]
+           "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object", "allreduce", "allreduce_",
+           "allgather", "broadcast", "broadcast_", "barrier", "Average", "Sum", "Error", "InputError"]

@@ -275,7 +275,7 @@ class DistributedModel(torch.nn.Module):
         if training:
             self._count_pass()
         try:
-            self._core.begin_forward(training, batch)
+            self._core.begin_forward(training, self._in_no_sync, batch)
         except BaseException:
             self._passes = passes_before
             raise

@@ -145,16 +145,18 @@ void AutogradSync::abortForward() {
   training_ = false;
 }
 
-void AutogradSync::beginForward(bool training, bool per_layer, std::int64_t batch) {
+void AutogradSync::beginForward(bool training, bool per_layer, bool no_sync, std::int64_t batch) {
   if (training) {
     if (forwards_ == options_.backward_passes_per_step) {
       throw Error(detail::cat("a training forward pass after ", forwards_,
                               " backward passes without step(); call step() once per ", forwards_,
                               " (Options::backward_passes_per_step)"));
     }
-    // Every forward starts from equal buffers (DDP's broadcast_buffers).
-    buffers_.makeEqual(session_->control(), options_.buffers, session_->size());
   }
+  // The buffers are made equal where DDP's broadcast_buffers makes them: before a forward
+  // (training or evaluating) that follows one run with gradients on and outside no_sync().
+  if (buffers_due_) buffers_.makeEqual(session_->control(), options_.buffers, session_->size());
+  buffers_due_ = torch::GradMode::is_enabled() && !no_sync;
   for (int l = 0; l < layerCount() && !per_layer; ++l) {
     if (!self_waited_[l]) waitLayer(l);
   }

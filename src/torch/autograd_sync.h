@@ -66,7 +66,8 @@ class AutogradSync {
   // Waits for every layer not self-waited (unless `per_layer`: the caller waits for all).
   // `batch`: examples in this pass as the caller counts them (the probe's way), for the
   // factor-rows check; 0: each SFB layer's input's first dimension.
-  void beginForward(bool training, bool per_layer, std::int64_t batch = 0);
+  // `no_sync`: a pass inside DDP's no_sync() (it only accumulates).
+  void beginForward(bool training, bool per_layer, bool no_sync, std::int64_t batch = 0);
   void endForward();
   // Instead of endForward() when the forward threw: it does not count as a pass.
   void abortForward();
@@ -141,6 +142,7 @@ class AutogradSync {
   std::vector<int> pending_;                       // tensors of the layer without gradient in the last pass
   std::vector<bool> reported_;                     // layers whose sync has been handed over this step
   int forwards_ = 0;                               // training forward passes since the last step()
+  bool buffers_due_ = true;  // the next forward makes the buffers equal first (DDP's rule)
   std::vector<std::vector<FactorEntry>> factors_;  // SFB layers: this step's calls
   std::vector<int> unreleased_;                    // SFB layers: input hooks of the last pass still to fire
   std::vector<bool> released_;                     // SFB layers: the weight's last use this step has passed

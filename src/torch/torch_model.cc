@@ -146,7 +146,7 @@ TorchModel::ForwardScope::ForwardScope(TorchModel& model, bool per_child) : mode
     if (!per_child && !model.net_.is_empty()) {
       throw InputError("a Sequential runs with model.forward(x), which waits for and captures each child");
     }
-    m.sync->beginForward(trainingForward(*model.module_), per_child);
+    m.sync->beginForward(trainingForward(*model.module_), per_child, /*no_sync=*/false);
   }
   t_forward = &model;
 }

@@ -18,6 +18,8 @@ Loops (--loops):
   frozen       a frozen first layer (requires_grad_(False), left out of the optimizer)
   two_groups   two parameter groups with different lr (mode auto then steps on the workers)
   save_load    state_dict() saved after a step, loaded into a fresh module, compared
+  metrics      each rank's test loss averaged over the ranks after every other step:
+               poseidon.allreduce against torch.distributed.all_reduce
 
 Each case is compared per module (relative 2-norm of the difference) after the last step
 against max(--tolerance, 10 x how far DDP moves from itself when every weight changes by
@@ -42,7 +44,7 @@ import poseidon  # noqa: E402
 from ddp_parity import free_port, state, worst  # noqa: E402
 
 LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "eval_epochs", "frozen", "two_groups",
-         "save_load")
+         "save_load", "metrics")
 STEPS = 8
 BATCH = 8
 CLASSES = 5
@@ -91,12 +93,13 @@ def scheduler_for(loop, optimizer):
     return None
 
 
-def train(loop, model, module, optimizer, batches, accumulate_ctx):
+def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
     """One loop as its users write it; returns what it read after the last step."""
     torch.manual_seed(7)
     scheduler = scheduler_for(loop, optimizer)
     ema = {n: p.detach().clone() for n, p in module.named_parameters()}
-    test_x = batches[-1][0]
+    test_x, test_y = batches[-1]
+    metrics = []
     for step in range(STEPS):
         if loop == "warmup":  # Horovod's examples set the lr before each batch
             for g in optimizer.param_groups:
@@ -122,9 +125,17 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx):
             with torch.no_grad():
                 model(test_x)
             model.train()
+        if loop == "metrics" and step % 2 == 1:
+            model.eval()
+            with torch.no_grad():
+                metrics.append(average(F.cross_entropy(model(test_x), test_y).reshape(1)))
+            model.train()
     read = {"param " + n: p.detach().clone() for n, p in module.named_parameters()}
+    read.update({"buffer " + n: b.detach().clone() for n, b in module.named_buffers() if b.is_floating_point()})
     if loop == "ema":
         read.update({"ema " + n: t.clone() for n, t in ema.items()})
+    if metrics:
+        read["metric test loss"] = torch.cat(metrics)
     if loop == "save_load":  # what torch.save of state_dict() right after the step holds
         buf = io.BytesIO()
         torch.save(module.state_dict(), buf)
@@ -149,7 +160,10 @@ def make_net(loop, initial, scale=None):
 def ddp_run(loop, initial, batches, scale=None):
     net = make_net(loop, initial, scale)
     ddp = torch.nn.parallel.DistributedDataParallel(net)
-    return train(loop, ddp, net, optimizer_for(loop, net), batches, ddp.no_sync)
+    def average(t):
+        dist.all_reduce(t)
+        return t / dist.get_world_size()
+    return train(loop, ddp, net, optimizer_for(loop, net), batches, ddp.no_sync, average)
 
 
 def poseidon_run(loop, scheme, initial, batches):
@@ -157,7 +171,7 @@ def poseidon_run(loop, scheme, initial, batches):
     optimizer = optimizer_for(loop, net)
     passes = 2 if loop == "accumulate" else 1
     model = poseidon.DistributedModel(net, optimizer, scheme=scheme, backward_passes_per_step=passes)
-    read = train(loop, model, net, optimizer, batches, model.no_sync)
+    read = train(loop, model, net, optimizer, batches, model.no_sync, poseidon.allreduce)
     model.synchronize()
     digest, mode = model.digest(), model.mode
     model.close()

@@ -52,8 +52,44 @@ def main():
         check(False, "a root outside the job is refused")
     except Exception as e:  # noqa: BLE001
         check("root_rank" in str(e), f"a clear error: {e}")
+    check_tensor_collectives(rank, size)
     if rank == 0:
         print(f"broadcast_collectives: {size} ranks ok", flush=True)
+
+
+def check_tensor_collectives(rank, size):
+    """Horovod's allreduce, allgather, broadcast and barrier on the user's tensors, beside an
+    open DistributedModel that has trained a step."""
+    net = torch.nn.Sequential(torch.nn.Linear(5, 3))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = poseidon.DistributedModel(net, opt)
+    model(torch.randn(4, 5)).sum().backward()
+    opt.step()
+    mine = torch.tensor([float(rank), 1.0, rank * 0.1])
+    expected_sum = torch.zeros(3)
+    for r in range(size):  # the ranks' tensors in rank order, as allreduce adds them
+        expected_sum += torch.tensor([float(r), 1.0, r * 0.1])
+    check(torch.equal(poseidon.allreduce(mine, op=poseidon.Sum), expected_sum), "allreduce Sum")
+    check(torch.equal(poseidon.allreduce(mine), expected_sum / size), "allreduce Average (the default)")
+    inplace = mine.clone()
+    check(poseidon.allreduce_(inplace, op=poseidon.Sum) is inplace and torch.equal(inplace, expected_sum), "allreduce_")
+    counts = poseidon.allreduce(torch.tensor(rank + 1), op=poseidon.Sum)
+    check(counts.item() == size * (size + 1) // 2 and counts.dtype == torch.int64, "allreduce of an integer count")
+    gathered = poseidon.allgather(torch.full((rank + 1, 2), float(rank)))
+    check(gathered.shape == (size * (size + 1) // 2, 2) and gathered[-1, 0].item() == size - 1, "allgather")
+    value = torch.full((2,), float(rank))
+    check(torch.equal(poseidon.broadcast(value, root_rank=1 % size), torch.full((2,), float(1 % size))), "broadcast")
+    check(torch.equal(poseidon.broadcast_(value, root_rank=0), torch.zeros(2)), "broadcast_")
+    poseidon.barrier()
+    for bad, what in ((lambda: poseidon.allreduce(torch.zeros(rank + 1)), "different shapes"),
+                      (lambda: poseidon.allreduce(torch.tensor(1), op=poseidon.Average), "op=Average"),
+                      (lambda: poseidon.allreduce(mine, op="max"), "op='max'")):
+        try:
+            bad()
+            check(what == "different shapes" and size == 1, f"{what} is refused")
+        except ValueError as e:
+            check(what in str(e), f"a clear error: {e}")
+    model.close()
 
 
 if __name__ == "__main__":
