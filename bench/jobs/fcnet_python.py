@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """fcnet (src/models/model_spec.cc) written in PyTorch and trained with the Python package:
 the Python side of bench/system/python_vs_cli.py. Synthetic data, batch 32 per rank, SGD with
-momentum on the servers (as `poseidon train`); prints a JSON summary as the last line."""
+momentum on the servers (as `poseidon train`); prints a JSON summary as the last line.
+--model convnet: the CLI's convnet instead; --overlap-step: DistributedModel(overlap_step=True)."""
 import json
 import os
 import statistics
@@ -23,18 +24,28 @@ def fcnet():
                          nn.Linear(128 * 7 * 7, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 10))
 
 
+def convnet():
+    return nn.Sequential(nn.Conv2d(1, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(128, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(128 * 7 * 7, 10))
+
+
 def main():
     ap = arguments(__doc__, poseidon=False)
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--scheme", default="auto")
+    ap.add_argument("--model", default="fcnet", choices=("fcnet", "convnet"))
+    ap.add_argument("--overlap-step", action="store_true",
+                    help="step() returns before the new parameters are in (the paper's overlap)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     poseidon.init()
     torch.manual_seed(0)
-    net = fcnet()
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    model = poseidon.DistributedModel(net, optimizer, scheme=a.scheme)
+    net = fcnet() if a.model == "fcnet" else convnet()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05 if a.model == "fcnet" else 0.01, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, scheme=a.scheme, overlap_step=a.overlap_step)
     g = torch.Generator().manual_seed(poseidon.rank())
     x = torch.randn(a.batch, 1, 28, 28, generator=g)
     y = torch.randint(0, 10, (a.batch,), generator=g)

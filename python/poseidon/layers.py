@@ -117,21 +117,45 @@ class _Watch(TorchFunctionMode):
 
 
 def _watch_checkpoint(watch):
-    """Puts a wrapper in place of torch.utils.checkpoint.checkpoint (checkpoint_sequential
-    calls it too) that counts the calls running; returns the original to put back. A
-    program that imported the function by name before is not seen here: the factor
-    capture refuses a forward that runs in backward (model.py) instead."""
-    original = torch.utils.checkpoint.checkpoint
+    """Counts the torch.utils.checkpoint regions running, however the program reaches them
+    (`checkpoint` imported by name, `checkpoint_sequential`, reentrant or not): the module's
+    own entry points, which every public call looks up in the module when it runs, are
+    wrapped. Returns what puts them back."""
+    module = torch.utils.checkpoint
+    saved = {}
 
-    def watched(function, *args, **kwargs):
+    def counted(run):
         watch.checkpointed += 1
         try:
-            return original(function, *args, **kwargs)
+            return run()
         finally:
             watch.checkpointed -= 1
 
-    torch.utils.checkpoint.checkpoint = watched
-    return original
+    reentrant = getattr(module, "CheckpointFunction", None)
+    if reentrant is not None:  # use_reentrant=True: CheckpointFunction.apply(function, preserve, *args)
+        saved["CheckpointFunction"] = reentrant
+        module.CheckpointFunction = type("WatchedCheckpointFunction", (), {
+            "apply": staticmethod(lambda *a: counted(lambda: reentrant.apply(*a)))})
+    plain = getattr(module, "_checkpoint_without_reentrant_generator", None)
+    if plain is not None:  # use_reentrant=False: the function runs between the generator's two steps
+        saved["_checkpoint_without_reentrant_generator"] = plain
+
+        def watched_generator(*a, **k):
+            gen = plain(*a, **k)
+            next(gen)
+            watch.checkpointed += 1
+            try:
+                yield
+            finally:
+                watch.checkpointed -= 1
+            yield from gen
+
+        module._checkpoint_without_reentrant_generator = watched_generator
+
+    def restore():
+        for name, value in saved.items():
+            setattr(module, name, value)
+    return restore
 
 
 def _why_not_factors(i, rows, watch):
@@ -189,12 +213,12 @@ def probe(root, layers, args, kwargs):
     rng = torch.get_rng_state()
     # Dropout on a GPU draws from that GPU's generator: the probe leaves it as it was too.
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    checkpoint = _watch_checkpoint(watch)
+    restore_checkpoint = _watch_checkpoint(watch)
     try:
         with torch.no_grad(), watch:
             root(*args, **kwargs)
     finally:
-        torch.utils.checkpoint.checkpoint = checkpoint
+        restore_checkpoint()
         for h in handles:
             h.remove()
         for b, saved in zip(root.buffers(), buffers):

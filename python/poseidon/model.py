@@ -241,9 +241,9 @@ class DistributedModel(torch.nn.Module):
                     if torch.is_grad_enabled() and core.factors_wanted(i):
                         if _in_backward():
                             raise RuntimeError(
-                                f"layer '{name}' ran its forward during backward (activation checkpointing): its "
-                                "sufficient factors would be taken twice; call torch.utils.checkpoint.checkpoint as "
-                                "an attribute (the probe then sends such layers by PS) or use scheme='ps'")
+                                f"layer '{name}' ran its forward during backward (a recomputation the first forward "
+                                "did not show: not torch.utils.checkpoint, which Poseidon sees): its sufficient "
+                                "factors would be taken twice; use scheme='ps'")
                         return core.capture_factors(i, inputs[0], output)
                     return None
                 self._hooks.append(layer.module.register_forward_hook(capture))

@@ -5,6 +5,7 @@ options (only the scheme varies), on the same data; the parameters each loop rea
 after its last optimizer.step(), without model.synchronize(), must match DDP's.
 
     mpirun -np 2 .venv/bin/python tests/conformance/loops.py --loops all --schemes auto,ps,sfb,allreduce
+    ... --device cuda     (each rank on its local rank's GPU, ranks may share one; DDP with gloo)
 
 Loops (--loops):
   plain        loss.backward(); optimizer.step(); optimizer.zero_grad()
@@ -14,10 +15,14 @@ Loops (--loops):
   warmup       the lr set by hand before each batch (Horovod's ImageNet warm-up)
   accumulate   two micro-batches per step, each loss divided by 2: DDP with no_sync() on
                the first, Poseidon with backward_passes_per_step=2 and no_sync()
+  accumulate_hvd  the same, Horovod's way: no no_sync() (DDP syncs each pass; Poseidon with
+               backward_passes_per_step=2 sums the passes)
   eval_epochs  model.eval() and a test forward under no_grad between "epochs", train() again
   frozen       a frozen first layer (requires_grad_(False), left out of the optimizer)
   two_groups   two parameter groups with different lr (mode auto then steps on the workers)
   save_load    state_dict() saved after a step, loaded into a fresh module, compared
+  checkpoint   fc1 under activation checkpointing, `checkpoint` imported by name, reentrant
+  checkpoint_plain  the same, use_reentrant=False
   metrics      each rank's test loss averaged over the ranks after every other step:
                poseidon.allreduce against torch.distributed.all_reduce
 
@@ -38,13 +43,14 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint  # by name, as most programs import it
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import poseidon  # noqa: E402
 from ddp_parity import free_port, state, worst  # noqa: E402
 
-LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "eval_epochs", "frozen", "two_groups",
-         "save_load", "metrics")
+LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "accumulate_hvd", "eval_epochs", "frozen", "two_groups",
+         "save_load", "metrics", "checkpoint", "checkpoint_plain")
 STEPS = 8
 BATCH = 8
 CLASSES = 5
@@ -55,14 +61,19 @@ class Net(torch.nn.Module):
 
     def __init__(self):
         super().__init__()
+        self.checkpointing = None  # None, "reentrant" or "plain": fc1 recomputed in backward
         self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.bn = torch.nn.BatchNorm2d(8)
         self.fc1 = torch.nn.Linear(8 * 4 * 4, 32)
         self.fc2 = torch.nn.Linear(32, CLASSES)
 
     def forward(self, x):
-        x = F.avg_pool2d(F.relu(self.bn(self.conv(x))), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+        x = F.avg_pool2d(F.relu(self.bn(self.conv(x))), 2).flatten(1)
+        if self.checkpointing:
+            h = checkpoint(lambda t: F.relu(self.fc1(t)), x, use_reentrant=self.checkpointing == "reentrant")
+        else:
+            h = F.relu(self.fc1(x))
+        return self.fc2(h)
 
 
 def data(rank):
@@ -104,10 +115,11 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
         if loop == "warmup":  # Horovod's examples set the lr before each batch
             for g in optimizer.param_groups:
                 g["lr"] = 0.05 * min(1.0, (step + 1) / 4)
-        if loop == "accumulate":
+        if loop.startswith("accumulate"):
             for micro in range(2):
                 x, y = batches[2 * step + micro]
-                with accumulate_ctx() if micro == 0 else contextlib.nullcontext():
+                no_sync = loop == "accumulate" and micro == 0
+                with accumulate_ctx() if no_sync else contextlib.nullcontext():
                     (F.cross_entropy(model(x), y) / 2).backward()
         else:
             x, y = batches[step]
@@ -140,20 +152,25 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
         buf = io.BytesIO()
         torch.save(module.state_dict(), buf)
         buf.seek(0)
-        fresh = Net()
+        fresh = Net().to(DEVICE)
         fresh.load_state_dict(torch.load(buf))
         read.update({"loaded " + n: p.detach().clone() for n, p in fresh.named_parameters()})
     return read
 
 
+DEVICE = torch.device("cpu")
+
+
 def make_net(loop, initial, scale=None):
-    net = copy.deepcopy(initial)
+    net = copy.deepcopy(initial).to(DEVICE)
     if scale is not None:
         with torch.no_grad():
             for p in net.parameters():
                 p.mul_(scale)
     if loop == "frozen":
         net.conv.requires_grad_(False)
+    if loop.startswith("checkpoint"):
+        net.checkpointing = "plain" if loop == "checkpoint_plain" else "reentrant"
     return net
 
 
@@ -169,7 +186,7 @@ def ddp_run(loop, initial, batches, scale=None):
 def poseidon_run(loop, scheme, initial, batches):
     net = make_net(loop, initial)
     optimizer = optimizer_for(loop, net)
-    passes = 2 if loop == "accumulate" else 1
+    passes = 2 if loop.startswith("accumulate") else 1
     model = poseidon.DistributedModel(net, optimizer, scheme=scheme, backward_passes_per_step=passes)
     read = train(loop, model, net, optimizer, batches, model.no_sync, poseidon.allreduce)
     model.synchronize()
@@ -186,6 +203,7 @@ def main():
     ap.add_argument("--schemes", default="auto,ps,sfb,allreduce")
     ap.add_argument("--tolerance", type=float, default=1e-6)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
     loops = LOOPS if a.loops == "all" else a.loops.split(",")
     for loop in loops:
@@ -194,12 +212,19 @@ def main():
     torch.set_num_threads(1)
     poseidon.init()
     rank, size = poseidon.rank(), poseidon.size()
+    global DEVICE
+    if a.device == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        DEVICE = torch.device("cuda", poseidon.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(DEVICE)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
     port = poseidon.broadcast_object(free_port() if rank == 0 else None)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=300))
     torch.manual_seed(0)
     initial = Net()
-    batches = data(rank)
+    batches = [(x.to(DEVICE), y.to(DEVICE)) for x, y in data(rank)]
     failures = []
     for loop in loops:
         expected = ddp_run(loop, initial, batches)
