@@ -63,7 +63,8 @@ struct Options {
   // read of a parameter after optimizer.step() sees the trained values. true keeps the
   // paper's overlap instead (server mode): the lower layers' fresh values arrive while the
   // next forward runs, and a read between step() and the next forward needs synchronize()
-  // first. The CLI, which reads none there, sets it.
+  // first. The CLI, which reads none there, sets it. With staleness > 0 step() never waits
+  // (SSP's reads may be that many iterations old by design).
   bool overlap_step = false;
   // The last `server_ranks` ranks only serve; `shards` = 0 puts a shard on every rank.
   int server_ranks = 0;

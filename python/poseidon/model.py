@@ -28,10 +28,10 @@ every N steps (model.save_checkpoint() saves now); resume=True continues from D'
                                       resume=os.path.exists("ckpt/LATEST"), checkpoint_objects=[scheduler])
     for it in range(model.start_iteration, iterations): ...
 
-To read or change the mean gradients before the optimizer steps (gradient clipping, gradient
-mode only), call model.synchronize_gradients() first, as Horovod's optimizer.synchronize():
-    loss.backward(); model.synchronize_gradients()
-    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0); optimizer.step()
+In gradient mode loss.backward() returns with the workers' mean gradient in .grad, as under
+DDP: clip or read it before optimizer.step() as usual (model.synchronize_gradients(), as
+Horovod's optimizer.synchronize(), does the same for a backward that did not pass through the
+model's output). In server mode clipping stops with an error naming mode='gradient'.
 """
 import contextlib
 import datetime
@@ -47,6 +47,38 @@ from . import runtime
 
 SCHEMES = ("auto", "ps", "sfb", "allreduce")
 MODES = ("auto", "server", "gradient")
+_SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is never the mean
+
+
+def _guard_clipping():
+    """Gradient clipping of a server-mode model's parameters stops with an error instead of
+    clipping nothing: the servers have taken (and applied) the gradients by then. Wraps
+    torch.nn.utils' clipping where every public spelling reaches it, once per process."""
+    import torch.nn.utils.clip_grad as clip_grad
+    if getattr(clip_grad, "_poseidon_guarded", False):
+        return
+
+    def check(parameters):
+        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        ids = {id(p) for p in params}
+        if any(m.is_open() and ids & m._param_ids for m in list(_SERVER_MODELS)):
+            raise ValueError("gradient clipping of a model in server mode: the parameter servers apply the gradients "
+                             "themselves, so .grad never holds the mean to clip; pass mode='gradient' to "
+                             "DistributedModel (then clip after loss.backward(), as with DDP)")
+        return params
+
+    with_norm = clip_grad._clip_grads_with_norm_  # clip_grad_norm_ calls it by its module name
+    value = clip_grad.clip_grad_value_
+
+    def guarded_with_norm(parameters, *args, **kwargs):
+        return with_norm(check(parameters), *args, **kwargs)
+
+    def guarded_value(parameters, *args, **kwargs):
+        return value(check(parameters), *args, **kwargs)
+
+    clip_grad._clip_grads_with_norm_ = guarded_with_norm
+    clip_grad.clip_grad_value_ = torch.nn.utils.clip_grad_value_ = guarded_value
+    clip_grad._poseidon_guarded = True
 
 
 def _server_sgd(optimizer):
@@ -103,7 +135,8 @@ class DistributedModel(torch.nn.Module):
         step() returns while the lower layers' new values are still arriving, and the next
         forward waits for each layer as it reaches it; a parameter read in between (a
         state_dict, an average of weights, a norm) then sees the last iteration's value
-        unless model.synchronize() comes first.
+        unless model.synchronize() comes first. With staleness > 0 (SSP) step() never waits:
+        reads may then be up to `staleness` iterations old by design.
     timeout: seconds any wait may take before it fails naming what it waited for.
     timeline: record each layer's forward, backward and waits (write_profile uses them).
     checkpoint_dir, checkpoint_every: save the whole job in this folder every N steps.
@@ -166,6 +199,10 @@ class DistributedModel(torch.nn.Module):
         optimizer.zero_grad = types.MethodType(lambda opt, set_to_none=False: me()._zero_grad(set_to_none),
                                                optimizer)
         module._poseidon_wrapped = True
+        if self.mode == "server":
+            self._param_ids = {id(p) for p in module.parameters()}
+            _SERVER_MODELS.add(self)
+            _guard_clipping()
 
     # --- set-up ---
 
@@ -286,18 +323,46 @@ class DistributedModel(torch.nn.Module):
             self._passes = passes_before
             raise
         self._core.end_forward()
+        if training and self.mode == "gradient" and self._passes == 0:
+            self._mean_after_backward(out)
         return out
+
+    def _mean_after_backward(self, out):
+        """Gradient mode, the iteration's last pass: the backward through `out` returns with
+        every .grad holding the workers' mean, as under DDP, so that clipping or any read of
+        .grad between backward() and step() sees the mean (Horovod's optimizer.synchronize()
+        done for the loop). A backward that never reaches `out` leaves it to step()."""
+        roots = [t.grad_fn for t in _tensors_of(out) if t.grad_fn is not None]
+        if not roots:
+            return
+        me = weakref.ref(self)
+        queued = []
+
+        def at_backward_start(grad_outputs):
+            if not queued:  # once per backward, whichever output it starts from
+                queued.append(True)
+                torch.autograd.Variable._execution_engine.queue_callback(
+                    lambda: me() is not None and me()._backward_done())
+            return None
+
+        for node in roots:
+            node.register_prehook(at_backward_start)
+
+    def _backward_done(self):
+        if self._core is not None and not self._synchronized:
+            self._core.step()
+            self._synchronized = True
 
     @contextlib.contextmanager
     def no_sync(self):
         """As DDP's no_sync(): the backward passes inside only accumulate into .grad; the
         first pass after it syncs them all. Poseidon sizes an iteration up front, so pass
         backward_passes_per_step=k (k - 1 passes inside no_sync(), the last outside)."""
-        self._in_no_sync = True
+        outer, self._in_no_sync = self._in_no_sync, True
         try:
             yield
         finally:
-            self._in_no_sync = False
+            self._in_no_sync = outer  # nested: as the outer one left it (DDP's too)
 
     def _count_pass(self):
         k = self.options.backward_passes_per_step
@@ -474,6 +539,17 @@ class DistributedModel(torch.nn.Module):
     def _started(self):
         if self._core is None:
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
+
+
+def _tensors_of(value):
+    """The tensors in a forward's output (a tensor, or lists, tuples and dicts of them)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_of(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_of(v)]
+    return []
 
 
 def _in_backward():

@@ -194,8 +194,9 @@ void AutogradSync::step() {
   resetStep();
   if (!options_.gradient_mode) {
     // What a read of the parameters after optimizer.step() sees is the trained values
-    // (the DDP/Horovod contract), unless the overlap was asked for.
-    if (!options_.overlap_step) waitParameters();
+    // (the DDP/Horovod contract), unless the overlap was asked for, or SSP (staleness),
+    // whose point is that a worker goes on with values up to `staleness` iterations old.
+    if (!options_.overlap_step && options_.staleness == 0) waitParameters();
     return;
   }
   // Gradient mode: the user's optimizer steps next and needs every mean gradient.

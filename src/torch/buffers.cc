@@ -26,9 +26,12 @@ ModelBuffers::ModelBuffers(std::vector<NamedTensor> buffers, bool mirror) {
     buffers_.push_back(std::move(b));
   }
   for (std::size_t i : mirrored) {
-    const auto dtype = buffers_[i].tensor.scalar_type();
-    auto group = std::find_if(groups_.begin(), groups_.end(),
-                              [&](const Group& g) { return buffers_[g.members[0]].tensor.scalar_type() == dtype; });
+    // By dtype and device: one flat copy per group (a module split over devices has several).
+    const auto& t = buffers_[i].tensor;
+    auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
+      const auto& first = buffers_[g.members[0]].tensor;
+      return first.scalar_type() == t.scalar_type() && first.device() == t.device();
+    });
     if (group == groups_.end()) group = groups_.insert(groups_.end(), Group{});
     group->members.push_back(i);
   }

@@ -28,7 +28,7 @@ class ModelBuffers {
  public:
   // Throws InputError for a buffer that is not contiguous. Buffers on a GPU travel through
   // host copies, coalesced as DDP's buffer broadcast does: one flat copy each way per
-  // dtype, not one per buffer (each a synchronisation: ResNet-50's 159 buffers cost a
+  // dtype and device, not one per buffer (each a synchronisation: ResNet-50's 159 buffers cost a
   // forward 100 ms on a GPU shared by four ranks). `mirror`: CPU buffers go the same way
   // (tests of that path without a GPU).
   explicit ModelBuffers(std::vector<NamedTensor> buffers, bool mirror = false);
@@ -51,7 +51,7 @@ class ModelBuffers {
   void setFloats(const std::vector<float>& all);
   void broadcastOthers(Collectives& control);
 
-  // The mirrored buffers of one dtype: a flat host tensor, each member a view in it.
+  // The mirrored buffers of one dtype on one device: a flat host tensor, each member a view in it.
   struct Group {
     torch::Tensor host;
     std::vector<std::size_t> members;  // indices into buffers_

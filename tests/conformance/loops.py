@@ -23,6 +23,10 @@ Loops (--loops):
   save_load    state_dict() saved after a step, loaded into a fresh module, compared
   checkpoint   fc1 under activation checkpointing, `checkpoint` imported by name, reentrant
   checkpoint_plain  the same, use_reentrant=False
+  clip         SGD with nesterov momentum, torch.nn.utils.clip_grad_norm_ right after backward() (DDP's way;
+               mode auto then steps on the workers, and backward() returns with the mean)
+  amp          the same optimizer under torch.autocast (bfloat16 on the CPU, float16 on CUDA) with a
+               GradScaler, DDP's way: scaler.scale(loss).backward(); scaler.step(opt)
   metrics      each rank's test loss averaged over the ranks after every other step:
                poseidon.allreduce against torch.distributed.all_reduce
 
@@ -50,7 +54,7 @@ import poseidon  # noqa: E402
 from ddp_parity import free_port, state, worst  # noqa: E402
 
 LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "accumulate_hvd", "eval_epochs", "frozen", "two_groups",
-         "save_load", "metrics", "checkpoint", "checkpoint_plain")
+         "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp")
 STEPS = 8
 BATCH = 8
 CLASSES = 5
@@ -93,6 +97,10 @@ def optimizer_for(loop, net):
                                 {"params": [p for n, p in net.named_parameters() if not n.startswith("fc2")]}],
                                lr=0.05, momentum=0.9, weight_decay=1e-4)
     params = [p for p in net.parameters() if p.requires_grad]
+    if loop in ("clip", "amp"):
+        # Not one the servers run (nesterov): mode auto steps it on the workers. Not Adam,
+        # whose first steps are nearly sign(g): rounding alone would move it beyond any bound.
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True)
     return torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=1e-4)
 
 
@@ -111,6 +119,8 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
     ema = {n: p.detach().clone() for n, p in module.named_parameters()}
     test_x, test_y = batches[-1]
     metrics = []
+    amp_type = torch.float16 if test_x.is_cuda else torch.bfloat16
+    scaler = torch.amp.GradScaler(test_x.device.type, init_scale=2.0 ** 10) if loop == "amp" else None
     for step in range(STEPS):
         if loop == "warmup":  # Horovod's examples set the lr before each batch
             for g in optimizer.param_groups:
@@ -121,10 +131,21 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
                 no_sync = loop == "accumulate" and micro == 0
                 with accumulate_ctx() if no_sync else contextlib.nullcontext():
                     (F.cross_entropy(model(x), y) / 2).backward()
+        elif loop == "amp":
+            x, y = batches[step]
+            with torch.autocast(x.device.type, dtype=amp_type):
+                loss = F.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
         else:
             x, y = batches[step]
             F.cross_entropy(model(x), y).backward()
-        optimizer.step()
+        if loop == "clip":
+            torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
+        if scaler:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
         optimizer.zero_grad()
         if scheduler:
             scheduler.step()

@@ -417,3 +417,20 @@ def test_checkpoint_keeps_plain_state_only(tmp_path):
         model.save_checkpoint()
     assert not (tmp_path / "ck" / "LATEST").exists()
     model.close()
+
+
+def test_clipping_in_server_mode_is_refused():
+    # The servers take the gradients: clipping .grad would silently clip nothing.
+    net = small_net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    model = poseidon.DistributedModel(net, opt)
+    assert model.mode == "server"
+    x, y = data(1)[0]
+    F.cross_entropy(model(x), y).backward()
+    with pytest.raises(ValueError, match="mode='gradient'"):
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+    with pytest.raises(ValueError, match="mode='gradient'"):
+        torch.nn.utils.clip_grad_value_(net.parameters(), 1.0)
+    opt.step()
+    model.close()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)  # closed: the user's module again
