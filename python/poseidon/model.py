@@ -35,6 +35,7 @@ model's output). In server mode clipping stops with an error naming mode='gradie
 """
 import contextlib
 import datetime
+import functools
 import types
 import weakref
 
@@ -53,7 +54,9 @@ _SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is
 def _guard_clipping():
     """Gradient clipping of a server-mode model's parameters stops with an error instead of
     clipping nothing: the servers have taken (and applied) the gradients by then. Wraps
-    torch.nn.utils' clipping where every public spelling reaches it, once per process."""
+    torch.nn.utils' clipping where its public spellings reach it, once per process, when
+    poseidon is imported (so that a later `from torch.nn.utils import clip_grad_value_`
+    gets the guarded one); other parameters pass through untouched."""
     import torch.nn.utils.clip_grad as clip_grad
     if getattr(clip_grad, "_poseidon_guarded", False):
         return
@@ -70,15 +73,22 @@ def _guard_clipping():
     with_norm = clip_grad._clip_grads_with_norm_  # clip_grad_norm_ calls it by its module name
     value = clip_grad.clip_grad_value_
 
+    @functools.wraps(with_norm)
     def guarded_with_norm(parameters, *args, **kwargs):
         return with_norm(check(parameters), *args, **kwargs)
 
+    @functools.wraps(value)
     def guarded_value(parameters, *args, **kwargs):
         return value(check(parameters), *args, **kwargs)
 
     clip_grad._clip_grads_with_norm_ = guarded_with_norm
+    if getattr(torch.nn.utils, "clip_grads_with_norm_", None) is with_norm:  # its public name (torch >= 2.6)
+        torch.nn.utils.clip_grads_with_norm_ = guarded_with_norm
     clip_grad.clip_grad_value_ = torch.nn.utils.clip_grad_value_ = guarded_value
     clip_grad._poseidon_guarded = True
+
+
+_guard_clipping()
 
 
 def _server_sgd(optimizer):
@@ -187,6 +197,7 @@ class DistributedModel(torch.nn.Module):
         self._hooks = []
         runtime.register(self)
         self._synchronized = False  # synchronize_gradients() has ended this iteration
+        self._accumulators, self._grad_checked = [], []  # made at the first forward (_start)
         self._in_no_sync = False  # inside no_sync(): a pass that only accumulates
         self._used_no_sync = False  # the loop accumulates with no_sync()
         self._passes = 0  # training forwards since the last step
@@ -202,7 +213,6 @@ class DistributedModel(torch.nn.Module):
         if self.mode == "server":
             self._param_ids = {id(p) for p in module.parameters()}
             _SERVER_MODELS.add(self)
-            _guard_clipping()
 
     # --- set-up ---
 
@@ -262,6 +272,12 @@ class DistributedModel(torch.nn.Module):
                               list(self.module.parameters()),
                               [i for i, layer in enumerate(self._layers) if layer.self_waited], self.options)
         self._install_hooks()
+        # The gradient accumulators of the parameters autograd trains (SFB weights excepted):
+        # whether a backward writes .grad (_mean_after_backward), and what a skipped step left.
+        trained = [p for p in self.module.parameters() if p.requires_grad]
+        with torch.enable_grad():
+            self._accumulators = [p.view_as(p).grad_fn.next_functions[0][0] for p in trained]
+        self._grad_checked = trained
         try:
             self._checkpoints.restore(self._core, checkpoint.config_of(self, self._core), self.optimizer)
         except BaseException:
@@ -298,9 +314,14 @@ class DistributedModel(torch.nn.Module):
             self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
         training = torch.is_grad_enabled() and self.module.training
         if training and self._synchronized:
-            # synchronize_gradients() ended the last iteration and no optimizer.step() came
-            # (a GradScaler skips it when the mean gradients hold inf or NaN: the same on
-            # every rank). The iteration still counts.
+            # The last iteration's gradients were synced and no optimizer.step() came: a
+            # GradScaler skips it when the mean gradients hold inf or NaN (the same on every
+            # rank), and the loop cleared them. The iteration still counts. Gradients still
+            # there mean a second backward pass for one step that was not declared.
+            if any(p.grad is not None and bool(p.grad.any()) for p in self._grad_checked):
+                raise ValueError("a training forward after this iteration's gradients were synced, without "
+                                 "optimizer.step() or zero_grad(): to accumulate k backward passes per step pass "
+                                 "backward_passes_per_step=k to DistributedModel")
             self._synchronized = False
             self._count_step()
         batch = layers_mod.batch_of(args, kwargs)  # counted as the probe counts it
@@ -324,25 +345,36 @@ class DistributedModel(torch.nn.Module):
             raise
         self._core.end_forward()
         if training and self.mode == "gradient" and self._passes == 0:
-            self._mean_after_backward(out)
+            self._mean_after_backward(out, args, kwargs)
         return out
 
-    def _mean_after_backward(self, out):
+    def _mean_after_backward(self, out, args, kwargs):
         """Gradient mode, the iteration's last pass: the backward through `out` returns with
         every .grad holding the workers' mean, as under DDP, so that clipping or any read of
         .grad between backward() and step() sees the mean (Horovod's optimizer.synchronize()
         done for the loop). A backward that never reaches `out` leaves it to step()."""
-        roots = [t.grad_fn for t in _tensors_of(out) if t.grad_fn is not None]
+        inputs = {id(t.grad_fn) for t in _tensors_of((args, kwargs)) if t.grad_fn is not None}
+        roots = [t.grad_fn for t in _tensors_of(out) if t.grad_fn is not None and id(t.grad_fn) not in inputs]
         if not roots:
             return
         me = weakref.ref(self)
         queued = []
 
         def at_backward_start(grad_outputs):
-            if not queued:  # once per backward, whichever output it starts from
-                queued.append(True)
-                torch.autograd.Variable._execution_engine.queue_callback(
-                    lambda: me() is not None and me()._backward_done())
+            model = me()
+            # Only a backward that accumulates into the parameters' .grad (not autograd.grad
+            # towards the inputs, as a gradient penalty takes).
+            if model is None or not any(torch._C._will_engine_execute_node(a) for a in model._accumulators):
+                return None
+            if queued:
+                if model._synchronized:
+                    raise RuntimeError("a second backward through this forward's output after its gradients were "
+                                       "synced: one backward per optimizer.step() (add the losses first), or "
+                                       "backward_passes_per_step=k with a forward per pass")
+                return None
+            queued.append(True)  # once per backward, whichever output it starts from
+            torch.autograd.Variable._execution_engine.queue_callback(
+                lambda: me() is not None and me()._backward_done())
             return None
 
         for node in roots:
@@ -461,6 +493,9 @@ class DistributedModel(torch.nn.Module):
         # race with a sync still reading them.
         if self.mode == "gradient":
             self._original[1](set_to_none=set_to_none)
+            if self._synchronized:  # synced, no step (a GradScaler skipped it): the iteration counts
+                self._synchronized = False
+                self._count_step()
 
     def synchronize(self):
         """Waits until every layer holds the latest parameters and the buffers are equal. Read

@@ -434,3 +434,30 @@ def test_clipping_in_server_mode_is_refused():
     opt.step()
     model.close()
     torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)  # closed: the user's module again
+
+
+def test_gradient_mode_backward_returns_with_the_mean_and_refuses_misuse():
+    net = small_net()
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    model = poseidon.DistributedModel(net, opt)
+    assert model.mode == "gradient"
+    x, y = data(1)[0]
+    x = x.clone().requires_grad_(True)
+    out = model(x)
+    # A gradient penalty's autograd.grad towards the input does not end the iteration.
+    (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    loss = F.cross_entropy(out, y) + 0.1 * g.pow(2).sum()
+    loss.backward(retain_graph=True)  # this one syncs: .grad holds the mean now
+    norm = torch.nn.utils.clip_grad_norm_(net.parameters(), 1e9)
+    assert torch.isfinite(norm) and norm > 0
+    with pytest.raises(RuntimeError, match="second backward"):
+        loss.backward()
+    opt.step()
+    opt.zero_grad()
+    # Two backward passes for one step, not declared: an error naming the option.
+    F.cross_entropy(model(x.detach()), y).backward()
+    with pytest.raises(ValueError, match="backward_passes_per_step"):
+        model(x.detach())
+    opt.step()
+    opt.zero_grad()
+    model.close()
