@@ -120,6 +120,10 @@ class Session {
   // Waits for outstanding syncs and for every rank to get here; stops the server and the
   // client's threads. Called by the destructor if not called before.
   void finish();
+  // Instead of finish() when this rank is failing (an exception in the training loop): no
+  // closing barrier, and every wait in flight stops now with `why`; the peers learn of the
+  // failure from the job's end.
+  void abandon(const std::string& why);
 
  private:
   // Fails on every rank unless every rank passed the same `mine`.

@@ -107,9 +107,16 @@ class PyModel {
     if (!sync_) throw Error("this model has been closed");
     return *sync_;
   }
-  void close() {
+  // `abandon`: this rank is failing (an exception is on its way up): no waiting for peers.
+  void close(bool abandon) {
     if (!sync_) return;
     py::gil_scoped_release release;
+    if (abandon) {
+      sync_->abandon("the training loop on this rank raised an exception");
+      sync_.reset();
+      transport_->stop();
+      return;
+    }
     sync_->finish();
     sync_.reset();
     transport_->stop();
@@ -420,7 +427,7 @@ void bindModel(py::module_& m) {
              }
              return py::bytes(extra);
            })
-      .def("close", &PyModel::close);
+      .def("close", &PyModel::close, py::arg("abandon") = false);
 }
 
 }  // namespace

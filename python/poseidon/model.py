@@ -36,6 +36,7 @@ model's output). In server mode clipping stops with an error naming mode='gradie
 import contextlib
 import datetime
 import functools
+import sys
 import types
 import weakref
 
@@ -547,14 +548,18 @@ class DistributedModel(torch.nn.Module):
 
     def close(self):
         """Waits for the other ranks and ends the session; gives the module its hooks and the
-        optimizer its methods back (also when the session ends with an error)."""
+        optimizer its methods back (also when the session ends with an error). Called while
+        an exception is on its way up (a `finally:` or `except:` block), it returns at once:
+        the other ranks are not waited for, and a checkpoint not yet written is not written."""
+        failing = sys.exc_info()[0] is not None
         try:
             if self._core is not None:
                 try:
-                    self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
+                    if not failing:
+                        self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
                 finally:
                     core, self._core = self._core, None
-                    core.close()
+                    core.close(abandon=failing)
         finally:
             for h in self._hooks:
                 h.remove()

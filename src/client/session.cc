@@ -686,6 +686,13 @@ std::uint64_t Session::bytesSentForLayer(int layer) const {
   return b;
 }
 
+void Session::abandon(const std::string& why) {
+  Impl& s = *impl_;
+  if (s.finished) return;
+  s.finished = true;  // the destructor then skips finish() and its barrier
+  s.failure.set(std::make_exception_ptr(Error(why)));
+}
+
 void Session::finish() {
   Impl& s = *impl_;
   if (s.finished) return;

@@ -90,6 +90,8 @@ class AutogradSync {
   // Ends the session; staged calls still queued reach it first (an error path may close
   // after a backward without step()).
   void finish();
+  // This rank is failing: the session ends without waiting for the other ranks.
+  void abandon(const std::string& why) { session_->abandon(why); }
   // Views of host memory holding the whole state (copied from the device first); after a
   // restore wrote into them, stateRestored() puts the values back on the device.
   std::vector<StateRecord> stateRecords();

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A user's uncaught exception ends the whole job promptly (as under Horovod or DDP): runs
-a small training under mpirun in which one rank (--on one) or every rank (--on all) raises
-after a few steps, and checks that mpirun exits non-zero within --limit seconds (the sync
-timeout is 120 s) with the error's text in its output.
+a small training under mpirun in which one rank or every rank raises after a few steps (and
+once one rank inside a try/finally that closes the model: close() then returns at once), and
+checks that mpirun exits non-zero within --limit seconds (the sync timeout is 120 s) with the
+error's text in its output.
 
     PYTHONPATH=build/python .venv/bin/python tests/python/user_error.py
 """
@@ -19,12 +20,16 @@ net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.
 opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
 model = poseidon.DistributedModel(net, opt)
 failing = sys.argv[1] == "all" or poseidon.rank() == 1
-for step in range(50):
-    if step == 3 and failing:
-        raise RuntimeError("a bug in the user's loop on rank %d" % poseidon.rank())
-    F.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.randint(0, 4, (8,))).backward()
-    opt.step()
-    opt.zero_grad()
+try:
+    for step in range(50):
+        if step == 3 and failing:
+            raise RuntimeError("a bug in the user's loop on rank %d" % poseidon.rank())
+        F.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.randint(0, 4, (8,))).backward()
+        opt.step()
+        opt.zero_grad()
+finally:
+    if sys.argv[1] == "finally":
+        model.close()
 model.close()
 """
 
@@ -35,14 +40,14 @@ def main():
     ap.add_argument("--limit", type=float, default=15.0)
     a = ap.parse_args()
     failed = []
-    for on in ("one", "all"):
+    for on in ("one", "all", "finally"):
         start = time.monotonic()
         p = subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(a.ranks), sys.executable,
                             "-c", TRAIN, on], capture_output=True, text=True, timeout=300, env=os.environ)
         took = time.monotonic() - start
         text = p.stdout + p.stderr
         ok = p.returncode != 0 and took < a.limit and "a bug in the user's loop" in text
-        print(f"error on {on} rank(s): mpirun exit {p.returncode} after {took:.1f} s, error text "
+        print(f"error on {on}: mpirun exit {p.returncode} after {took:.1f} s, error text "
               f"{'shown' if 'a bug in the user' in text else 'MISSING'}: {'ok' if ok else 'FAIL'}", flush=True)
         if not ok:
             print(text[-3000:], file=sys.stderr)
