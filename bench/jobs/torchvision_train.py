@@ -116,8 +116,9 @@ def main():
         sent = (model.bytes_sent() - sent0) / (a.iterations - warm)
     if a.trace_out:
         traced_step(model, optimizer, x, y, a.trace_out if rank == 0 else None)
+        if poseidon_run:
+            model.synchronize()
     if poseidon_run:
-        model.synchronize()
         if a.profile_out:
             model.write_profile(a.profile_out)
         model.close()

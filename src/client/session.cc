@@ -581,12 +581,12 @@ void Session::setFactorGradients(int layer, std::vector<float*> grads) {
 void Session::layerReleased(int layer) { impl_->worker->layerReleased(layer); }
 
 void Session::setStepValues(float lr, float momentum, float weight_decay) {
-  POSEIDON_ENFORCE(!impl_->options.gradient_mode, "setStepValues in gradient mode (the workers' optimizer steps)");
-  if (impl_->options.momentum == 0.0f && momentum != 0.0f) {
+  const Options& o = impl_->options;
+  POSEIDON_ENFORCE(!o.gradient_mode, "setStepValues in gradient mode (the workers' optimizer steps)");
+  if (o.momentum == 0.0f && momentum != 0.0f) {
     throw InputError(detail::cat("momentum changed from 0 to ", momentum,
                                  ": the servers keep no momentum for a run started without it"));
   }
-  const Options& o = impl_->options;
   if (o.server_ranks > 0 && (lr != o.lr || momentum != o.momentum || weight_decay != o.weight_decay)) {
     throw InputError("the optimizer's lr, momentum or weight decay changed, but server-only ranks run no loop to "
                      "learn it from: keep a shard on every worker (no server ranks) or use gradient mode");

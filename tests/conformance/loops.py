@@ -38,7 +38,6 @@ N times: the digests must be equal. Exits 1 naming every case beyond its bound.
 import argparse
 import contextlib
 import copy
-import datetime
 import gc
 import io
 import os
@@ -51,7 +50,7 @@ from torch.utils.checkpoint import checkpoint  # by name, as most programs impor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import poseidon  # noqa: E402
-from ddp_parity import free_port, state, worst  # noqa: E402
+from ddp_parity import gloo_group, local_gpu, worst  # noqa: E402
 
 LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "accumulate_hvd", "eval_epochs", "frozen", "two_groups",
          "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp")
@@ -235,14 +234,8 @@ def main():
     rank, size = poseidon.rank(), poseidon.size()
     global DEVICE
     if a.device == "cuda":
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        DEVICE = torch.device("cuda", poseidon.local_rank() % torch.cuda.device_count())
-        torch.cuda.set_device(DEVICE)
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
-    port = poseidon.broadcast_object(free_port() if rank == 0 else None)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size,
-                            timeout=datetime.timedelta(seconds=300))
+        DEVICE = local_gpu()
+    gloo_group(rank, size)
     torch.manual_seed(0)
     initial = Net()
     batches = [(x.to(DEVICE), y.to(DEVICE)) for x, y in data(rank)]

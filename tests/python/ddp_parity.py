@@ -179,6 +179,23 @@ def worst(a, b):
     return out
 
 
+def local_gpu():
+    """This rank's GPU, made current: its local rank's among the visible ones (ranks may share
+    one), with deterministic kernels so that every run computes the same."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS: before CUDA starts
+    torch.cuda.set_device(poseidon.local_rank() % torch.cuda.device_count())
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def gloo_group(rank, size):
+    """DDP's process group (gloo) beside Poseidon, on a port rank 0 picks."""
+    port = poseidon.broadcast_object(free_port() if rank == 0 else None)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size,
+                            timeout=datetime.timedelta(seconds=300))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -186,8 +203,6 @@ def free_port():
 
 
 def main():
-    # cuBLAS is deterministic with a fixed workspace (set before CUDA starts).
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="small_resnet")
     ap.add_argument("--schemes", default="ps,sfb,allreduce,auto")
@@ -220,14 +235,8 @@ def main():
     poseidon.init()
     rank, size = poseidon.rank(), poseidon.size()
     if args.device == "cuda":
-        # Ranks share the visible GPUs by local rank; the same kernels every run.
-        torch.cuda.set_device(poseidon.local_rank() % torch.cuda.device_count())
-        args.device = torch.device("cuda", torch.cuda.current_device())
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
-    port = poseidon.broadcast_object(free_port() if rank == 0 else None)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size,
-                            timeout=datetime.timedelta(seconds=300))
+        args.device = local_gpu()
+    gloo_group(rank, size)
     torch.manual_seed(0)
     if args.model == "tied_lm":
         args.vocab = args.classes
