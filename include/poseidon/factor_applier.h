@@ -38,7 +38,7 @@ class FactorApplier {
   // memory, for the digest that checks replicas agree. Between iterations only.
   virtual std::vector<StateRecord> replicated() = 0;
   // The optimizer state (momentum) as host memory named "<prefix>weight_momentum" and
-  // "<prefix>bias_momentum", made (zeros) if no step has run yet, so that a restore can
+  // "<prefix>bias_momentum", in that order, made (zeros) if no step has run yet, so that a restore can
   // write into it. Between iterations only.
   virtual void addMomentumRecords(const std::string& prefix, std::vector<StateRecord>& records) = 0;
 };

@@ -401,6 +401,10 @@ void bindModel(py::module_& m) {
            [](PyModel& p, float lr, float momentum, float weight_decay) {
              p.sync().session().setStepValues(lr, momentum, weight_decay);
            })
+      .def(
+          "seed_momentum",
+          [](PyModel& p, const std::vector<std::vector<torch::Tensor>>& momentum) { p.sync().seedMomentum(momentum); },
+          unlocked)
       .def("uses_factors", [](PyModel& p, int l) { return p.sync().session().usesFactors(l); })
       .def("iteration", [](PyModel& p) { return p.sync().session().iteration(); })
       .def("bytes_sent", [](PyModel& p) { return p.sync().session().bytesSent(); })

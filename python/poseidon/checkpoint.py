@@ -61,20 +61,22 @@ class Checkpoints:
         """A save is due after this step: the random state now, the rest at the next forward."""
         self.pending = (iteration, _rng_states())
 
-    def flush(self, core, config, optimizer):
+    def flush(self, core, config, optimizer, mode):
         if self.pending:
             iteration, rng = self.pending
             self.pending = None
-            self.save(core, iteration, config, optimizer, rng)
+            self.save(core, iteration, config, optimizer, mode, rng)
 
-    def save(self, core, iteration, config, optimizer, rng=None):
+    def save(self, core, iteration, config, optimizer, mode, rng=None):
+        """mode: where the saving run's optimizer steps ("auto" while undecided), which a
+        resumed run in mode "auto" takes over (its session must match the saved one)."""
         if not self.directory:
             raise ValueError("save_checkpoint() needs checkpoint_dir (the folder to save in)")
         _check_objects(self.objects)
         extra = io.BytesIO()
         cpu_rng, cuda_rng = _rng_states() if rng is None else rng
         state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects],
-                 "rng": cpu_rng, "cuda_rng": cuda_rng}
+                 "rng": cpu_rng, "cuda_rng": cuda_rng, "mode": mode}
         # Nothing is written that a resume would refuse, and every rank stops together.
         bad = _not_plain(state)
         if not all_agree(self.runtime, bad is None):

@@ -18,7 +18,12 @@ Where the optimizer runs (`mode`):
     lr/momentum/weight_decay for all parameters, no nesterov, no dampening, and a fixed lr.
   - "gradient": every scheme delivers the workers' mean gradient into .grad and the
     user's optimizer steps locally, identically on every rank (Adam, schedulers, clipping).
-  - "auto" (default): "server" when the optimizer allows it, else "gradient".
+  - "auto" (default): decided by the first iteration, which runs in gradient mode (exact, as
+    DDP). "server" from the second training forward on when the optimizer allows it and no
+    rank's loop read .grad between backward() and the next forward (clipping, a GradScaler,
+    a norm logged): every later iteration is then the same loop. Else "gradient" for good.
+    describe() says which and why. Options only the servers have (staleness,
+    straggler_timeout, lr_decay_iterations, overlap_step) choose "server" up front.
 The optimizer's step() and zero_grad() are replaced on the object passed in (in server
 mode Poseidon clears each gradient after its sync: do not zero them yourself).
 
@@ -31,11 +36,16 @@ every N steps (model.save_checkpoint() saves now); resume=True continues from D'
 In gradient mode loss.backward() returns with the workers' mean gradient in .grad, as under
 DDP: clip or read it before optimizer.step() as usual (model.synchronize_gradients(), as
 Horovod's optimizer.synchronize(), does the same for a backward that did not pass through the
-model's output). In server mode clipping stops with an error naming mode='gradient'.
+model's output). In server mode .grad never holds the mean: a read of it between backward()
+and the next forward (clipping, a GradScaler's unscale, a norm) stops with an error naming
+mode='gradient'.
 """
 import contextlib
 import datetime
 import functools
+import inspect
+import linecache
+import os
 import sys
 import types
 import weakref
@@ -50,6 +60,65 @@ from . import runtime
 SCHEMES = ("auto", "ps", "sfb", "allreduce")
 MODES = ("auto", "server", "gradient")
 _SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is never the mean
+_OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "fusion_bytes", "kvstore",
+                "kv_pair_bytes",
+                "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout", "timeout",
+                "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
+                "stack_rate")
+SERVER_ONLY = ("staleness", "straggler_timeout", "lr_decay_iterations", "overlap_step")  # options: mode "server"
+
+
+class _GradReads:
+    """Who reads a parameter's .grad while a model watches it: from the end of its backward
+    to the next training forward or zero_grad (the window in which DDP's .grad holds the
+    mean). Mode "auto" learns from it whether the loop needs the mean on the workers; server
+    mode refuses such a read, which would see no mean. Python cannot hook an attribute read
+    of a tensor otherwise: a property on torch.nn.Parameter (installed by the first model,
+    once per process) reads the real .grad and, only while some window is open, reports.
+    zero_grad's own reads are not reads of the mean."""
+
+    TENSOR_GRAD = torch._C.TensorBase.grad
+    watch = {}  # id(parameter) -> weak reference to the model whose window is open
+
+    @classmethod
+    def install(cls):
+        if isinstance(torch.nn.Parameter.__dict__.get("grad"), property):
+            return
+        cls.zeroing = {torch.nn.Module.zero_grad.__code__, inspect.unwrap(torch.optim.Optimizer.zero_grad).__code__}
+        torch.nn.Parameter.grad = property(cls.get, lambda p, v: cls.TENSOR_GRAD.__set__(p, v),
+                                           lambda p: cls.TENSOR_GRAD.__delete__(p), doc=cls.TENSOR_GRAD.__doc__)
+
+    @classmethod
+    def get(cls, p):
+        grad = cls.TENSOR_GRAD.__get__(p)
+        if cls.watch:
+            ref = cls.watch.get(id(p))
+            model = ref() if ref is not None else None
+            reader = sys._getframe(1) if model is not None else None
+            if reader is not None and reader.f_code not in cls.zeroing:
+                model._grad_read(reader)
+        return grad
+
+    @staticmethod
+    def site(frame):
+        """The loop's line behind a read: the first caller outside torch and this package."""
+        inside = (os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__)))
+        f = frame
+        while f is not None and f.f_code.co_filename.startswith(inside):
+            f = f.f_back
+        f = f or frame
+        return f"{f.f_code.co_filename}:{f.f_lineno}: {linecache.getline(f.f_code.co_filename, f.f_lineno).strip()}"
+
+    @classmethod
+    def open(cls, model, params):
+        ref = weakref.ref(model)
+        for p in params:
+            cls.watch[id(p)] = ref
+
+    @classmethod
+    def close(cls, params):
+        for p in params:
+            cls.watch.pop(id(p), None)
 
 
 def _guard_clipping():
@@ -65,10 +134,11 @@ def _guard_clipping():
     def check(parameters):
         params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
         ids = {id(p) for p in params}
-        if any(m.is_open() and ids & m._param_ids for m in list(_SERVER_MODELS)):
-            raise ValueError("gradient clipping of a model in server mode: the parameter servers apply the gradients "
-                             "themselves, so .grad never holds the mean to clip; pass mode='gradient' to "
-                             "DistributedModel (then clip after loss.backward(), as with DDP)")
+        for m in list(_SERVER_MODELS):
+            if m.is_open() and ids & m._param_ids:
+                raise ValueError("gradient clipping of a model in server mode: the parameter servers apply the "
+                                 "gradients themselves, so .grad never holds the mean to clip; pass mode='gradient' "
+                                 "to DistributedModel (then clip after loss.backward(), as with DDP)" + m._auto_note())
         return params
 
     with_norm = clip_grad._clip_grads_with_norm_  # clip_grad_norm_ calls it by its module name
@@ -182,12 +252,15 @@ class DistributedModel(torch.nn.Module):
         self._layers = layers_mod.find_layers(module)
         if not self._layers:
             raise ValueError(f"model '{self.name}' has no trainable parameters: nothing to train data-parallel")
+        self._checkpoints = checkpoint.Checkpoints(checkpoint_dir, checkpoint_every, resume, checkpoint_objects,
+                                                   self._runtime)
         # (lr, momentum, weight_decay) when the servers can run the optimizer, else None.
         self._sgd, why_not = _server_sgd(optimizer)
         self._sent_values = self._sgd  # the values the servers apply now (server mode)
-        self.mode = self._choose_mode(mode, why_not, optimizer)
-        self._checkpoints = checkpoint.Checkpoints(checkpoint_dir, checkpoint_every, resume, checkpoint_objects,
-                                                   self._runtime)
+        given = locals()
+        server_only = [k for k in SERVER_ONLY if given[k]]
+        self.mode, self.mode_reason = self._choose_mode(mode, why_not, optimizer, server_only)
+        self._deciding = self.mode_reason is None  # mode "auto": the first iteration decides (_decide)
         self.start_iteration = self._checkpoints.start_iteration  # where this run's training begins
         # More objects to checkpoint (schedulers made after the model): extend before the first forward.
         self.checkpoint_objects = self._checkpoints.objects
@@ -202,6 +275,11 @@ class DistributedModel(torch.nn.Module):
         self._in_no_sync = False  # inside no_sync(): a pass that only accumulates
         self._used_no_sync = False  # the loop accumulates with no_sync()
         self._passes = 0  # training forwards since the last step
+        self._grad_reader = None  # deciding: where the loop first read .grad in the window
+        self._own_reads = False  # Poseidon's own step reads .grad: not the loop's reads
+        self._stepped = False  # deciding: the first iteration ended with optimizer.step()
+        self._watched = []  # the parameters whose .grad reads a window watches now
+        self._param_ids = {id(p) for p in module.parameters()}
         self._original = (optimizer.step, optimizer.zero_grad)
         self._own = {k: optimizer.__dict__[k] for k in ("step", "zero_grad") if k in optimizer.__dict__}
         # Bound to the optimizer, as LibTorch's schedulers expect of optimizer.step; the
@@ -212,15 +290,28 @@ class DistributedModel(torch.nn.Module):
                                                optimizer)
         module._poseidon_wrapped = True
         if self.mode == "server":
-            self._param_ids = {id(p) for p in module.parameters()}
             _SERVER_MODELS.add(self)
+        if self.mode == "server" or self._deciding:
+            _GradReads.install()
 
     # --- set-up ---
 
-    def _choose_mode(self, mode, why_not, optimizer):
+    def _choose_mode(self, mode, why_not, optimizer, server_only):
+        """(the mode to start in, why) where it is fixed; ("gradient", None) for an "auto"
+        whose first iteration decides."""
         if mode == "server" and self._sgd is None:
             raise ValueError(f"mode='server' runs SGD on the servers, but {why_not}; use mode='gradient'")
-        chosen = mode if mode != "auto" else ("server" if self._sgd is not None else "gradient")
+        if mode != "auto":
+            chosen, why = mode, "as passed"
+        elif self._sgd is None:
+            chosen, why = "gradient", f"auto: {why_not}"
+        elif server_only:
+            chosen, why = "server", f"auto: {', '.join(server_only)} given (server mode's options)"
+        elif self._checkpoints.saved and self._checkpoints.saved.get("mode") in MODES[1:]:
+            chosen = self._checkpoints.saved["mode"]
+            why = f"auto: as the run whose checkpoint this one resumes"
+        else:
+            return "gradient", None
         if chosen == "server":
             # The servers update every trainable parameter: the optimizer must own them all.
             owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
@@ -229,13 +320,19 @@ class DistributedModel(torch.nn.Module):
                 raise ValueError("server-side SGD updates every trainable parameter of the module, but the optimizer "
                                  "holds other ones: freeze what it should not train (requires_grad_(False)) or use "
                                  "mode='gradient'")
-        return chosen
+        return chosen, why
 
     def _options(self, a):
+        self._option_args = {k: a[k] for k in _OPTION_KEYS}  # again when mode "auto" moves to the servers
+        if self._deciding:  # what the servers would be given is checked now, not at the second forward
+            self._core_options(a, "server")
+        return self._core_options(a, self.mode)
+
+    def _core_options(self, a, mode):
         o = _C.Options()
-        if self.mode == "server":
+        if mode == "server":
             o.lr, o.momentum, o.weight_decay = self._sgd
-        o.gradient_mode = self.mode == "gradient"
+        o.gradient_mode = mode == "gradient"
         o.scheme, o.cost_model, o.buffers = a["scheme"], a["cost_model"], a["buffers"]
         o.backward_passes_per_step = int(a["backward_passes_per_step"])
         o.fusion_bytes, o.kvstore, o.kv_pair_bytes = int(a["fusion_bytes"]), a["kvstore"], int(a["kv_pair_bytes"])
@@ -249,7 +346,7 @@ class DistributedModel(torch.nn.Module):
         o.timeline, o.wfbp, o.overlap_step = bool(a["timeline"]), bool(a["wfbp"]), bool(a["overlap_step"])
         o.bandwidth, o.gemm_flops = float(a["bandwidth"]), float(a["gemm_flops"])
         o.lr_decay_iterations = int(a["lr_decay_iterations"])
-        o.agreement = f"python mode={self.mode}"
+        o.agreement = f"python mode={mode}"
         if a["cost_model"] == "schedule" and a["profile"] is not None:
             o.use_schedule_profile(str(a["profile"]), _stack_rate(a["stack_rate"]), runtime.local_size(),
                                    runtime.rank() == 0)
@@ -261,6 +358,15 @@ class DistributedModel(torch.nn.Module):
         order, batch = layers_mod.probe(self.module, self._layers, args, kwargs)
         self._layers = [self._layers[i] for i in order]
         self.options.batch = int(batch) * self.options.backward_passes_per_step
+        self._open_core()
+        try:
+            self._checkpoints.restore(self._core, checkpoint.config_of(self, self._core), self.optimizer)
+        except BaseException:
+            self.close()  # not half-open: no training from weights that were never restored
+            raise
+
+    def _open_core(self):
+        """The session over the probed layers, with self.options, and its hooks."""
         core_layers = []
         for layer in self._layers:
             c = _C.Layer()
@@ -279,11 +385,6 @@ class DistributedModel(torch.nn.Module):
         with torch.enable_grad():
             self._accumulators = [p.view_as(p).grad_fn.next_functions[0][0] for p in trained]
         self._grad_checked = trained
-        try:
-            self._checkpoints.restore(self._core, checkpoint.config_of(self, self._core), self.optimizer)
-        except BaseException:
-            self.close()  # not half-open: no training from weights that were never restored
-            raise
 
     def _install_hooks(self):
         core = self._core
@@ -312,8 +413,11 @@ class DistributedModel(torch.nn.Module):
                 raise RuntimeError("this DistributedModel has been closed")
             self._start(args, kwargs)
         if self._checkpoints.pending:  # due at the last step; the loop has finished that step
-            self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
+            self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer,
+                                    self._saved_mode())
         training = torch.is_grad_enabled() and self.module.training
+        if training:
+            self._close_grad_window()
         if training and self._synchronized:
             # The last iteration's gradients were synced and no optimizer.step() came: a
             # GradScaler skips it when the mean gradients hold inf or NaN (the same on every
@@ -325,6 +429,8 @@ class DistributedModel(torch.nn.Module):
                                  "backward_passes_per_step=k to DistributedModel")
             self._synchronized = False
             self._count_step()
+        if training and self._deciding and self.iteration > self.start_iteration:
+            self._decide()
         batch = layers_mod.batch_of(args, kwargs)  # counted as the probe counts it
         if training and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             self._batch = args[0].size(0)  # a profile's batch (write_profile): a training forward's
@@ -345,15 +451,16 @@ class DistributedModel(torch.nn.Module):
             self._passes = passes_before
             raise
         self._core.end_forward()
-        if training and self.mode == "gradient" and self._passes == 0:
-            self._mean_after_backward(out, args, kwargs)
+        if training and self._passes == 0 and (self.mode == "gradient" or self._watches()):
+            self._at_backward_end(out, args, kwargs)
         return out
 
-    def _mean_after_backward(self, out, args, kwargs):
-        """Gradient mode, the iteration's last pass: the backward through `out` returns with
-        every .grad holding the workers' mean, as under DDP, so that clipping or any read of
-        .grad between backward() and step() sees the mean (Horovod's optimizer.synchronize()
-        done for the loop). A backward that never reaches `out` leaves it to step()."""
+    def _at_backward_end(self, out, args, kwargs):
+        """The iteration's last pass: when the backward through `out` ends, gradient mode's
+        .grad holds the workers' mean, as under DDP, so that clipping or any read of .grad
+        between backward() and step() sees the mean (Horovod's optimizer.synchronize() done
+        for the loop); a model that watches reads of .grad opens its window (_GradReads). A
+        backward that never reaches `out` leaves the mean to step()."""
         inputs = {id(t.grad_fn) for t in _tensors_of((args, kwargs)) if t.grad_fn is not None}
         roots = [t.grad_fn for t in _tensors_of(out) if t.grad_fn is not None and id(t.grad_fn) not in inputs]
         if not roots:
@@ -382,9 +489,90 @@ class DistributedModel(torch.nn.Module):
             node.register_prehook(at_backward_start)
 
     def _backward_done(self):
-        if self._core is not None and not self._synchronized:
+        if self._core is None:
+            return
+        if self.mode == "gradient" and not self._synchronized:
             self._core.step()
             self._synchronized = True
+        if self._watches():
+            self._watched = [p for p in self.module.parameters()]
+            _GradReads.open(self, self._watched)
+
+    def _watches(self):
+        return self._deciding or self.mode == "server"
+
+    def _close_grad_window(self):
+        if getattr(self, "_watched", None):
+            _GradReads.close(self._watched)
+            self._watched = []
+
+    def _grad_read(self, frame):
+        """A read of .grad inside this model's window (_GradReads), from `frame`."""
+        if self._own_reads:
+            return
+        if self._deciding:
+            self._grad_reader = self._grad_reader or _GradReads.site(frame)
+            return
+        raise ValueError(f"{_GradReads.site(frame)}: read .grad of a model in server mode between loss.backward() and the next "
+                         "forward: the parameter servers take the gradients, so .grad never holds the workers' "
+                         "mean (DDP's); pass mode='gradient' to DistributedModel" + self._auto_note())
+
+    def _auto_note(self):
+        if self.mode_reason and self.mode_reason.startswith("auto: the first iteration"):
+            return (" (mode 'auto' chose server mode because no rank's first iteration read .grad; a loop that "
+                    "reads it only at some steps must say mode='gradient')")
+        return ""
+
+    # --- mode "auto": the first iteration decides ---
+
+    def _decide(self):
+        """The second training forward of an "auto" model (the first ran in gradient mode,
+        exactly as DDP): every rank agrees whether to continue on the servers."""
+        self._deciding = False
+        why = self._why_not_servers()
+        if not checkpoint.all_agree(self._runtime, why is None):
+            why = why or "another rank's first iteration needs the workers' mean gradient (its describe() says why)"
+            self.mode_reason = f"auto: {why}"
+            return
+        self._continue_on_servers()
+
+    def _why_not_servers(self):
+        """Why this rank's first iteration needs gradient mode for good, or None."""
+        if self._grad_reader:
+            return f"the loop read .grad between backward() and the next forward, at {self._grad_reader}"
+        if not self._stepped:
+            return "the first iteration ended without optimizer.step() (a GradScaler skipped it)"
+        self._sgd, why_not = _server_sgd(self.optimizer)
+        if self._sgd is None:
+            return why_not
+        if self._sgd[1] != 0 and any("momentum_buffer" not in self.optimizer.state.get(p, {})
+                                     for layer in self._layers for _, p in layer.params):
+            return "a parameter had no gradient in the first step (its momentum would start differently)"
+        return None
+
+    def _continue_on_servers(self):
+        """Server mode from this forward on: a new session whose servers and replicas start
+        from the parameters and SGD momentum the first, worker-side step left (equal on every
+        rank), at this iteration."""
+        momentum = None
+        if self._sgd[1] != 0:
+            momentum = [[self.optimizer.state[p]["momentum_buffer"] for _, p in layer.params] for layer in self._layers]
+        batch = self.options.batch
+        self._core.synchronize()
+        core, self._core = self._core, None
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        core.close()
+        self.mode, self.mode_reason = "server", "auto: the first iteration read no .grad and stepped torch.optim.SGD"
+        self._sent_values = self._sgd
+        self.options = self._options(self._option_args)
+        self.options.batch, self.options.start_iteration = batch, self.iteration
+        self._open_core()
+        if momentum is not None:
+            self._core.seed_momentum(momentum)
+        self.optimizer.state.clear()  # the servers hold it now (as for a model in server mode from the start)
+        _SERVER_MODELS.add(self)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -417,11 +605,19 @@ class DistributedModel(torch.nn.Module):
             raise RuntimeError("optimizer.step() before the model's first forward")
         if self._synchronized:
             self._synchronized = False  # synchronize_gradients() already ended the iteration
-            result = self._original[0]()
+            result = self._local_step()
         else:
             result = self._end_iteration()
+        self._stepped = True
         self._count_step()
         return result
+
+    def _local_step(self):
+        self._own_reads = True
+        try:
+            return self._original[0]()
+        finally:
+            self._own_reads = False
 
     def _count_step(self):
         self.iteration += 1
@@ -460,7 +656,7 @@ class DistributedModel(torch.nn.Module):
                              "mode='gradient'")
         self._core.step()
         if self.mode == "gradient":
-            return self._original[0]()
+            return self._local_step()
         return None
 
     def save_checkpoint(self):
@@ -468,7 +664,12 @@ class DistributedModel(torch.nn.Module):
         where the loop has finished a step (after the scheduler's step, before the next draw)."""
         self._started()
         self._checkpoints.pending = None
-        self._checkpoints.save(self._core, self.iteration, checkpoint.config_of(self, self._core), self.optimizer)
+        self._checkpoints.save(self._core, self.iteration, checkpoint.config_of(self, self._core), self.optimizer,
+                               self._saved_mode())
+
+    def _saved_mode(self):
+        """What a resumed "auto" run starts in: this mode, or "auto" while it is undecided."""
+        return "auto" if self._deciding else self.mode
 
     def synchronize_gradients(self):
         """Gradient mode: ends the iteration now and waits until every .grad holds the
@@ -478,9 +679,11 @@ class DistributedModel(torch.nn.Module):
         same on every rank."""
         if self.mode != "gradient":
             raise ValueError("synchronize_gradients() is for gradient mode: in server mode the servers apply the "
-                             "gradients themselves (use mode='gradient' to clip them)")
+                             "gradients themselves (use mode='gradient' to clip them)" + self._auto_note())
         if self._core is None:
             raise RuntimeError("synchronize_gradients() before the model's first forward")
+        if self._deciding:
+            self._grad_reader = self._grad_reader or "model.synchronize_gradients()"
         if not self._synchronized:
             self._core.step()
             self._synchronized = True
@@ -492,6 +695,7 @@ class DistributedModel(torch.nn.Module):
     def _zero_grad(self, set_to_none=False):
         # Server mode: each sync clears its gradients when done; zeroing them here could
         # race with a sync still reading them.
+        self._close_grad_window()
         if self.mode == "gradient":
             self._original[1](set_to_none=set_to_none)
             if self._synchronized:  # synced, no step (a GradScaler skipped it): the iteration counts
@@ -532,7 +736,8 @@ class DistributedModel(torch.nn.Module):
         are read elsewhere) and, for a Linear not sent by factors, why not."""
         self._started()
         plans = self._core.plan()
-        lines = [f"{self.name}: {len(self._layers)} layers, mode={self.mode}, scheme={self.options.scheme}, "
+        why = self.mode_reason or "auto: the first iteration decides; gradient mode until then"
+        lines = [f"{self.name}: {len(self._layers)} layers, mode={self.mode} ({why}), scheme={self.options.scheme}, "
                  f"{self._core.workers()} workers"]
         for layer, plan in zip(self._layers, plans):
             where = "in its forward" if layer.self_waited else "before the forward"
@@ -552,11 +757,13 @@ class DistributedModel(torch.nn.Module):
         an exception is on its way up (a `finally:` or `except:` block), it returns at once:
         the other ranks are not waited for, and a checkpoint not yet written is not written."""
         failing = sys.exc_info()[0] is not None
+        self._close_grad_window()
         try:
             if self._core is not None:
                 try:
                     if not failing:
-                        self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer)
+                        self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer,
+                                    self._saved_mode())
                 finally:
                     core, self._core = self._core, None
                     core.close(abandon=failing)

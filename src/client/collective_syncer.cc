@@ -204,7 +204,8 @@ void CollectiveSyncer::addStateRecords(std::vector<StateRecord>& records) {
     for (std::size_t k = 0; k < l->momentum.size(); ++k) {
       if (l->momentum[k].empty()) continue;
       records.push_back(StateRecord{detail::cat("allreduce/layer", l->id, "/tensor", k, "/momentum"),
-                                    l->momentum[k].data(), l->momentum[k].size() * sizeof(float)});
+                                    l->momentum[k].data(), l->momentum[k].size() * sizeof(float),
+                                    ParamSlice{l->id, static_cast<int>(k), 0}});
     }
   }
 }

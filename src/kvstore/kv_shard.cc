@@ -27,8 +27,10 @@ void KVShard::addStateRecords(std::vector<StateRecord>& records) {
   std::sort(keys.begin(), keys.end());
   for (auto key : keys) {
     auto& m = pairs_[key].momentum;
-    if (!m.empty())
-      records.push_back(StateRecord{detail::cat("ps/pair", key, "/momentum"), m.data(), m.size() * sizeof(float)});
+    if (m.empty()) continue;
+    const KVPair& kv = book_.pair(key);
+    records.push_back(StateRecord{detail::cat("ps/pair", key, "/momentum"), m.data(), m.size() * sizeof(float),
+                                  ParamSlice{kv.layer, kv.tensor, kv.offset}});
   }
 }
 

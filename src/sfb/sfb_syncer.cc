@@ -160,7 +160,12 @@ void SfbSyncer::Move(std::uint64_t iteration) {
 
 void SfbSyncer::addStateRecords(std::vector<StateRecord>& records) {
   if (options_.momentum == 0.0f) return;
+  const std::size_t first = records.size();
   applier_->addMomentumRecords("sfb/" + book_.model().layers[layer()].name + "/", records);
+  // The applier lists the layer's tensors in order (weight, bias), as the model does.
+  for (std::size_t i = first; i < records.size(); ++i) {
+    records[i].momentum_of = ParamSlice{layer(), static_cast<int>(i - first), 0};
+  }
 }
 
 void SfbSyncer::addToDigest(Digest& d) const {

@@ -1,6 +1,7 @@
 #include "torch/autograd_sync.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #include "common/digest.h"
 #include "poseidon/errors.h"
@@ -244,6 +245,27 @@ void AutogradSync::stateRestored() {
   }
   stale_.assign(stale_.size(), false);
   buffers_.toDevice();
+}
+
+void AutogradSync::seedMomentum(const std::vector<std::vector<torch::Tensor>>& momentum) {
+  POSEIDON_ENFORCE_EQ(momentum.size(), model_.params.size(), "layers given momentum");
+  auto records = stateRecords();
+  for (auto& r : records) {
+    const ParamSlice& of = r.momentum_of;
+    if (of.layer < 0) continue;
+    const torch::Tensor& param = model_.params.at(of.layer).at(of.tensor);
+    const torch::Tensor& given = momentum.at(of.layer).at(of.tensor);
+    if (!given.defined() || given.numel() != param.numel()) {
+      throw InputError(detail::cat("no momentum of the size of ", model_.info.layers[of.layer].name, "'s tensor ",
+                                   of.tensor, " to start the servers from"));
+    }
+    const auto host = given.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    POSEIDON_ENFORCE(of.offset * static_cast<std::int64_t>(sizeof(float)) + static_cast<std::int64_t>(r.bytes) <=
+                         host.nbytes(),
+                     "momentum record ", r.name, " lies inside its tensor");
+    std::memcpy(r.data, host.data_ptr<float>() + of.offset, r.bytes);
+  }
+  stateRestored();
 }
 
 std::string AutogradSync::digest() {

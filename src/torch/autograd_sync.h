@@ -96,6 +96,11 @@ class AutogradSync {
   // restore wrote into them, stateRestored() puts the values back on the device.
   std::vector<StateRecord> stateRecords();
   void stateRestored();
+  // Server mode, before the first step: the SGD momentum the workers' own optimizer built,
+  // one tensor per layer and parameter tensor (as the model lists them), becomes the
+  // servers' and replicas' (each takes its slice). How mode "auto" continues on the servers
+  // after a first iteration stepped on the workers.
+  void seedMomentum(const std::vector<std::vector<torch::Tensor>>& momentum);
   std::string digest();
 
   Session& session() { return *session_; }

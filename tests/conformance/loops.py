@@ -27,6 +27,11 @@ Loops (--loops):
                mode auto then steps on the workers, and backward() returns with the mean)
   amp          the same optimizer under torch.autocast (bfloat16 on the CPU, float16 on CUDA) with a
                GradScaler, DDP's way: scaler.scale(loss).backward(); scaler.step(opt)
+  clip_sgd     plain SGD with momentum (one the servers could run) and clip_grad_norm_ after backward():
+               mode auto sees the first iteration read .grad and stays on the workers
+  amp_sgd      plain SGD with momentum under autocast and a GradScaler (whose unscale_ reads .grad)
+  grad_log     plain SGD; rank 0 alone logs the gradients' norm after backward() (a Python loop over
+               .grad): every rank stays on the workers, and the logged norms match DDP's
   metrics      each rank's test loss averaged over the ranks after every other step:
                poseidon.allreduce against torch.distributed.all_reduce
 
@@ -53,7 +58,10 @@ import poseidon  # noqa: E402
 from ddp_parity import gloo_group, local_gpu, worst  # noqa: E402
 
 LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "accumulate_hvd", "eval_epochs", "frozen", "two_groups",
-         "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp")
+         "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp", "clip_sgd", "amp_sgd", "grad_log")
+# Where mode "auto" steps after the first iteration: on the workers where the loop reads .grad
+# or the optimizer is not one the servers run, else on the servers.
+GRADIENT_MODE = ("two_groups", "clip", "amp", "clip_sgd", "amp_sgd", "grad_log")
 STEPS = 8
 BATCH = 8
 CLASSES = 5
@@ -119,7 +127,8 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
     test_x, test_y = batches[-1]
     metrics = []
     amp_type = torch.float16 if test_x.is_cuda else torch.bfloat16
-    scaler = torch.amp.GradScaler(test_x.device.type, init_scale=2.0 ** 10) if loop == "amp" else None
+    scaler = torch.amp.GradScaler(test_x.device.type, init_scale=2.0 ** 10) if loop.startswith("amp") else None
+    logged = []
     for step in range(STEPS):
         if loop == "warmup":  # Horovod's examples set the lr before each batch
             for g in optimizer.param_groups:
@@ -130,7 +139,7 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
                 no_sync = loop == "accumulate" and micro == 0
                 with accumulate_ctx() if no_sync else contextlib.nullcontext():
                     (F.cross_entropy(model(x), y) / 2).backward()
-        elif loop == "amp":
+        elif loop.startswith("amp"):
             x, y = batches[step]
             with torch.autocast(x.device.type, dtype=amp_type):
                 loss = F.cross_entropy(model(x), y)
@@ -138,8 +147,10 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
         else:
             x, y = batches[step]
             F.cross_entropy(model(x), y).backward()
-        if loop == "clip":
+        if loop.startswith("clip"):
             torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
+        if loop == "grad_log" and dist.get_rank() == 0:
+            logged.append(torch.stack([p.grad.norm() for p in module.parameters()]).norm().reshape(1))
         if scaler:
             scaler.step(optimizer)
             scaler.update()
@@ -168,6 +179,8 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
         read.update({"ema " + n: t.clone() for n, t in ema.items()})
     if metrics:
         read["metric test loss"] = torch.cat(metrics)
+    if logged:
+        read["logged gradient norm"] = torch.cat(logged)
     if loop == "save_load":  # what torch.save of state_dict() right after the step holds
         buf = io.BytesIO()
         torch.save(module.state_dict(), buf)
@@ -250,7 +263,8 @@ def main():
                 read, digest, mode = poseidon_run(loop, scheme, initial, batches)
                 digests.add(digest)
                 rel, name = worst(expected, read)
-                ok = rel <= bound and len(digests) == 1
+                mode_ok = mode == ("gradient" if loop in GRADIENT_MODE else "server")
+                ok = rel <= bound and len(digests) == 1 and mode_ok
                 if rank == 0:
                     print(f"np{size} {loop:11s} {scheme:9s} mode {mode:8s}: worst relative difference {rel:.2e} "
                           f"({name}), bound {bound:.0e}, digest {digest[:12]} {'ok' if ok else 'FAIL'}", flush=True)

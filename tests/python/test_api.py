@@ -47,16 +47,18 @@ def test_job_of_one():
     assert (poseidon.rank(), poseidon.size(), poseidon.local_rank()) == (0, 1, 0)
 
 
-@pytest.mark.parametrize("kind,mode", [("sgd", "server"), ("sgd", "gradient"), ("adam", "auto")])
-def test_one_worker_equals_plain_pytorch(kind, mode):
+@pytest.mark.parametrize("kind,mode,ends_in", [("sgd", "server", "server"), ("sgd", "gradient", "gradient"),
+                                               ("adam", "auto", "gradient"), ("sgd", "auto", "server")])
+def test_one_worker_equals_plain_pytorch(kind, mode, ends_in):
     reference, net = small_net(), small_net()
     make = {"sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=1e-4),
             "adam": lambda p: torch.optim.Adam(p, lr=1e-3)}[kind]
     train(reference, make(reference.parameters()), data())
     optimizer = make(net.parameters())
     model = poseidon.DistributedModel(net, optimizer, mode=mode)
-    assert model.mode == ("server" if mode == "server" else "gradient")
+    assert model.mode == ("server" if mode == "server" else "gradient")  # auto: the first iteration decides
     train(model, optimizer, data())
+    assert model.mode == ends_in
     model.synchronize()
     model.close()
     assert max_difference(reference, small_net()) > 1e-3  # training moved the parameters
@@ -165,7 +167,9 @@ def test_bad_input_is_one_clear_error():
     with pytest.raises(RuntimeError, match="before the model's first forward"):
         optimizer.step()
     x, y = data(1)[0]
+    train(model, optimizer, data(1))  # mode auto: the first iteration steps on the worker
     F.cross_entropy(model(x), y).backward()
+    assert model.mode == "server"
     optimizer.param_groups[0]["lr"] = 0.5
     with pytest.raises(ValueError, match="between this iteration.s forward and optimizer.step"):
         optimizer.step()
@@ -419,11 +423,43 @@ def test_checkpoint_keeps_plain_state_only(tmp_path):
     model.close()
 
 
+def test_auto_stays_on_the_workers_for_a_loop_that_reads_grad():
+    # clip_grad_norm_ in the first iteration: the mean is needed on the workers, for good.
+    reference, net = small_net(), small_net()
+    for model_net in (reference, net):
+        opt = torch.optim.SGD(model_net.parameters(), lr=0.1, momentum=0.9)
+        model = model_net if model_net is reference else poseidon.DistributedModel(net, opt)
+        for x, y in data(3):
+            F.cross_entropy(model(x), y).backward()
+            torch.nn.utils.clip_grad_norm_(model_net.parameters(), 0.1)
+            opt.step()
+            opt.zero_grad()
+    assert model.mode == "gradient" and "clip_grad_norm_" in model.describe().splitlines()[0]
+    model.close()
+    assert max_difference(reference, net) < 1e-5
+
+
+def test_auto_on_the_servers_refuses_a_later_read_of_grad():
+    net = small_net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    model = poseidon.DistributedModel(net, opt)
+    train(model, opt, data(2))
+    assert model.mode == "server" and "first iteration read no .grad" in model.describe()
+    x, y = data(1)[0]
+    F.cross_entropy(model(x), y).backward()
+    with pytest.raises(ValueError, match=r"mode='gradient'.*reads it only at some steps"):
+        print(net[0].weight.grad.norm())
+    opt.step()
+    net.zero_grad()  # zero_grad's own reads are not reads of the mean
+    model.close()
+    assert net[0].weight.grad is None  # closed: the user's module again, read freely
+
+
 def test_clipping_in_server_mode_is_refused():
     # The servers take the gradients: clipping .grad would silently clip nothing.
     net = small_net()
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    model = poseidon.DistributedModel(net, opt)
+    model = poseidon.DistributedModel(net, opt, mode="server")
     assert model.mode == "server"
     x, y = data(1)[0]
     F.cross_entropy(model(x), y).backward()
