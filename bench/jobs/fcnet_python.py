@@ -2,7 +2,8 @@
 """fcnet (src/models/model_spec.cc) written in PyTorch and trained with the Python package:
 the Python side of bench/system/python_vs_cli.py. Synthetic data, batch 32 per rank, SGD with
 momentum on the servers (as `poseidon train`); prints a JSON summary as the last line.
---model convnet: the CLI's convnet instead; --overlap-step: DistributedModel(overlap_step=True)."""
+--model convnet: the CLI's convnet instead; --overlap-step: DistributedModel(overlap_step=True);
+--mode: DistributedModel's mode (auto, its default, decides after the first iteration)."""
 import json
 import os
 import statistics
@@ -39,13 +40,14 @@ def main():
     ap.add_argument("--model", default="fcnet", choices=("fcnet", "convnet"))
     ap.add_argument("--overlap-step", action="store_true",
                     help="step() returns before the new parameters are in (the paper's overlap)")
+    ap.add_argument("--mode", default="auto", choices=("auto", "server", "gradient"))
     a = ap.parse_args()
     torch.set_num_threads(1)
     poseidon.init()
     torch.manual_seed(0)
     net = fcnet() if a.model == "fcnet" else convnet()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05 if a.model == "fcnet" else 0.01, momentum=0.9)
-    model = poseidon.DistributedModel(net, optimizer, scheme=a.scheme, overlap_step=a.overlap_step)
+    model = poseidon.DistributedModel(net, optimizer, scheme=a.scheme, mode=a.mode, overlap_step=a.overlap_step)
     g = torch.Generator().manual_seed(poseidon.rank())
     x = torch.randn(a.batch, 1, 28, 28, generator=g)
     y = torch.randint(0, 10, (a.batch,), generator=g)
@@ -55,7 +57,8 @@ def main():
     model.close()
     s = statistics.median(times[3:])
     if poseidon.rank() == 0:
-        print(json.dumps({"s_per_iter_median": s, "images_per_s": a.batch * poseidon.size() / s, "plan": plan}))
+        print(json.dumps({"s_per_iter_median": s, "images_per_s": a.batch * poseidon.size() / s, "plan": plan,
+                          "mode": model.mode, "first_3_steps_s": sum(times[:3])}))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@ parameter holds its new value (DistributedModel's default) against the paper's o
 and convnet in PyTorch (bench/jobs/fcnet_python.py) on --ranks ranks, each behind its own
 capped link (`poseidon lab`, root), alternated rounds; medians and the ratio default/overlap.
   sudo bench/system/step_wait_cost.py --lab 1gbit --models fcnet,convnet --iterations 25 --repeats 5
+--against server: the default (mode "auto": the first iteration on the workers, then the
+servers) against mode="server" from the start (what "auto" chose for SGD before); the steady
+state (median step from the fourth) and the first three steps' seconds (the decision and
+the second session's start) side by side.
 """
 import os
 import sys
@@ -22,21 +26,28 @@ def main():
     ap.add_argument("--models", default="fcnet,convnet")
     ap.add_argument("--iterations", type=int, default=25)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--against", default="overlap", choices=("overlap", "server"))
     a = ap.parse_args()
     use_build_python()
     for model in a.models.split(","):
         job = [PYTHON, script("jobs/fcnet_python.py"), "--model", model, "--iterations", str(a.iterations)]
 
+        other = {"overlap": ["--overlap-step"], "server": ["--mode", "server"]}[a.against]
+        first = {"default": [], a.against: []}
+
         def run(name, r):
-            ips = run_ranks(a.poseidon, a.ranks, a.lab, job + (["--overlap-step"] if name == "overlap" else []))
-            print(f"{model} round {r + 1} {name:8s} {ips['images_per_s']:.1f} images/s", flush=True)
+            ips = run_ranks(a.poseidon, a.ranks, a.lab, job + (other if name == a.against else []))
+            first[name].append(ips.get("first_3_steps_s", float("nan")))
+            print(f"{model} round {r + 1} {name:8s} {ips['images_per_s']:.1f} images/s, mode {ips.get('mode')}, "
+                  f"first 3 steps {first[name][-1]:.2f} s", flush=True)
             return ips["images_per_s"]
 
-        seen = alternated(a.repeats, ["default", "overlap"], run, swap=True)
-        paired = ratios(seen["default"], seen["overlap"])
-        print(f"{model}: default (step waits) {median(seen['default']):.1f}, overlap {median(seen['overlap']):.1f} "
-              f"images/s; ratio of medians {median(seen['default']) / median(seen['overlap']):.3f}; "
-              f"per round {listed(paired)}", flush=True)
+        seen = alternated(a.repeats, ["default", a.against], run, swap=True)
+        paired = ratios(seen["default"], seen[a.against])
+        print(f"{model}: default {median(seen['default']):.1f}, {a.against} {median(seen[a.against]):.1f} "
+              f"images/s; ratio of medians {median(seen['default']) / median(seen[a.against]):.3f}; "
+              f"per round {listed(paired)}; first 3 steps (median s) default {median(first['default']):.2f}, "
+              f"{a.against} {median(first[a.against]):.2f}", flush=True)
 
 
 if __name__ == "__main__":

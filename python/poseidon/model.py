@@ -413,6 +413,7 @@ class DistributedModel(torch.nn.Module):
                 raise RuntimeError("this DistributedModel has been closed")
             self._start(args, kwargs)
         if self._checkpoints.pending:  # due at the last step; the loop has finished that step
+            self._decide_when_due()  # a checkpoint holds the mode the run goes on in
             self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer,
                                     self._saved_mode())
         training = torch.is_grad_enabled() and self.module.training
@@ -429,8 +430,8 @@ class DistributedModel(torch.nn.Module):
                                  "backward_passes_per_step=k to DistributedModel")
             self._synchronized = False
             self._count_step()
-        if training and self._deciding and self.iteration > self.start_iteration:
-            self._decide()
+        if training:
+            self._decide_when_due()
         batch = layers_mod.batch_of(args, kwargs)  # counted as the probe counts it
         if training and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             self._batch = args[0].size(0)  # a profile's batch (write_profile): a training forward's
@@ -524,6 +525,10 @@ class DistributedModel(torch.nn.Module):
         return ""
 
     # --- mode "auto": the first iteration decides ---
+
+    def _decide_when_due(self):
+        if self._deciding and self.iteration > self.start_iteration:
+            self._decide()
 
     def _decide(self):
         """The second training forward of an "auto" model (the first ran in gradient mode,
@@ -664,11 +669,13 @@ class DistributedModel(torch.nn.Module):
         where the loop has finished a step (after the scheduler's step, before the next draw)."""
         self._started()
         self._checkpoints.pending = None
+        self._decide_when_due()
         self._checkpoints.save(self._core, self.iteration, checkpoint.config_of(self, self._core), self.optimizer,
                                self._saved_mode())
 
     def _saved_mode(self):
-        """What a resumed "auto" run starts in: this mode, or "auto" while it is undecided."""
+        """What a resumed "auto" run starts in: this mode, or "auto" while it is undecided (a
+        checkpoint of iteration 0; after a step the decision comes before a save)."""
         return "auto" if self._deciding else self.mode
 
     def synchronize_gradients(self):
@@ -761,7 +768,8 @@ class DistributedModel(torch.nn.Module):
         try:
             if self._core is not None:
                 try:
-                    if not failing:
+                    if not failing and self._checkpoints.pending:
+                        self._decide_when_due()
                         self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer,
                                     self._saved_mode())
                 finally:

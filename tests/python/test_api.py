@@ -348,6 +348,31 @@ def test_checkpoints_record_the_cores_run_configuration(tmp_path):
     resumed.close()
 
 
+def test_auto_resumes_in_the_mode_it_saved(tmp_path):
+    """mode auto decides before it saves (here at close(), right after the first step), so a
+    resumed run starts where the saved one went on, on the servers, and ends bit-equal to a run
+    straight through (the workers' SGD and the servers' round differently)."""
+    batches = data(n=5)
+
+    def run(folder, last, **kwargs):
+        net = small_net()
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+        model = poseidon.DistributedModel(net, optimizer, checkpoint_dir=str(tmp_path / folder), **kwargs)
+        first_mode = model.mode
+        train(model, optimizer, batches[model.start_iteration:last])
+        model.synchronize()
+        out = (model.digest(), first_mode, model.mode)
+        model.close()
+        return out
+
+    straight = run("none", 5)
+    assert straight[1:] == ("gradient", "server")
+    run("at1", 1, checkpoint_every=1)
+    assert run("at1", 5, resume=True) == (straight[0], "server", "server")
+    run("at3", 3, checkpoint_every=3)
+    assert run("at3", 5, resume=True) == (straight[0], "server", "server")
+
+
 def test_schedule_rule_takes_a_profile_of_the_same_model(tmp_path):
     """cost_model="schedule" plans from a profile of this model (a job of one has nothing to
     choose: every layer stays on PS; the choice among schemes is tested under mpirun by
