@@ -106,6 +106,10 @@ struct Options {
   bool timeline = false;
   // The first iteration to run: that of the checkpoint a run resumes from (0: a new run).
   std::uint64_t start_iteration = 0;
+  // Every rank already holds the same parameters and frozen tensors (the next session of a
+  // running job: mode "auto" moving onto the servers): the start compares their digests
+  // instead of broadcasting rank 0's, and fails if they differ.
+  bool replicas_equal = false;
   // Anything else every rank must agree on (the CLI puts its flags here); compared at
   // start-up together with the model and the information book.
   std::string agreement;

@@ -357,6 +357,7 @@ void bindOptions(py::module_& m) {
       .def_readwrite("straggler_timeout", &Options::straggler_timeout)
       .def_readwrite("timeline", &Options::timeline)
       .def_readwrite("start_iteration", &Options::start_iteration)
+      .def_readwrite("replicas_equal", &Options::replicas_equal)
       .def_readwrite("agreement", &Options::agreement)
       .def(
           "use_schedule_profile",

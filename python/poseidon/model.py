@@ -558,7 +558,7 @@ class DistributedModel(torch.nn.Module):
     def _continue_on_servers(self):
         """Server mode from this forward on: a new session whose servers and replicas start
         from the parameters and SGD momentum the first, worker-side step left (equal on every
-        rank), at this iteration."""
+        rank: compared by digest, not broadcast again), at this iteration."""
         momentum = None
         if self._sgd[1] != 0:
             momentum = [[self.optimizer.state[p]["momentum_buffer"] for _, p in layer.params] for layer in self._layers]
@@ -573,6 +573,7 @@ class DistributedModel(torch.nn.Module):
         self._sent_values = self._sgd
         self.options = self._options(self._option_args)
         self.options.batch, self.options.start_iteration = batch, self.iteration
+        self.options.replicas_equal = True  # the first session left them equal: no second broadcast
         self._open_core()
         if momentum is not None:
             self._core.seed_momentum(momentum)

@@ -161,7 +161,8 @@ void validate(const Options& options) { static_cast<void>(checkOptions(options))
 //          the plan itself), how messages travel (wfbp, kvstore, devices_per_node and
 //          node_memory: the session compares the nodes it found; the send order and
 //          budget), timeouts (straggler_timeout included), start_iteration (the
-//          checkpoint's), and the front end's agreement (each front end adds its own).
+//          checkpoint's), replicas_equal (how the start makes them equal), and the
+//          front end's agreement (each front end adds its own).
 std::string runConfiguration(const Options& o, ConfigurationUse use) {
   const bool all = use == ConfigurationUse::kStart;
   std::ostringstream s;
@@ -192,6 +193,7 @@ std::string runConfiguration(const Options& o, ConfigurationUse use) {
   field("node_memory", o.node_memory, false);
   field("straggler_ms", o.straggler_timeout.count(), false);
   field("start", o.start_iteration, false);
+  field("replicas_equal", o.replicas_equal, false);
   if (all) s << " | " << o.agreement;
   return s.str();
 }

@@ -12,6 +12,7 @@
 #include "client/checked_options.h"
 #include "client/client.h"
 #include "comm/control_channel.h"
+#include "comm/equal_everywhere.h"
 #include "comm/transport.h"
 #include "common/digest.h"
 #include "common/fault.h"
@@ -272,7 +273,11 @@ void checkPlanForSlowWorkers(const Options& options, const ModelInfo& model, con
 
 // The steps' SGD: the servers' (and replicas') update, or in gradient mode a mean only.
 SgdOptions sgdOptions(const Options& options, int per_node) {
-  SgdOptions sgd{options.lr, options.momentum, options.weight_decay, options.lr_decay_iterations};
+  SgdOptions sgd;
+  sgd.lr = options.lr;
+  sgd.momentum = options.momentum;
+  sgd.weight_decay = options.weight_decay;
+  sgd.decay_iterations = options.lr_decay_iterations;
   if (options.gradient_mode) {
     // The workers' optimizer steps: every scheme's "step" writes the mean gradient.
     sgd = SgdOptions{};
@@ -483,14 +488,20 @@ void Session::checkPlanAndBroadcast(const ModelInfo& model) {
   std::string schemes;
   for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
   agree(detail::cat("schemes=", schemes, " book=", s.book->digest()), "plan agreement check");
-  // Initial parameters come from rank 0.
+  // Initial parameters come from rank 0 (or are already everybody's).
   faultPoint(s.transport.rank(), "broadcast");
+  Digest held;
   for (std::size_t l = 0; l < model.layers.size(); ++l) {
     for (std::size_t t = 0; t < model.layers[l].tensors.size(); ++t) {
-      s.control.broadcastFloats(s.params[l][t], model.layers[l].tensors[t].numel(), 0,
-                                "initial parameters of " + model.layers[l].name);
+      const auto n = model.layers[l].tensors[t].numel();
+      if (s.options.replicas_equal) {
+        held.update(s.params[l][t], n * sizeof(float));
+      } else {
+        s.control.broadcastFloats(s.params[l][t], n, 0, "initial parameters of " + model.layers[l].name);
+      }
     }
   }
+  if (s.options.replicas_equal) checkEqualEverywhere(s.control, held.hex(), "parameters");
   // A shard with values of its own starts from the same.
   for (auto& [key, values] : s.shard_values) {
     const KVPair& kv = s.book->pair(key);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/equal_everywhere.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
 
@@ -43,7 +44,11 @@ void AutogradSync::start(Transport& transport) {
   staging_->paramsToDevice();
   // Rank 0's buffers and frozen parameters, as its trained parameters (DDP does the same).
   buffers_.makeEqual(session_->control(), "broadcast", session_->size());
-  broadcastFrozen();
+  if (options_.replicas_equal) {
+    checkFrozenEqual();
+  } else {
+    broadcastFrozen();
+  }
   for (int l = 0; l < layerCount(); ++l) {
     // SFB layers: autograd must not compute the dense weight gradient at all; the update
     // comes from the factors. Without requires_grad it computes only the input gradient.
@@ -97,6 +102,15 @@ void AutogradSync::waitUpdates() {
   for (auto* a : appliers_) {
     if (a) a->waitUpdated();
   }
+}
+
+void AutogradSync::checkFrozenEqual() {
+  Digest d;
+  for (auto& f : model_.frozen) {
+    const auto host = f.tensor.detach().to(torch::kCPU).contiguous();
+    d.update(host.data_ptr(), host.nbytes());
+  }
+  checkEqualEverywhere(session_->control(), d.hex(), "frozen parameters");
 }
 
 void AutogradSync::broadcastFrozen() {
@@ -261,7 +275,7 @@ void AutogradSync::seedMomentum(const std::vector<std::vector<torch::Tensor>>& m
     }
     const auto host = given.detach().to(torch::kCPU, torch::kFloat).contiguous();
     POSEIDON_ENFORCE(of.offset * static_cast<std::int64_t>(sizeof(float)) + static_cast<std::int64_t>(r.bytes) <=
-                         host.nbytes(),
+                         static_cast<std::int64_t>(host.nbytes()),
                      "momentum record ", r.name, " lies inside its tensor");
     std::memcpy(r.data, host.data_ptr<float>() + of.offset, r.bytes);
   }

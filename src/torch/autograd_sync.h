@@ -129,6 +129,7 @@ class AutogradSync {
   bool lastPass() const { return forwards_ == options_.backward_passes_per_step; }
   std::vector<torch::Tensor> gradientsOf(int layer);  // defined: zeros where autograd gave none
   void broadcastFrozen();
+  void checkFrozenEqual();  // Options::replicas_equal: the digests instead
 
   ModelTensors model_;
   const Options options_;

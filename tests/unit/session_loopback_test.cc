@@ -19,6 +19,7 @@ struct Config {
   int server_ranks = 0;
   int shards = 0;
   std::int64_t pair_bytes = 512;  // small pairs: every layer is cut into several
+  bool replicas_equal = false;    // every rank starts from rank 0's values, told so
 };
 
 constexpr int kIterations = 6;
@@ -33,13 +34,14 @@ void trainAndCompare(const Config& c) {
   o.server_ranks = c.server_ranks;
   o.shards = c.shards;
   o.kv_pair_bytes = c.pair_bytes;
+  o.replicas_equal = c.replicas_equal;
   o.scheme = "ps";
   o.timeout = std::chrono::milliseconds(20000);
   const int workers = c.ranks - c.server_ranks;
   const auto want = toy::reference(model, workers, o, kIterations);
 
   testing::runRanks(c.ranks, [&](Transport& transport, int rank) {
-    toy::Replica r = toy::makeReplica(model, rank);
+    toy::Replica r = toy::makeReplica(model, c.replicas_equal ? 0 : rank);
     Session session(transport, model, r.pointers(), o);
     if (!session.isWorker()) {
       session.serveUntil(kIterations);
@@ -68,6 +70,23 @@ TEST(SessionLoopback, FourWorkersWithoutWfbp) { trainAndCompare({4, false}); }
 TEST(SessionLoopback, ServerOnlyRank) { trainAndCompare({3, true, 1, 0}); }
 TEST(SessionLoopback, FewerShardsThanRanks) { trainAndCompare({4, true, 0, 2}); }
 TEST(SessionLoopback, LargePairsOneShardPerLayer) { trainAndCompare({3, true, 0, 0, 1 << 20}); }
+
+// No broadcast: the start compares digests, and trains as after one.
+TEST(SessionLoopback, ReplicasAlreadyEqual) { trainAndCompare({3, true, 0, 0, 512, true}); }
+
+TEST(SessionLoopback, ReplicasSaidEqualThatDifferFailAtStartup) {
+  EXPECT_THROW(testing::runRanks(2,
+                                 [](Transport& transport, int rank) {
+                                   const ModelInfo model = toy::model();
+                                   toy::Replica r = toy::makeReplica(model, rank);  // rank 1's differ
+                                   Options o;
+                                   o.scheme = "ps";
+                                   o.replicas_equal = true;
+                                   o.timeout = std::chrono::milliseconds(5000);
+                                   Session session(transport, model, r.pointers(), o);
+                                 }),
+               Error);
+}
 
 TEST(SessionLoopback, RanksThatDisagreeFailAtStartup) {
   EXPECT_THROW(testing::runRanks(2,
