@@ -61,9 +61,8 @@ SCHEMES = ("auto", "ps", "sfb", "allreduce")
 MODES = ("auto", "server", "gradient")
 _SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is never the mean
 _OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "fusion_bytes", "kvstore",
-                "kv_pair_bytes",
-                "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout", "timeout",
-                "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
+                "kv_pair_bytes", "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout",
+                "timeout", "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
                 "stack_rate")
 SERVER_ONLY = ("staleness", "straggler_timeout", "lr_decay_iterations", "overlap_step")  # options: mode "server"
 
@@ -514,9 +513,9 @@ class DistributedModel(torch.nn.Module):
         if self._deciding:
             self._grad_reader = self._grad_reader or _GradReads.site(frame)
             return
-        raise ValueError(f"{_GradReads.site(frame)}: read .grad of a model in server mode between loss.backward() and the next "
-                         "forward: the parameter servers take the gradients, so .grad never holds the workers' "
-                         "mean (DDP's); pass mode='gradient' to DistributedModel" + self._auto_note())
+        raise ValueError(f"{_GradReads.site(frame)}: read .grad of a model in server mode between loss.backward() "
+                         "and the next forward: the parameter servers take the gradients, so .grad never holds the "
+                         "workers' mean (DDP's); pass mode='gradient' to DistributedModel" + self._auto_note())
 
     def _auto_note(self):
         if self.mode_reason and self.mode_reason.startswith("auto: the first iteration"):
@@ -550,6 +549,9 @@ class DistributedModel(torch.nn.Module):
         self._sgd, why_not = _server_sgd(self.optimizer)
         if self._sgd is None:
             return why_not
+        owned = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
+        if owned != {id(p) for layer in self._layers for _, p in layer.params}:
+            return "the optimizer does not hold exactly the parameters the module trains (the servers update all)"
         if self._sgd[1] != 0 and any("momentum_buffer" not in self.optimizer.state.get(p, {})
                                      for layer in self._layers for _, p in layer.params):
             return "a parameter had no gradient in the first step (its momentum would start differently)"
@@ -772,7 +774,7 @@ class DistributedModel(torch.nn.Module):
                     if not failing and self._checkpoints.pending:
                         self._decide_when_due()
                         self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer,
-                                    self._saved_mode())
+                                                self._saved_mode())
                 finally:
                     core, self._core = self._core, None
                     core.close(abandon=failing)

@@ -464,6 +464,18 @@ def test_auto_stays_on_the_workers_for_a_loop_that_reads_grad():
     assert max_difference(reference, net) < 1e-5
 
 
+def test_auto_stays_on_the_workers_for_an_optimizer_of_some_parameters():
+    # The servers would update every trainable parameter: the last layer is not the optimizer's.
+    reference, net = small_net(), small_net()
+    for model_net in (reference, net):
+        opt = torch.optim.SGD(list(model_net.parameters())[:-2], lr=0.1, momentum=0.9)
+        model = model_net if model_net is reference else poseidon.DistributedModel(net, opt)
+        train(model, opt, data(3))
+    assert model.mode == "gradient" and "not hold exactly" in model.describe()
+    model.close()
+    assert max_difference(reference, net) < 1e-5
+
+
 def test_auto_on_the_servers_refuses_a_later_read_of_grad():
     net = small_net()
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
