@@ -6,6 +6,7 @@
 // "nothing to do" or, for a hand-over the scheme cannot take, fail loudly.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,14 +69,16 @@ class LayerSyncer {
   virtual void addToDigest(Digest& /*digest*/) const {}
 
   // Bytes this syncer has sent; SSP: the most iterations any read lacked.
-  virtual std::uint64_t bytesSent() const { return bytes_sent_; }
+  virtual std::uint64_t bytesSent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   virtual std::uint64_t maxStalenessSeen() const { return 0; }
 
  protected:
   // Fails: `what` was handed to a layer whose scheme does not take it.
   [[noreturn]] void refuse(const char* what) const;
 
-  std::uint64_t bytes_sent_ = 0;  // written by the pool thread running this syncer only
+  // Written by the pool thread running this syncer, read by the compute thread (the
+  // timeline's bytes per iteration, plan()): a counter, so relaxed atomics suffice.
+  std::atomic<std::uint64_t> bytes_sent_{0};
 
  private:
   const int layer_;
