@@ -29,6 +29,8 @@ Loops (--loops):
                GradScaler, DDP's way: scaler.scale(loss).backward(); scaler.step(opt)
   clip_sgd     plain SGD with momentum (one the servers could run) and clip_grad_norm_ after backward():
                mode auto sees the first iteration read .grad and stays on the workers
+  clip_hvd     the same, Horovod's way: optimizer.synchronize() (model.synchronize_gradients()), clip,
+               step (DDP: nothing to synchronize)
   amp_sgd      plain SGD with momentum under autocast and a GradScaler (whose unscale_ reads .grad)
   grad_log     plain SGD; rank 0 alone logs the gradients' norm after backward() (a Python loop over
                .grad): every rank stays on the workers, and the logged norms match DDP's
@@ -58,10 +60,11 @@ import poseidon  # noqa: E402
 from ddp_parity import gloo_group, local_gpu, worst  # noqa: E402
 
 LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "accumulate_hvd", "eval_epochs", "frozen", "two_groups",
-         "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp", "clip_sgd", "amp_sgd", "grad_log")
+         "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp", "clip_sgd", "clip_hvd", "amp_sgd",
+         "grad_log")
 # Where mode "auto" steps after the first iteration: on the workers where the loop reads .grad
 # or the optimizer is not one the servers run, else on the servers.
-GRADIENT_MODE = ("two_groups", "clip", "amp", "clip_sgd", "amp_sgd", "grad_log")
+GRADIENT_MODE = ("two_groups", "clip", "amp", "clip_sgd", "clip_hvd", "amp_sgd", "grad_log")
 STEPS = 8
 BATCH = 8
 CLASSES = 5
@@ -119,7 +122,7 @@ def scheduler_for(loop, optimizer):
     return None
 
 
-def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
+def train(loop, model, module, optimizer, batches, accumulate_ctx, average, synchronize=lambda: None):
     """One loop as its users write it; returns what it read after the last step."""
     torch.manual_seed(7)
     scheduler = scheduler_for(loop, optimizer)
@@ -147,6 +150,8 @@ def train(loop, model, module, optimizer, batches, accumulate_ctx, average):
         else:
             x, y = batches[step]
             F.cross_entropy(model(x), y).backward()
+        if loop == "clip_hvd":
+            synchronize()  # Horovod's optimizer.synchronize()
         if loop.startswith("clip"):
             torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
         if loop == "grad_log" and dist.get_rank() == 0:
@@ -221,7 +226,7 @@ def poseidon_run(loop, scheme, initial, batches):
     optimizer = optimizer_for(loop, net)
     passes = 2 if loop.startswith("accumulate") else 1
     model = poseidon.DistributedModel(net, optimizer, scheme=scheme, backward_passes_per_step=passes)
-    read = train(loop, model, net, optimizer, batches, model.no_sync, poseidon.allreduce)
+    read = train(loop, model, net, optimizer, batches, model.no_sync, poseidon.allreduce, model.synchronize_gradients)
     model.synchronize()
     digest, mode = model.digest(), model.mode
     model.close()
