@@ -1,6 +1,5 @@
 #include "train_command.h"
 
-#include <cstdio>
 #include <string>
 
 namespace poseidon::app {
@@ -66,19 +65,7 @@ void addSchemeOptions(CLI::App* cmd, TrainOptions& o) {
                   "Per layer: auto (the cheapest of PS, sufficient factors and allreduce by the cost model), ps (all "
                   "through the parameter server), sfb (every FC layer by sufficient factors), allreduce (MPI_Allreduce "
                   "among the workers, through the KVStore and the dependency engine), factor-push (the 2015 paper's "
-                  "comparison after Project Adam: FC factors to the servers, full matrices back; 'adam', its old name, "
-                  "still works)")
-      ->transform(CLI::Validator(
-          [](std::string& v) {
-            if (v == "adam") {  // the scheme's name until 2026-11: scripts may still say it
-              std::fprintf(stderr,
-                           "poseidon: --scheme adam is now called --scheme factor-push (--optimizer adam is "
-                           "the Adam optimizer)\n");
-              v = "factor-push";
-            }
-            return std::string();
-          },
-          "", "old scheme names"))
+                  "comparison after Project Adam: FC factors to the servers, full matrices back)")
       ->capture_default_str();
   cmd->add_option(
          "--cost-model", o.session.cost_model,

@@ -35,7 +35,7 @@ struct Options {
   std::int64_t lr_decay_iterations = 0;
   // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "allreduce" (MPI
   // collectives among the workers), "auto" (the cheapest per layer) or "factor-push" (the 2015 paper's strategy after
-  // Project Adam: factors to the servers, matrices back; "adam" is its old name); "auto"
+  // Project Adam: factors to the servers, matrices back); "auto"
   // decides by "bytes" (the paper's rule), "time", or "schedule" (the plan whose simulated
   // iteration, WFBP's overlap included, is shortest; needs schedule_plan below).
   std::string scheme = "auto";

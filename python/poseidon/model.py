@@ -59,6 +59,7 @@ from . import runtime
 
 SCHEMES = ("auto", "ps", "sfb", "allreduce")
 MODES = ("auto", "server", "gradient")
+_CORE = _C.Options()  # the core's defaults, the keywords' defaults where they are the same option
 _SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is never the mean
 _OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "fusion_bytes", "kvstore",
                 "kv_pair_bytes", "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout",
@@ -227,10 +228,12 @@ class DistributedModel(torch.nn.Module):
     """
 
     def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
-                 buffers="broadcast", backward_passes_per_step=1, fusion_bytes=2 << 20, kvstore="concurrent",
-                 kv_pair_bytes=2 << 20, send_order="priority", max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0, timeout=120.0, timeline=False,
-                 wfbp=True, overlap_step=False, bandwidth=0.0, gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None,
-                 checkpoint_every=0, resume=False, checkpoint_objects=(), profile=None, stack_rate=0):
+                 buffers="broadcast", backward_passes_per_step=1, fusion_bytes=_CORE.fusion_bytes,
+                 kvstore=_CORE.kvstore, kv_pair_bytes=_CORE.kv_pair_bytes, send_order=_CORE.send_order,
+                 max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0,
+                 timeout=_CORE.timeout.total_seconds(), timeline=False, wfbp=True, overlap_step=False, bandwidth=0.0,
+                 gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None, checkpoint_every=0, resume=False,
+                 checkpoint_objects=(), profile=None, stack_rate=0):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")

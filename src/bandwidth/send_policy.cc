@@ -10,6 +10,4 @@ SendOrder parseSendOrder(const std::string& text) {
   throw OptionError("{send_order=" + text + "}: use 'priority' or 'fifo'");
 }
 
-const char* sendOrderName(SendOrder order) { return order == SendOrder::kPriority ? "priority" : "fifo"; }
-
 }  // namespace poseidon

@@ -18,7 +18,6 @@ enum class SendOrder {
 };
 // "priority" or "fifo"; throws OptionError otherwise.
 SendOrder parseSendOrder(const std::string& text);
-const char* sendOrderName(SendOrder order);
 
 struct SendPolicy {
   SendOrder order = SendOrder::kPriority;

@@ -122,7 +122,7 @@ std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::millise
   if (!thread_multiple_) {
     throw CommError(
         "this MPI library does not provide MPI_THREAD_MULTIPLE, which the allreduce scheme needs; "
-        "use --scheme ps, sfb or auto without allreduce");
+        "choose the ps, sfb or auto scheme, without allreduce layers");
   }
   auto comm = std::make_unique<MpiCommunicator>(comm_, timeout, failure);
   comm->countInto(&traffic());
@@ -136,7 +136,7 @@ std::unique_ptr<Communicator> MpiTransport::newGroupCommunicator(const std::vect
   if (!thread_multiple_) {
     throw CommError(
         "this MPI library does not provide MPI_THREAD_MULTIPLE, which the allreduce scheme needs; "
-        "use --scheme ps, sfb or auto without allreduce");
+        "choose the ps, sfb or auto scheme, without allreduce layers");
   }
   // MPI_Comm_create_group is collective over the members only: the other ranks (a node's
   // devices) never call it. Not on comm_: the progress thread would take its messages.

@@ -18,18 +18,13 @@ class TrafficCounters {
     total_ += bytes;
   }
   // A collective's bytes: the transport does not see them per peer.
-  void countCollective(std::uint64_t bytes) {
-    collective_ += bytes;
-    total_ += bytes;
-  }
+  void countCollective(std::uint64_t bytes) { total_ += bytes; }
   std::uint64_t sentTotal() const { return total_; }
-  std::uint64_t sentByCollectives() const { return collective_; }
   std::uint64_t sentTo(int peer) const { return per_peer_.at(peer); }
 
  private:
   std::vector<std::atomic<std::uint64_t>> per_peer_;
   std::atomic<std::uint64_t> total_{0};
-  std::atomic<std::uint64_t> collective_{0};
 };
 
 }  // namespace poseidon

@@ -1,5 +1,5 @@
-// Handle of an asynchronous operation (after c10d's Work): completion, a bounded wait,
-// and the error if the operation failed.
+// Handle of an asynchronous operation (after c10d's Work): a bounded wait for its
+// completion, which rethrows the error if the operation failed.
 #pragma once
 
 #include <chrono>
@@ -14,10 +14,8 @@ class Work {
  public:
   explicit Work(std::string what) : what_(std::move(what)) {}
 
-  bool isCompleted() const;
   // Blocks until completion; throws TimeoutError after `timeout`, rethrows the op's error.
   void wait(std::chrono::milliseconds timeout);
-  std::exception_ptr error() const;
 
   // Called by the transport.
   void markDone(std::exception_ptr error = nullptr);

@@ -22,7 +22,7 @@ void FailureState::rethrowIfFailed() const {
 
 void throwTimeout(const std::string& what, std::chrono::milliseconds timeout) {
   throw TimeoutError(detail::cat(what, " did not happen within ", timeout.count() / 1000.0,
-                                 " s (--timeout); a peer may have died or stalled"));
+                                 " s (the timeout option); a peer may have died or stalled"));
 }
 
 }  // namespace poseidon

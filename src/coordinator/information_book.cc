@@ -5,6 +5,7 @@
 
 #include "common/digest.h"
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -16,9 +17,9 @@ constexpr std::int64_t kMinSplitBytesPerShard = 16 << 10;
 
 InformationBook::InformationBook(const ModelInfo& model, const ClusterInfo& cluster, std::int64_t max_pair_bytes,
                                  const std::vector<bool>& on_ps)
-    : model_(model), cluster_(cluster), max_pair_bytes_(max_pair_bytes) {
+    : model_(model), cluster_(cluster) {
   if (max_pair_bytes < static_cast<std::int64_t>(sizeof(float))) {
-    throw InputError(detail::cat("--kv-pair-bytes ", max_pair_bytes, " is too small: a pair holds at least one float"));
+    throw OptionError(detail::cat("{kv_pair_bytes=", max_pair_bytes, "} is too small: a pair holds at least one float"));
   }
   const int shards = cluster.shards();
   const std::int64_t max_floats = max_pair_bytes / static_cast<std::int64_t>(sizeof(float));

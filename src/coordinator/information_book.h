@@ -39,13 +39,11 @@ class InformationBook {
   const std::vector<std::uint32_t>& pairsOfLayer(int layer) const { return by_layer_.at(layer); }
   const std::vector<std::uint32_t>& pairsOfShard(int shard) const { return by_shard_.at(shard); }
   std::int64_t shardBytes(int shard) const;
-  std::int64_t maxPairBytes() const { return max_pair_bytes_; }
   std::string digest() const;
 
  private:
   ModelInfo model_;
   ClusterInfo cluster_;
-  std::int64_t max_pair_bytes_;
   std::vector<KVPair> pairs_;
   std::vector<std::vector<std::uint32_t>> by_layer_;
   std::vector<std::vector<std::uint32_t>> by_shard_;

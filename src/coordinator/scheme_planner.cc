@@ -11,8 +11,11 @@ SchemeMode parseSchemeMode(const std::string& name) {
   if (name == "ps") return SchemeMode::kPS;
   if (name == "sfb") return SchemeMode::kSFB;
   if (name == "auto") return SchemeMode::kAuto;
-  // "adam": the scheme's name until 2026-11 (after Project Adam), kept for scripts.
-  if (name == "factor-push" || name == "adam") return SchemeMode::kFactorPush;
+  if (name == "factor-push") return SchemeMode::kFactorPush;
+  if (name == "adam") {  // the scheme's name until 2026-11, after Project Adam; Adam is an optimizer
+    throw OptionError("{scheme=adam}: the factor-push scheme (after Project Adam) is now called factor-push; "
+                      "Adam the optimizer is --optimizer adam in the CLI, torch.optim.Adam in Python");
+  }
   if (name == "allreduce") return SchemeMode::kAllreduce;
   throw OptionError("{scheme=" + name + "}: use ps, sfb, allreduce, auto or factor-push");
 }
@@ -75,7 +78,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
   // The collectives run among all ranks, so every rank must train.
   const bool allreduce_ok = P1 > 1 && cluster.serverOnly() == 0;
   if (req.mode == SchemeMode::kAllreduce && cluster.serverOnly() > 0) {
-    throw InputError("--scheme allreduce needs every rank to train: drop --server-ranks");
+    throw OptionError("{scheme=allreduce} needs every rank to train: drop {server_ranks}");
   }
   std::vector<LayerPlan> plans;
   for (const auto& layer : model.layers) {
@@ -142,7 +145,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       p.reason = !fc && req.mode != SchemeMode::kAllreduce && req.mode != SchemeMode::kPS
                      ? (layer.kind == LayerKind::kFC ? "FC, but its factors cannot be captured"
                                                      : "not FC: no sufficient factors")
-                     : std::string("forced by --scheme ") + schemeModeName(req.mode);
+                     : std::string("forced by scheme ") + schemeModeName(req.mode);
     } else if (!fc && !allreduce_ok) {
       p.reason = "not FC: no sufficient factors";
     } else if (!fc) {

@@ -5,13 +5,14 @@
 #include <cstdlib>
 
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
 NodeMap NodeMap::blocks(int ranks, int devices_per_node) {
   if (devices_per_node < 1 || ranks % devices_per_node != 0) {
-    throw InputError(detail::cat("--devices-per-node ", devices_per_node, ": the job's ", ranks,
-                                 " ranks must split into nodes of that many ranks each"));
+    throw OptionError(detail::cat("{devices_per_node=", devices_per_node, "}: the job's ", ranks,
+                                  " ranks must split into nodes of that many ranks each"));
   }
   return NodeMap(ranks, devices_per_node);
 }

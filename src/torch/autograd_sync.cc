@@ -34,9 +34,9 @@ void AutogradSync::start(Transport& transport) {
   staging_ = std::make_unique<DeviceStaging>(model_.params, mirrorOnCpu(model_));
   stale_.assign(model_.params.size(), false);
   if (!buffers_.empty() && options_.server_ranks > 0) {
-    throw InputError(
+    throw OptionError(
         "a model with buffers (BatchNorm statistics) keeps them equal with collectives among all ranks: "
-        "drop --server-ranks");
+        "drop {server_ranks}");
   }
   // The session broadcasts rank 0's values into the host buffers; the device gets them after.
   staging_->paramsToHost();

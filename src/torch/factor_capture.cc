@@ -49,7 +49,7 @@ torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, to
     if (e.V._version() != e.version) {
       throw Error("the input of layer '" + model_.info.layers[layer].name +
                   "' was changed in place after its forward; its sufficient factors need it as it was "
-                  "(clone it first, or use --scheme ps)");
+                  "(clone it first, or choose the ps scheme)");
     }
     e.U = U.reshape({-1, M}).contiguous();
     if (!last) return;
