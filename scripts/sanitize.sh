@@ -4,7 +4,8 @@
 # sanitizers; the core is where our threads live) once with ThreadSanitizer and once with
 # AddressSanitizer + UndefinedBehaviorSanitizer, and runs under each:
 #   - the threads-as-ranks suites and the checkpoint and decoding tests (ctest label unit),
-#   - 2-rank mpirun runs: a whole session per scheme against its reference (label sanitize),
+#   - 2-rank mpirun runs: a whole session per scheme against its reference, and one with the
+#     timeline recording and its trace written (label sanitize),
 #     the three KVStore ordering designs under stress, and a session in which rank 1 fails
 #     at each phase (POSEIDON_FAULT), so that its teardown runs under the sanitizer.
 # Any report fails the step. Suppressions (scripts/sanitizers/*.supp) name third-party

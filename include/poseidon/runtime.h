@@ -24,9 +24,9 @@ class Runtime {
   int rank() const;
   int size() const;
   Transport& transport();
-  // Another transport on the same communicator, for a later session of this process: a
-  // transport carries one session, and sessions of a process run one after another (the
-  // previous one finished) so that their messages never mix.
+  // Another transport, on a communicator of its own, for a later session of this process:
+  // a transport carries one session, and sessions of a process run one after another;
+  // their own communicators keep a late message of one from reaching the next.
   std::unique_ptr<Transport> newTransport();
   // Collectives on a transport of their own, for an exchange outside any session (a
   // broadcast of state, an agreement). Every rank makes them together; a call that waits

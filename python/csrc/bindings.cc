@@ -406,6 +406,15 @@ void bindModel(py::module_& m) {
           "seed_momentum",
           [](PyModel& p, const std::vector<std::vector<torch::Tensor>>& momentum) { p.sync().seedMomentum(momentum); },
           unlocked)
+      // True on every rank if every rank passed True: over the session's own control channel
+      // (no communicator is made beside a running session, as a Collectives would).
+      .def(
+          "all_agree",
+          [](PyModel& p, bool mine) {
+            const auto all = p.sync().session().control().allgather(mine ? "1" : "0", "an agreement of every rank");
+            return std::all_of(all.begin(), all.end(), [](const std::string& s) { return s == "1"; });
+          },
+          unlocked)
       .def("uses_factors", [](PyModel& p, int l) { return p.sync().session().usesFactors(l); })
       .def("iteration", [](PyModel& p) { return p.sync().session().iteration(); })
       .def("bytes_sent", [](PyModel& p) { return p.sync().session().bytesSent(); })

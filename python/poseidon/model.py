@@ -537,7 +537,7 @@ class DistributedModel(torch.nn.Module):
         exactly as DDP): every rank agrees whether to continue on the servers."""
         self._deciding = False
         why = self._why_not_servers()
-        if not checkpoint.all_agree(self._runtime, why is None):
+        if not self._core.all_agree(why is None):
             why = why or "another rank's first iteration needs the workers' mean gradient (its describe() says why)"
             self.mode_reason = f"auto: {why}"
             return

@@ -37,7 +37,12 @@ Runtime::~Runtime() {
 int Runtime::rank() const { return mpi_->rank(); }
 int Runtime::size() const { return mpi_->size(); }
 Transport& Runtime::transport() { return *transport_; }
-std::unique_ptr<Transport> Runtime::newTransport() { return std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes); }
+std::unique_ptr<Transport> Runtime::newTransport() {
+  // A communicator of its own: a message the last session sent late (its peer had already
+  // stopped listening) must not reach the next one, which starts right after it (mode
+  // "auto" moving onto the servers) and would take it for its own.
+  return std::make_unique<MpiTransport>(*mpi_, kMaxPayloadBytes, MpiTransport::OwnCommunicator{});
+}
 std::unique_ptr<Collectives> Runtime::newCollectives(std::chrono::milliseconds timeout) {
   // Its progress thread may run beside a session's: MPI must allow calls from both.
   if (!mpi_->threadMultiple()) {

@@ -1,7 +1,9 @@
-// mpirun -np P session_smoke [--scheme ps|allreduce] [--iterations N]
+// mpirun -np P session_smoke [--scheme ps|allreduce] [--iterations N] [--timeline 1]
 // The whole session over real MPI processes without LibTorch (so it builds under every
 // sanitizer): the toy model of tests/support trained by every rank, ending equal to the
-// single-process reference. The sanitizer step of CI runs it with two ranks.
+// single-process reference. The sanitizer step of CI runs it with two ranks. --timeline 1
+// records the timeline (spans from the pool threads, the bytes per iteration the compute
+// thread reads) and writes its trace events while the last syncs may still record.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
 #include "poseidon/session.h"
+#include "poseidon/timeline.h"
 #include "toy_training.h"
 
 namespace {
@@ -45,6 +48,8 @@ int main(int argc, char** argv) {
         o.scheme = argv[i + 1];
       else if (flag == "--iterations")
         iterations = std::atoi(argv[i + 1]);
+      else if (flag == "--timeline")
+        o.timeline = std::string(argv[i + 1]) == "1";
       else
         throw InputError("unknown flag " + flag);
     }
@@ -59,6 +64,12 @@ int main(int argc, char** argv) {
     {
       Session session(runtime.transport(), model, r.pointers(), o);
       toy::train(session, r, runtime.rank(), iterations);
+      if (Timeline* timeline = session.timeline()) {
+        const std::string events = timeline->events();
+        if (events.empty()) throw Error("the timeline recorded nothing");
+        std::printf("rank %d: timeline of %zu bytes, %zu kinds of span\n", runtime.rank(), events.size(),
+                    timeline->durationsMs().size());
+      }
       session.finish();
       error = worstError(r, toy::reference(model, runtime.size(), o, iterations));
     }
