@@ -38,9 +38,9 @@ void RunCheckpoints::takeRandomState() {
 void RunCheckpoints::save(std::int64_t done) {
   Session& session = model_.session();
   takeRandomState();
-  Checkpointer(dir_, session.control(), session.rank(), session.size())
+  Checkpointer(dir_, session.control(), session.layout().rank, session.layout().size)
       .save(static_cast<std::uint64_t>(done), config_, records());
-  if (session.rank() == 0) {
+  if (session.layout().rank == 0) {
     std::printf("poseidon: checkpoint of iteration %lld saved in %s\n", static_cast<long long>(done), dir_.c_str());
     std::fflush(stdout);
   }
@@ -48,14 +48,14 @@ void RunCheckpoints::save(std::int64_t done) {
 
 void RunCheckpoints::restore(const CheckpointInfo& info) {
   Session& session = model_.session();
-  Checkpointer::checkCompatible(info, config_, session.size());
+  Checkpointer::checkCompatible(info, config_, session.layout().size);
   takeRandomState();  // the right sizes; overwritten by the restore
-  Checkpointer(dir_, session.control(), session.rank(), session.size()).load(info, records());
+  Checkpointer(dir_, session.control(), session.layout().rank, session.layout().size).load(info, records());
   model_.stateRestored();
   setRandomState(random_);
   if (!gpu_random_.empty()) setRandomState(gpu_random_, model_.device());
   if (optimizer_) optimizer_->afterRestore();
-  if (session.rank() == 0) {
+  if (session.layout().rank == 0) {
     std::printf("poseidon: resumed from %s at iteration %llu\n", info.folder.c_str(),
                 static_cast<unsigned long long>(info.iteration));
     std::fflush(stdout);

@@ -32,8 +32,8 @@ void waitMs(double ms) {
 }  // namespace
 
 void writeProfile(Session& session, const std::string& path, std::int64_t batch) {
-  if (session.rank() != 0) return;
-  writeFileAtomically(path, profileText(session.model(), session.timeline()->durationsMs(), batch, session.size()));
+  if (session.layout().rank != 0) return;
+  writeFileAtomically(path, profileText(session.model(), session.timeline()->durationsMs(), batch, session.layout().size));
   std::printf("poseidon: compute profile written to %s\n", path.c_str());
 }
 
@@ -96,7 +96,7 @@ struct EmulatedBuffers {
   // Factors K x M and K x N of small values for the layers the session sends by them.
   void makeFactors(const Session& session, const ModelInfo& info, std::int64_t batch) {
     for (std::size_t k = 0; k < info.layers.size(); ++k) {
-      if (!session.usesFactors(static_cast<int>(k))) continue;
+      if (!usesFactors(session.plan()[static_cast<int>(k)].scheme)) continue;
       U[k].assign(static_cast<std::size_t>(batch * info.layers[k].M), 1e-3f);
       V[k].assign(static_cast<std::size_t>(batch * info.layers[k].N), 1e-3f);
     }
@@ -116,7 +116,7 @@ void emulateIteration(Session& session, const ModelInfo& info, const ComputeProf
   waitMs(profile.other_backward_ms);
   for (int k = L - 1; k >= 0; --k) {
     waitMs(profile.layers.at(info.layers[k].name).second);
-    if (session.usesFactors(k)) {
+    if (usesFactors(session.plan()[k].scheme)) {
       session.factorsReady(k, b.U[k].data(), b.V[k].data(), batch);
       session.layerReleased(k);
     } else {
@@ -129,8 +129,8 @@ void emulateIteration(Session& session, const ModelInfo& info, const ComputeProf
 TrainReport emulatedReport(const TrainOptions& o, const ModelSpec& spec, const Options& session_options,
                            const Session& session, std::int64_t total) {
   TrainReport report;
-  report.ranks = session.size();
-  report.workers = session.workers();
+  report.ranks = session.layout().size;
+  report.workers = session.layout().workers;
   report.model = spec.name;
   report.scheme = session_options.scheme;
   report.cost_model = session_options.cost_model;
@@ -157,18 +157,18 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   session_options.lr = 1e-3f;
   Session session(runtime.transport(), info, buffers.params, session_options);
   buffers.makeFactors(session, info, o.batch);
-  const bool lead = session.rank() == 0;
+  const bool lead = session.layout().rank == 0;
   if (lead) {
     std::printf(
         "poseidon: COMPUTE IS EMULATED: every layer's forward and backward is a wait taken from %s; all "
         "communication is real. %s, %d ranks, batch %lld, %lld iterations\n",
-        o.emulate_compute.c_str(), spec.name.c_str(), session.size(), static_cast<long long>(o.batch),
+        o.emulate_compute.c_str(), spec.name.c_str(), session.layout().size, static_cast<long long>(o.batch),
         static_cast<long long>(total));
     std::fflush(stdout);
   }
   std::vector<double> times;
   const BytesSent bytes_before = bytesSentSoFar(session);
-  if (session.isWorker()) {
+  if (session.layout().worker) {
     for (std::int64_t it = 0; it < total; ++it) {
       const auto start = std::chrono::steady_clock::now();
       emulateIteration(session, info, profile, buffers, o.batch);
@@ -179,9 +179,9 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
     session.serveUntil(static_cast<std::uint64_t>(total));
   }
   TrainReport report = emulatedReport(o, spec, session_options, session, total);
-  setThroughput(report, times, session.workers(), o.batch);
+  setThroughput(report, times, session.layout().workers, o.batch);
   // Bytes per layer against the cost model, as a computed run reports them (no loss: none was computed).
-  gatherSessionFigures(report, session, info, bytes_before, static_cast<double>(total), session.isWorker(), 0.0);
+  gatherSessionFigures(report, session, info, bytes_before, static_cast<double>(total), session.layout().worker, 0.0);
   session.finish();
   if (lead) {
     std::printf(

@@ -40,7 +40,7 @@ std::uint64_t peerCount(const std::string& text, int rank, const char* what) {
 }  // namespace
 
 static void gatherSendQueueFigures(TrainReport& report, Session& session) {
-  const SendQueueStats q = session.sendQueueStats();
+  const SendQueueStats q = session.stats().send_queue;
   const auto sum = session.control().allreduceSum({static_cast<double>(q.messages), q.wait_seconds}, "send queues");
   report.queued_messages = static_cast<std::uint64_t>(sum[0]);
   report.queue_wait_ms_mean = sum[0] > 0 ? 1e3 * sum[1] / sum[0] : 0;
@@ -55,22 +55,22 @@ static void gatherSendQueueFigures(TrainReport& report, Session& session) {
 
 BytesSent bytesSentSoFar(Session& session) {
   BytesSent b;
-  b.total = session.bytesSent();
-  for (std::size_t l = 0; l < session.model().layers.size(); ++l) {
-    b.layers.push_back(session.bytesSentForLayer(static_cast<int>(l)));
-  }
+  SessionStats stats = session.stats();
+  b.total = stats.bytes_sent;
+  b.layers = std::move(stats.bytes_sent_by_layer);
   return b;
 }
 
 void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo& info, const BytesSent& before,
                           double iterations, bool worker, double last_loss) {
-  const int workers = session.workers();
+  const SessionLayout& layout = session.layout();
+  const SessionStats stats = session.stats();
+  const int workers = layout.workers;
   // Bytes are per network participant: a worker when flat, a node with devices (whose
   // leader alone sends over the network, for the node's whole batch).
-  const bool nodes = session.devicesPerNode() > 1;
-  const int senders = nodes ? session.nodes() : workers;
-  const int net_rank = session.networkRank();
-  const std::int64_t K = report.batch * session.devicesPerNode();
+  const bool nodes = layout.devices_per_node > 1;
+  const int senders = nodes ? layout.nodes : workers;
+  const int net_rank = layout.network_rank;
   const int L = static_cast<int>(info.layers.size());
   // Per worker: loss, then per layer the bytes sent and the cost model's figure for what
   // a node sends under the layer's scheme.
@@ -78,8 +78,8 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
   if (worker) {
     mine[0] = last_loss;
     for (int l = 0; l < L && net_rank >= 0; ++l) {
-      mine[1 + 2 * l] = (session.bytesSentForLayer(l) - before.layers[l]) / iterations;
-      mine[2 + 2 * l] = session.predictedBytesSent(l, K);
+      mine[1 + 2 * l] = (stats.bytes_sent_by_layer[l] - before.layers[l]) / iterations;
+      mine[2 + 2 * l] = stats.predicted_bytes_by_layer[l];
     }
   }
   const auto sum = session.control().allreduceSum(mine, "final statistics");
@@ -100,15 +100,15 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
     report.layers.push_back(lr);
   }
   const auto all =
-      session.control().allreduceSum({worker ? (session.bytesSent() - before.total) / iterations : 0.0}, "bytes sent");
+      session.control().allreduceSum({worker ? (stats.bytes_sent - before.total) / iterations : 0.0}, "bytes sent");
   report.bytes_sent_per_iter = all[0] / senders;
   report.bytes_per_node = nodes;
   const auto stragglers = session.control().allreduceSum(
-      {static_cast<double>(session.droppedUpdates()), static_cast<double>(session.lateUpdates())}, "stragglers");
+      {static_cast<double>(stats.dropped_updates), static_cast<double>(stats.late_updates)}, "stragglers");
   report.dropped_updates = static_cast<std::uint64_t>(stragglers[0]);
   report.late_updates = static_cast<std::uint64_t>(stragglers[1]);
   gatherSendQueueFigures(report, session);
-  const auto seen = session.control().allgather(std::to_string(session.maxStalenessSeen()), "staleness");
+  const auto seen = session.control().allgather(std::to_string(stats.max_staleness_seen), "staleness");
   for (std::size_t r = 0; r < seen.size(); ++r) {
     report.max_staleness_seen =
         std::max<std::uint64_t>(report.max_staleness_seen, peerCount(seen[r], static_cast<int>(r), "staleness"));
@@ -117,7 +117,7 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
 
 void checkDigestsAgree(Session& session, const std::string& digest) {
   const auto digests = session.control().allgather(digest, "final parameter digests");
-  for (int r = 0; r < session.workers(); ++r) {
+  for (int r = 0; r < session.layout().workers; ++r) {
     if (digests[r] != digests[0]) {
       throw Error(detail::cat("parameters differ across ranks after training: rank 0 has digest ", digests[0],
                               ", rank ", r, " has ", digests[r]));
@@ -127,7 +127,7 @@ void checkDigestsAgree(Session& session, const std::string& digest) {
 
 void writeTimeline(Session& session, const std::string& path, const std::string& model) {
   const auto all = session.control().allgather(session.timeline()->events(), "timeline");
-  if (session.rank() != 0) return;
+  if (session.layout().rank != 0) return;
   std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + model +
                      "\",\"ranks\":" + std::to_string(all.size()) + ",\"compute\":\"real\"},\"traceEvents\":[\n";
   for (std::size_t r = 0; r < all.size(); ++r) text += (r ? ",\n" : "") + all[r];

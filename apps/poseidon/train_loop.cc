@@ -62,7 +62,7 @@ class TrainRun {
 
  private:
   Session* session() const { return model_ ? &model_->session() : nullptr; }
-  bool worker() const { return !model_ || model_->session().isWorker(); }
+  bool worker() const { return !model_ || model_->session().layout().worker; }
   bool checkpointing() const { return !o_.checkpoint_dir.empty() || !o_.resume.empty(); }
   std::string agreement() const;
   std::string checkpointConfig() const;
@@ -164,7 +164,7 @@ void TrainRun::connect() {
     const auto example =
         batchOf(data_, partition_->batch(first_ / per_epoch_, first_ % per_epoch_)).first.to(net_->device());
     model_ = net_->connect(runtime_->transport(), options_, example);
-    POSEIDON_ENFORCE(model_->session().workers() == workers_, "worker count");
+    POSEIDON_ENFORCE(model_->session().layout().workers == workers_, "worker count");
   }
   info_ = model_ ? model_->info() : net_->describe();
   // Dropout differs per worker; the initial parameters were already made from the seed.
@@ -216,8 +216,8 @@ std::string TrainRun::optimizerSummary() const {
 void TrainRun::printStart() const {
   if (!lead_) return;
   const std::string where =
-      model_ ? detail::cat(", ", session()->shards(), session()->shards() == 1 ? " shard, " : " shards, ",
-                           session()->kvPairs(), " KV pairs")
+      model_ ? detail::cat(", ", session()->layout().shards, session()->layout().shards == 1 ? " shard, " : " shards, ",
+                           session()->layout().kv_pairs, " KV pairs")
              : " (plain LibTorch baseline)";
   const std::string passes = options_.backward_passes_per_step > 1
                                  ? detail::cat(" in ", options_.backward_passes_per_step, " backward passes")
@@ -236,8 +236,9 @@ void TrainRun::printStart() const {
     std::printf("poseidon: on %s (rank 0's; each rank its local rank's GPU), gradients through pinned host memory\n",
                 net_->device().str().c_str());
   }
-  if (s && !s->collectiveSummary().empty()) std::printf("poseidon: %s\n", s->collectiveSummary().c_str());
-  if (s && !s->nodeSummary().empty()) std::printf("poseidon: %s\n", s->nodeSummary().c_str());
+  const std::string collectives = s ? s->stats().collective_summary : "";
+  if (!collectives.empty()) std::printf("poseidon: %s\n", collectives.c_str());
+  if (s && !s->layout().node_summary.empty()) std::printf("poseidon: %s\n", s->layout().node_summary.c_str());
   if (s && (s->rates().bandwidth_bytes_per_s > 0 || s->rates().gemm_flops_per_s > 0)) {
     std::printf("poseidon: cost model rates: link %.1f MB/s, GEMM %.1f GFLOP/s\n",
                 s->rates().bandwidth_bytes_per_s / 1e6, s->rates().gemm_flops_per_s / 1e9);
@@ -278,7 +279,7 @@ void TrainRun::trainIterations() {
     }
     progress.iteration(
         it, total_, epoch, epochs_, [this] { return lastLoss(); }, median(iter_seconds_),
-        static_cast<double>(o_.batch * workers_), stop, model_ ? session()->droppedUpdates() : 0);
+        static_cast<double>(o_.batch * workers_), stop, model_ ? session()->stats().dropped_updates : 0);
     if (point != sync_points_.end()) atSyncPoint(it + 1, point->second);
     start = std::chrono::steady_clock::now();
     cpu_start = Timeline::threadCpuMs();

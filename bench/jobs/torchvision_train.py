@@ -8,6 +8,8 @@ that runs inside each job. Systems:
   ddp-fp16      DDP with the fp16 compression hook
   ddp-powersgd  DDP with PowerSGD (rank 4; one bucket, which gloo needs for it)
   poseidon      poseidon.DistributedModel, scheme --scheme (server-side SGD)
+  poseidon-server  the same in server mode from the first step (poseidon: mode auto, which
+                runs the first step in gradient mode and then moves onto the servers)
   poseidon-fifo the same with the bandwidth manager's FIFO order instead of priority
   poseidon-sfb-host  the same with SFB layers stepped on the host mirrors, not on the GPU
                 (POSEIDON_SFB_UPDATE=host: the weight goes back to the GPU each iteration)
@@ -28,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from benchlib.env import arguments  # noqa: E402
 from benchlib.torch_loop import rank_and_size, timed_steps, traced_step, warm_median  # noqa: E402
 
-SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-fifo", "poseidon-sfb-host", "compute")
+SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-server", "poseidon-fifo", "poseidon-sfb-host",
+           "compute")
 
 
 def build(name):
@@ -51,7 +54,8 @@ def wrap(system, net, optimizer, a):
         nodes = a.devices_per_node if a.devices_per_node == "host" else int(a.devices_per_node)
         return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes,
                                          send_order="fifo" if system == "poseidon-fifo" else "priority",
-                                         wfbp=not a.no_wfbp, timeline=bool(a.profile_out))
+                                         wfbp=not a.no_wfbp, timeline=bool(a.profile_out),
+                                         mode="server" if system == "poseidon-server" else a.mode)
     addr = os.environ.get("LAB_MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{a.port}", rank=rank, world_size=size)
     if system == "ddp-powersgd":
@@ -77,6 +81,7 @@ def main():
     ap.add_argument("--scheme", default="auto")
     ap.add_argument("--port", type=int, default=29533)
     ap.add_argument("--devices-per-node", default="1", help="poseidon: ranks per node (1: flat) or host")
+    ap.add_argument("--mode", default="auto", choices=("auto", "server", "gradient"), help="poseidon: where the optimizer runs")
     ap.add_argument("--no-wfbp", action="store_true", help="poseidon: every sync after the whole backward")
     ap.add_argument("--profile-out", help="poseidon: rank 0 writes a compute profile here (poseidon simulate --profile)")
     ap.add_argument("--trace-out", help="after the timed steps, rank 0 records one more step with torch.profiler "
@@ -118,7 +123,9 @@ def main():
         traced_step(model, optimizer, x, y, a.trace_out if rank == 0 else None)
         if poseidon_run:
             model.synchronize()
+    mode = None
     if poseidon_run:
+        mode = model.mode  # auto decides after the first iteration: say what it chose
         if a.profile_out:
             model.write_profile(a.profile_out)
         model.close()
@@ -126,7 +133,8 @@ def main():
     if rank == 0:
         print(json.dumps({"system": a.system, "model": a.model, "s_per_iter_median": s,
                           "images_per_s": a.batch * size / s, "bytes_sent_per_iter": sent,
-                          "parameters": sum(p.numel() for p in net.parameters())}), flush=True)
+                          "parameters": sum(p.numel() for p in net.parameters()),
+                          **({"mode": mode} if mode else {})}), flush=True)
 
 
 if __name__ == "__main__":

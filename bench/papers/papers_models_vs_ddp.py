@@ -30,8 +30,9 @@ from benchlib.report import pyplot, write_csv  # noqa: E402
 from benchlib.rounds import median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
-# Also measurable (--systems): Poseidon with SFB layers stepped on the host, not the GPU.
-KNOWN = SYSTEMS[:4] + ("poseidon-sfb-host",) + SYSTEMS[4:]
+# Also measurable (--systems): Poseidon with SFB layers stepped on the host, not the GPU; Poseidon
+# in server mode from the first step (against mode auto's move after it).
+KNOWN = SYSTEMS[:4] + ("poseidon-sfb-host", "poseidon-server") + SYSTEMS[4:]
 
 
 def main():
@@ -87,7 +88,8 @@ def measure(a, model, bw, systems):
             seen[system].append(j["images_per_s"])
             if system == "poseidon":
                 sent.append(j["bytes_sent_per_iter"])
-            print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s", flush=True)
+            mode = f" (mode {j['mode']})" if "mode" in j else ""
+            print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s{mode}", flush=True)
     row = {"model": model, "link": bw, "rounds": a.repeats}
     seen = {s: v for s, v in seen.items() if v}  # a system that failed every round has no figure
     row.update({s: median(v) for s, v in seen.items()})

@@ -13,6 +13,8 @@ namespace poseidon {
 // among the workers with the update replicated on each (Mamidala 2018).
 enum class Scheme { kPS, kSFB, kFactorPush, kAllreduce };
 const char* schemeName(Scheme scheme);
+// The layer's worker sends sufficient factors (factorsReady), not its gradient.
+inline bool usesFactors(Scheme scheme) { return scheme == Scheme::kSFB || scheme == Scheme::kFactorPush; }
 
 // What the time rule needs to know about the machine.
 struct PlatformRates {

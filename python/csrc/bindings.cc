@@ -130,13 +130,13 @@ class PyModel {
   void saveCheckpoint(const std::string& dir, std::uint64_t iteration, const std::string& config,
                       const std::string& extra) {
     Session& s = sync().session();
-    Checkpointer(dir, s.control(), s.rank(), s.size()).save(iteration, config, sync().stateRecords(), extra);
+    Checkpointer(dir, s.control(), s.layout().rank, s.layout().size).save(iteration, config, sync().stateRecords(), extra);
   }
   // Collective: restores what saveCheckpoint wrote; returns this rank's extra bytes.
   std::string loadCheckpoint(const std::string& dir, const CheckpointInfo& info, const std::string& config) {
     Session& s = sync().session();
-    Checkpointer::checkCompatible(info, config, s.size());
-    auto extra = Checkpointer(dir, s.control(), s.rank(), s.size()).load(info, sync().stateRecords());
+    Checkpointer::checkCompatible(info, config, s.layout().size);
+    auto extra = Checkpointer(dir, s.control(), s.layout().rank, s.layout().size).load(info, sync().stateRecords());
     sync().stateRestored();
     return extra;
   }
@@ -173,19 +173,20 @@ class PyModel {
     Session& s = sync().session();
     if (!s.timeline()) throw InputError("write_profile needs the timeline: DistributedModel(..., timeline=True)");
     if (batch <= 0) throw InputError("write_profile: the batch must be positive");
-    if (s.rank() != 0) return;
-    writeFileAtomically(path, profileText(sync().info(), s.timeline()->durationsMs(), batch, s.size()));
+    if (s.layout().rank != 0) return;
+    writeFileAtomically(path, profileText(sync().info(), s.timeline()->durationsMs(), batch, s.layout().size));
   }
 
   py::list plan() {
     py::list out;
     const auto& plans = sync().session().plan();
+    const SessionStats stats = sync().session().stats();
     for (std::size_t l = 0; l < plans.size(); ++l) {
       py::dict d;
       d["layer"] = sync().info().layers[l].name;
       d["scheme"] = schemeName(plans[l].scheme);
       d["reason"] = plans[l].reason;
-      d["bytes_sent"] = sync().session().bytesSentForLayer(static_cast<int>(l));
+      d["bytes_sent"] = stats.bytes_sent_by_layer[l];
       out.append(std::move(d));
     }
     return out;
@@ -415,11 +416,11 @@ void bindModel(py::module_& m) {
             return std::all_of(all.begin(), all.end(), [](const std::string& s) { return s == "1"; });
           },
           unlocked)
-      .def("uses_factors", [](PyModel& p, int l) { return p.sync().session().usesFactors(l); })
+      .def("uses_factors", [](PyModel& p, int l) { return usesFactors(p.sync().session().plan().at(l).scheme); })
       .def("iteration", [](PyModel& p) { return p.sync().session().iteration(); })
-      .def("bytes_sent", [](PyModel& p) { return p.sync().session().bytesSent(); })
-      .def("rank", [](PyModel& p) { return p.sync().session().rank(); })
-      .def("workers", [](PyModel& p) { return p.sync().session().workers(); })
+      .def("bytes_sent", [](PyModel& p) { return p.sync().session().stats().bytes_sent; })
+      .def("rank", [](PyModel& p) { return p.sync().session().layout().rank; })
+      .def("workers", [](PyModel& p) { return p.sync().session().layout().workers; })
       .def("plan", &PyModel::plan)
       // What a job resumed from this one's checkpoints must share with it; `front_end`: the
       // package's own settings (Session::resumeConfiguration).

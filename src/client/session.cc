@@ -17,8 +17,7 @@
 #include "common/digest.h"
 #include "common/fault.h"
 #include "coordinator/information_book.h"
-#include "coordinator/rate_probe.h"
-#include "coordinator/scheme_planner.h"
+#include "coordinator/session_planner.h"
 #include "kvstore/parameter_server.h"
 #include "node/device_client.h"
 #include "node/node_map.h"
@@ -112,56 +111,6 @@ void checkNodeOptions(const Options& o, SchemeMode mode) {
   if (what) throw OptionError(detail::cat("{devices_per_node} does not work with ", what, " yet; drop one of them"));
 }
 
-// The schedule rule's plan (Options::schedule_plan), asked on rank 0 only, so that every
-// rank trains the same plan whatever its host (its cores, its copy of the profile) says;
-// rank 0's answer, or its error, reaches every rank.
-std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me, const Options& o,
-                                                const ModelInfo& model, int nodes, int per_node,
-                                                const PlatformRates& rates) {
-  std::string answer;
-  if (me == 0) {
-    try {  // validate() saw a plan callback on every rank
-      answer = "plan:";
-      for (const auto& scheme :
-           o.schedule_plan(model, o.batch, nodes, per_node, rates.bandwidth_bytes_per_s, rates.gemm_flops_per_s)) {
-        answer += scheme + ",";
-      }
-    } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
-      answer = std::string("error:") + e.what();
-    } catch (...) {
-      answer = "error:the schedule rule's plan failed with an unknown exception";
-    }
-  }
-  answer = control.broadcast(answer, 0, "the schedule rule's plan");
-  if (answer.rfind("error:", 0) == 0) throw InputError(answer.substr(6));
-  std::vector<std::string> plan;
-  for (std::size_t at = 5, comma; (comma = answer.find(',', at)) != std::string::npos; at = comma + 1) {
-    plan.push_back(answer.substr(at, comma - at));
-  }
-  return plan;
-}
-
-// The schedule rule's choice over the time rule's plan: SFB only where the planner offers
-// it. Allreduce layers stay: the simulator behind the rule runs PS and SFB only.
-void applySchedulePlan(const std::vector<std::string>& chosen, const ModelInfo& model, std::vector<LayerPlan>& plan) {
-  if (chosen.size() != model.layers.size()) {
-    throw InputError(detail::cat("the schedule rule gave ", chosen.size(), " schemes for a model of ",
-                                 model.layers.size(), " layers with parameters"));
-  }
-  for (std::size_t l = 0; l < plan.size(); ++l) {
-    const std::string& name = model.layers[l].name;
-    if (chosen[l] != "ps" && chosen[l] != "sfb")
-      throw InputError("the schedule rule chose '" + chosen[l] + "' for " + name);
-    if (chosen[l] == "sfb" && plan[l].sfb_floats <= 0) {
-      throw InputError("the schedule rule chose sfb for '" + name + "', which cannot go by sufficient factors");
-    }
-    if (plan[l].scheme == Scheme::kAllreduce) continue;
-    const Scheme s = chosen[l] == "sfb" ? Scheme::kSFB : Scheme::kPS;
-    if (s != plan[l].scheme) plan[l].reason += "; schedule rule: a shorter simulated iteration";
-    plan[l].scheme = s;
-  }
-}
-
 }  // namespace
 
 // How long a closing session waits for its last sends to leave (a live peer takes them in
@@ -198,6 +147,7 @@ struct Session::Impl {
   std::unique_ptr<Client> client;
   std::unique_ptr<DeviceClient> device;  // a rank of a node that is not its leader
   Worker* worker = nullptr;              // client or device: the training side, if this rank trains
+  SessionLayout layout;                  // filled once the parts above are made
   bool finished = false;
   // Exceptions in flight when the session was made: more at destruction means an error is
   // unwinding through it.
@@ -215,6 +165,13 @@ struct Session::Impl {
   void makeServer(const ClusterInfo& cluster, const SgdOptions& sgd);
   void makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd);
   void publish();
+  void describeLayout();
+  // Fails on every rank unless every rank passed the same `mine`.
+  void agree(const std::string& mine, const std::string& what);
+  void checkPlanAndBroadcast(const ModelInfo& model);
+  std::string nodeSummary() const;
+  int networkRank() const;
+  std::uint64_t bytesSent() const;
 
   // Teardown in one order whatever failed before (finish() may not have run or got far):
   // the dispatcher lets go of everything, the server thread stops (it reads shard_values
@@ -259,18 +216,6 @@ std::string startDescription(const ModelInfo& model, const Options& options) {
   return detail::cat(model.describe(), " | ", runConfiguration(options, ConfigurationUse::kStart));
 }
 
-// SSP and straggler dropping bound or drop a worker's pushes to the servers: PS layers only.
-void checkPlanForSlowWorkers(const Options& options, const ModelInfo& model, const std::vector<LayerPlan>& plan) {
-  if (options.straggler_timeout.count() == 0 && options.staleness == 0) return;
-  const char* option = options.staleness > 0 ? "{staleness}" : "{straggler_timeout}";
-  for (std::size_t l = 0; l < plan.size(); ++l) {
-    if (plan[l].scheme != Scheme::kPS) {
-      throw OptionError(detail::cat(option, " works on parameter-server layers, and layer '", model.layers[l].name,
-                                    "' goes by ", schemeName(plan[l].scheme), "; add {scheme=ps}"));
-    }
-  }
-}
-
 // The steps' SGD: the servers' (and replicas') update, or in gradient mode a mean only.
 SgdOptions sgdOptions(const Options& options, int per_node) {
   SgdOptions sgd;
@@ -301,7 +246,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   s.startTransport();
   // Should anything below throw, ~Impl tears down what was made, in order.
   faultPoint(transport.rank(), "startup");
-  agree(startDescription(model, options), "start-up agreement check");
+  s.agree(startDescription(model, options), "start-up agreement check");
   s.mapNodes();
   const ClusterInfo cluster = s.cluster();
   const std::vector<bool> on_ps = s.planLayers(model, cluster);
@@ -311,7 +256,8 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   s.makeServer(cluster, sgd);
   s.makeWorker(cluster, sgd);
   s.publish();
-  checkPlanAndBroadcast(model);
+  s.describeLayout();
+  s.checkPlanAndBroadcast(model);
 }
 
 void Session::Impl::startTransport() {
@@ -356,31 +302,10 @@ ClusterInfo Session::Impl::cluster() const {
 // HybComm: the scheme of every layer, the same on every rank. Returns which layers the
 // servers hold (PS and factor push).
 std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster) {
-  const SchemeMode mode = checked.mode;
-  const CostRule rule = checked.rule;
-  const int me = transport.rank();
-  const int per_node = nodes.devicesPerNode();
-  rates = PlatformRates{options.bandwidth, options.gemm_flops};
-  if (mode == SchemeMode::kAuto && rule != CostRule::kBytes && !rates.known()) {
-    // With nodes, SFB reconstructs from every device's factors: K = the node's batch.
-    rates = measureRates(control, me, transport.size(), model, cluster.workers(), options.batch * per_node, rates);
-  }
-  // SFB's K is a node's whole batch: its devices' factors travel stacked.
-  const PlanRequest request{mode, rule, options.batch, rates};
-  plan = nodes.hierarchical() ? planForNodes(model, nodes.nodes(), per_node, request)
-                              : planSchemes(model, cluster, request);
-  if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {
-    applySchedulePlan(schedulePlanOfRankZero(control, me, options, model, cluster.workers(), per_node, rates), model,
-                      plan);
-  }
-  for (std::size_t l = 0; nodes.hierarchical() && l < plan.size(); ++l) {
-    if (model.layers[l].numel() == 0) {
-      throw OptionError(detail::cat("layer '", model.layers[l].name,
-                                    "' holds no values, which the devices level cannot "
-                                    "sync; drop it or run flat ({devices_per_node=1})"));
-    }
-  }
-  checkPlanForSlowWorkers(options, model, plan);
+  SessionPlan planned = planSession(control, transport.rank(), transport.size(), options, checked.mode, checked.rule,
+                                    model, cluster, nodes);
+  rates = planned.rates;
+  plan = std::move(planned.layers);
   std::vector<bool> on_ps;
   for (const auto& p : plan) {
     schemes.push_back(p.scheme);
@@ -471,8 +396,8 @@ void Session::Impl::publish() {
   dispatch->device = device.get();
 }
 
-void Session::agree(const std::string& mine, const std::string& what) {
-  const auto all = impl_->control.allgather(mine, what);
+void Session::Impl::agree(const std::string& mine, const std::string& what) {
+  const auto all = control.allgather(mine, what);
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     if (all[r] != all[0]) {
       throw InputError(detail::cat("rank ", r, " runs a different model or configuration than rank 0: ",
@@ -481,13 +406,13 @@ void Session::agree(const std::string& mine, const std::string& what) {
   }
 }
 
-void Session::checkPlanAndBroadcast(const ModelInfo& model) {
-  Impl& s = *impl_;
+void Session::Impl::checkPlanAndBroadcast(const ModelInfo& model) {
+  Impl& s = *this;
   // The plan and the book follow from what was agreed, but pushes landing on the wrong
   // shard would be silent: compare them too.
   std::string schemes;
   for (auto sc : s.schemes) schemes += std::string(schemeName(sc)) + ",";
-  agree(detail::cat("schemes=", schemes, " book=", s.book->digest()), "plan agreement check");
+  s.agree(detail::cat("schemes=", schemes, " book=", s.book->digest()), "plan agreement check");
   // Initial parameters come from rank 0 (or are already everybody's).
   faultPoint(s.transport.rank(), "broadcast");
   Digest held;
@@ -526,37 +451,37 @@ Session::~Session() {
   // ~Impl stops the components in order.
 }
 
-int Session::rank() const { return impl_->transport.rank(); }
-int Session::size() const { return impl_->transport.size(); }
-bool Session::isWorker() const { return impl_->worker != nullptr; }
-bool Session::hasShard() const { return impl_->server != nullptr; }
-int Session::workers() const {
-  return impl_->nodes.hierarchical() ? impl_->nodes.ranks() : impl_->book->cluster().workers();
+void Session::Impl::describeLayout() {
+  layout.rank = transport.rank();
+  layout.size = transport.size();
+  layout.worker = worker != nullptr;
+  layout.has_shard = server != nullptr;
+  layout.workers = nodes.hierarchical() ? nodes.ranks() : book->cluster().workers();
+  layout.nodes = nodes.nodes();
+  layout.devices_per_node = nodes.devicesPerNode();
+  layout.node_summary = nodeSummary();
+  layout.network_rank = networkRank();
+  layout.shards = book->cluster().shards();
+  layout.kv_pairs = book->pairs().size();
 }
-int Session::nodes() const { return impl_->nodes.nodes(); }
-int Session::devicesPerNode() const { return impl_->nodes.devicesPerNode(); }
-std::string Session::nodeSummary() const {
-  const Impl& s = *impl_;
-  if (!s.nodes.hierarchical()) return "";
-  const std::string inside = s.memory ? detail::cat("shared memory (", s.memory->bytes() >> 20, " MiB per node)")
-                             : s.options.node_memory ? "messages (its ranks could not map one shared memory segment)"
-                                                     : "messages";
-  return detail::cat(s.nodes.nodes(), " nodes of ", s.nodes.devicesPerNode(), " devices; inside a node by ", inside);
+
+std::string Session::Impl::nodeSummary() const {
+  if (!nodes.hierarchical()) return "";
+  const std::string inside = memory ? detail::cat("shared memory (", memory->bytes() >> 20, " MiB per node)")
+                             : options.node_memory ? "messages (its ranks could not map one shared memory segment)"
+                                                   : "messages";
+  return detail::cat(nodes.nodes(), " nodes of ", nodes.devicesPerNode(), " devices; inside a node by ", inside);
 }
-int Session::networkRank() const {
-  const int me = rank();
-  if (!impl_->nodes.hierarchical()) return me;
-  return impl_->nodes.isLeader(me) ? impl_->nodes.nodeOf(me) : -1;
+
+int Session::Impl::networkRank() const {
+  const int me = transport.rank();
+  if (!nodes.hierarchical()) return me;
+  return nodes.isLeader(me) ? nodes.nodeOf(me) : -1;
 }
+
+const SessionLayout& Session::layout() const { return impl_->layout; }
 Collectives& Session::control() { return impl_->control; }
 const ModelInfo& Session::model() const { return impl_->book->model(); }
-int Session::shards() const { return impl_->book->cluster().shards(); }
-std::size_t Session::kvPairs() const { return impl_->book->pairs().size(); }
-
-double Session::predictedBytesSent(int layer, std::int64_t K) const {
-  const int rank = networkRank();
-  return rank < 0 ? 0.0 : poseidon::predictedBytesSent(*impl_->book, impl_->plan.at(layer).scheme, layer, rank, K);
-}
 
 void Session::gradientsReady(int layer, std::vector<float*> grads) {
   impl_->failure.rethrowIfFailed();
@@ -611,10 +536,6 @@ bool Session::setFactorApplier(int layer, std::unique_ptr<FactorApplier>& applie
   return impl_->worker->setFactorApplier(layer, applier);
 }
 
-bool Session::usesFactors(int layer) const {
-  const Scheme scheme = impl_->schemes.at(layer);
-  return scheme == Scheme::kSFB || scheme == Scheme::kFactorPush;
-}
 const std::vector<LayerPlan>& Session::plan() const { return impl_->plan; }
 
 std::string Session::resumeConfiguration(const std::string& front_end) const {
@@ -628,11 +549,6 @@ std::string Session::resumeConfiguration(const std::string& front_end) const {
                      front_end);
 }
 const PlatformRates& Session::rates() const { return impl_->rates; }
-
-std::uint64_t Session::maxStalenessSeen() const { return impl_->client ? impl_->client->maxStalenessSeen() : 0; }
-
-std::uint64_t Session::droppedUpdates() const { return impl_->server ? impl_->server->droppedUpdates() : 0; }
-std::uint64_t Session::lateUpdates() const { return impl_->server ? impl_->server->lateUpdates() : 0; }
 
 std::vector<StateRecord> Session::stateRecords() {
   Impl& s = *impl_;
@@ -659,9 +575,6 @@ std::vector<StateRecord> Session::stateRecords() {
 }
 
 Timeline* Session::timeline() const { return impl_->timeline.get(); }
-SendQueueStats Session::sendQueueStats() const { return impl_->transport.sendStats(); }
-
-std::string Session::collectiveSummary() const { return impl_->client ? impl_->client->collectiveSummary() : ""; }
 
 std::string Session::replicaDigest() const {
   Digest d;
@@ -681,20 +594,42 @@ std::string Session::replicaDigest() const {
   return d.hex();
 }
 
-std::uint64_t Session::bytesSent() const {
-  const TrafficCounters& traffic = impl_->transport.traffic();
+std::uint64_t Session::Impl::bytesSent() const {
+  const TrafficCounters& traffic = transport.traffic();
+  const int me = transport.rank();
   std::uint64_t inside = 0;  // to the node's other ranks: pieces that never cross the network
-  for (int r = 0; impl_->nodes.hierarchical() && r < size(); ++r) {
-    if (r != rank() && impl_->nodes.sameNode(r, rank())) inside += traffic.sentTo(r);
+  for (int r = 0; nodes.hierarchical() && r < transport.size(); ++r) {
+    if (r != me && nodes.sameNode(r, me)) inside += traffic.sentTo(r);
   }
   return traffic.sentTotal() - inside;
 }
 
-std::uint64_t Session::bytesSentForLayer(int layer) const {
-  std::uint64_t b = 0;
-  if (impl_->client) b += impl_->client->bytesSentForLayer(layer);
-  if (impl_->server) b += impl_->server->bytesSentForLayer(layer);
-  return b;
+SessionStats Session::stats() const {
+  const Impl& s = *impl_;
+  SessionStats st;
+  st.bytes_sent = s.bytesSent();
+  const auto layers = s.book->model().layers.size();
+  const std::int64_t K = s.options.batch * s.nodes.devicesPerNode();  // a leader sends for its node
+  for (std::size_t l = 0; l < layers; ++l) {
+    const int layer = static_cast<int>(l);
+    std::uint64_t b = 0;
+    if (s.client) b += s.client->bytesSentForLayer(layer);
+    if (s.server) b += s.server->bytesSentForLayer(layer);
+    st.bytes_sent_by_layer.push_back(b);
+    st.predicted_bytes_by_layer.push_back(
+        s.layout.network_rank < 0 ? 0.0
+                                  : predictedBytesSent(*s.book, s.plan[l].scheme, layer, s.layout.network_rank, K));
+  }
+  if (s.client) {
+    st.max_staleness_seen = s.client->maxStalenessSeen();
+    st.collective_summary = s.client->collectiveSummary();
+  }
+  if (s.server) {
+    st.dropped_updates = s.server->droppedUpdates();
+    st.late_updates = s.server->lateUpdates();
+  }
+  st.send_queue = s.transport.sendStats();
+  return st;
 }
 
 void Session::abandon(const std::string& why) {

@@ -43,7 +43,7 @@ void AutogradSync::start(Transport& transport) {
   session_ = std::make_unique<Session>(transport, model_.info, staging_->hostParams(), options_);
   staging_->paramsToDevice();
   // Rank 0's buffers and frozen parameters, as its trained parameters (DDP does the same).
-  buffers_.makeEqual(session_->control(), "broadcast", session_->size());
+  buffers_.makeEqual(session_->control(), "broadcast", session_->layout().size);
   if (options_.replicas_equal) {
     checkFrozenEqual();
   } else {
@@ -52,18 +52,18 @@ void AutogradSync::start(Transport& transport) {
   for (int l = 0; l < layerCount(); ++l) {
     // SFB layers: autograd must not compute the dense weight gradient at all; the update
     // comes from the factors. Without requires_grad it computes only the input gradient.
-    if (session_->usesFactors(l)) {
+    if (usesFactors(session_->plan()[l].scheme)) {
       for (auto& p : model_.params[l]) p.set_requires_grad(false);
     }
   }
   installAppliers();
-  if (session_->isWorker()) installHooks();
+  if (session_->layout().worker) installHooks();
 }
 
 void AutogradSync::installAppliers() {
   appliers_.assign(layerCount(), nullptr);
   bool any = false;
-  for (int l = 0; l < layerCount(); ++l) any = any || session_->usesFactors(l);
+  for (int l = 0; l < layerCount(); ++l) any = any || usesFactors(session_->plan()[l].scheme);
   if (!any) return;
   // POSEIDON_SFB_UPDATE=host keeps a mirrored model's SFB steps on the host mirrors (the
   // session's applier, then the values to the device): how the two are measured.
@@ -71,7 +71,7 @@ void AutogradSync::installAppliers() {
   const bool on_device = staging_->mirrored() && !(where && std::string(where) == "host");
   int taken = 0;
   for (int l = 0; l < layerCount() && on_device; ++l) {
-    if (!session_->usesFactors(l)) continue;
+    if (!usesFactors(session_->plan()[l].scheme)) continue;
     auto applier = std::make_unique<DeviceFactorApplier>(model_.params[l]);
     DeviceFactorApplier* raw = applier.get();
     std::unique_ptr<FactorApplier> given = std::move(applier);
@@ -80,7 +80,7 @@ void AutogradSync::installAppliers() {
     ++taken;
   }
   // The device's kind, not its index: ranks of a host train on different GPUs of one kind.
-  agreeOnApplier(!session_->isWorker() ? "" : taken > 0 ? c10::DeviceTypeName(device().type(), true) : "host");
+  agreeOnApplier(!session_->layout().worker ? "" : taken > 0 ? c10::DeviceTypeName(device().type(), true) : "host");
 }
 
 void AutogradSync::agreeOnApplier(const std::string& mine) {
@@ -136,7 +136,7 @@ AutogradSync::~AutogradSync() {
   } catch (...) {  // the failure was the training loop's to report
   }
   std::vector<bool> factors(layerCount());
-  for (int l = 0; l < layerCount(); ++l) factors[l] = session_->usesFactors(l);
+  for (int l = 0; l < layerCount(); ++l) factors[l] = usesFactors(session_->plan()[l].scheme);
   // First the session: it waits for syncs in flight, which use held_grads_.
   session_.reset();
   // The tensors outlive us: SFB weights train by autograd again (a new model sees them).
@@ -170,7 +170,7 @@ void AutogradSync::beginForward(bool training, bool per_layer, bool no_sync, std
   }
   // The buffers are made equal where DDP's broadcast_buffers makes them: before a forward
   // (training or evaluating) that follows one run with gradients on and outside no_sync().
-  if (buffers_due_) buffers_.makeEqual(session_->control(), options_.buffers, session_->size());
+  if (buffers_due_) buffers_.makeEqual(session_->control(), options_.buffers, session_->layout().size);
   buffers_due_ = torch::GradMode::is_enabled() && !no_sync;
   for (int l = 0; l < layerCount() && !per_layer; ++l) {
     if (!self_waited_[l]) waitLayer(l);
@@ -192,7 +192,7 @@ void AutogradSync::waitLayer(int layer) {
 }
 
 void AutogradSync::step() {
-  if (!session_->isWorker()) throw Error("step() on a rank that does not train");
+  if (!session_->layout().worker) throw Error("step() on a rank that does not train");
   if (forwards_ != options_.backward_passes_per_step) {
     throw Error(detail::cat("step() after ", forwards_, " training forward pass", forwards_ == 1 ? "" : "es",
                             "; Options::backward_passes_per_step is ", options_.backward_passes_per_step));
@@ -235,7 +235,7 @@ void AutogradSync::synchronize() {
   // Gradient mode: the user's optimizer moved the device values; the host mirrors (what
   // replicaDigest and --verify read) follow. The core never writes them in this mode.
   if (options_.gradient_mode) staging_->paramsToHost();
-  buffers_.makeEqual(session_->control(), options_.buffers, session_->size());
+  buffers_.makeEqual(session_->control(), options_.buffers, session_->layout().size);
 }
 
 std::vector<StateRecord> AutogradSync::stateRecords() {

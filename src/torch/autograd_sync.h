@@ -77,7 +77,7 @@ class AutogradSync {
   // must use as the output (y, or y made to carry a gradient).
   torch::Tensor captureFactors(int layer, const torch::Tensor& x, torch::Tensor y);
   bool factorsWanted(int layer) const {
-    return training_ && torch::GradMode::is_enabled() && session_->usesFactors(layer);
+    return training_ && torch::GradMode::is_enabled() && usesFactors(session_->plan()[layer].scheme);
   }
 
   // Ends the iteration after the last backward pass (TorchModel::step); in server mode

@@ -31,7 +31,7 @@ void AutogradSync::installHooks() {
   rows_warned_.assign(L, false);
   held_grads_.assign(L, {});
   for (int l = 0; l < L; ++l) {
-    if (session_->usesFactors(l)) continue;  // reported by the hooks captureFactors sets
+    if (usesFactors(session_->plan()[l].scheme)) continue;  // reported by the hooks captureFactors sets
     for (auto& p : model_.params[l]) {
       auto acc = torch::autograd::impl::grad_accumulator(p);
       const auto key = acc->add_post_hook(std::make_unique<PostHook>(this, l));
@@ -92,7 +92,7 @@ void AutogradSync::reportRemaining() {
     // A layer the forward waits for itself (poseidon::linear, a Python pre-hook) but did not run this time:
     // its previous sync must be over before this one starts.
     session_->waitLayer(l);
-    if (session_->usesFactors(l)) {
+    if (usesFactors(session_->plan()[l].scheme)) {
       reportFactors(l);
     } else {
       reportGradients(l);

@@ -43,7 +43,7 @@ void trainAndCompare(const Config& c) {
   testing::runRanks(c.ranks, [&](Transport& transport, int rank) {
     toy::Replica r = toy::makeReplica(model, c.replicas_equal ? 0 : rank);
     Session session(transport, model, r.pointers(), o);
-    if (!session.isWorker()) {
+    if (!session.layout().worker) {
       session.serveUntil(kIterations);
       session.finish();
       return;

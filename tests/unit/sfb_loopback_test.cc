@@ -51,12 +51,12 @@ std::vector<float> train(int ranks, const std::string& scheme, bool wfbp) {
     o.weight_decay = 0.001f;
     o.timeout = std::chrono::milliseconds(20000);
     Session session(transport, fcModel(), {{W.data(), b.data()}}, o);
-    EXPECT_EQ(session.usesFactors(0), scheme == "sfb");
+    EXPECT_EQ(usesFactors(session.plan()[0].scheme), scheme == "sfb");
     std::vector<float> U, V;
     for (int t = 0; t < kIterations; ++t) {
       session.waitLayer(0);
       factors(rank, t, U, V);
-      if (session.usesFactors(0)) {
+      if (usesFactors(session.plan()[0].scheme)) {
         session.factorsReady(0, U.data(), V.data(), K);
         session.layerReleased(0);
       } else {

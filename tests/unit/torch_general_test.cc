@@ -181,7 +181,7 @@ Distributed distributed(const RunSetup& s, const Data& d) {
     auto net = nets[rank];
     auto example = slice(d, 0, rank, 0, 1).first;
     TorchModel model(t, net, "residual", optionsFor(s), [&] { net->forward(example); });
-    out.fc1_by_factors[rank] = model.session().usesFactors(4);
+    out.fc1_by_factors[rank] = usesFactors(model.session().plan()[4].scheme);
     std::unique_ptr<torch::optim::Optimizer> opt;
     if (s.adam) opt = optimizerFor(s, *net);
     for (int it = 0; it < kIterations; ++it) {
@@ -299,7 +299,7 @@ std::vector<torch::Tensor> trainTokens(const std::string& scheme, int ranks, std
     const auto mine = [&](int it) { return tokens[it].narrow(0, rank * kBatch, kBatch); };
     TorchModel model(t, net, "tokens", o, [&] { net->forward(mine(0)); });
     if (rank == 0) *rows_seen = model.info().layers[1].rows_per_example;
-    if (scheme == "sfb") EXPECT_TRUE(model.session().usesFactors(1));
+    if (scheme == "sfb") EXPECT_TRUE(usesFactors(model.session().plan()[1].scheme));
     for (int it = 0; it < kIterations; ++it) {
       auto y = labels[it].narrow(0, rank * kBatch, kBatch);
       torch::nn::functional::cross_entropy(model.forward([&] { return net->forward(mine(it)); }), y).backward();
@@ -467,7 +467,7 @@ std::vector<torch::Tensor> trainShared(const std::string& scheme) {
     const auto mine = [&](const torch::Tensor& all, int it) { return all[it].narrow(0, rank * kBatch, kBatch); };
     TorchModel model(t, net, "shared", o, [&] { net->forward(mine(xs, 0)); });
     EXPECT_EQ(model.info().layers.size(), 2u);
-    if (scheme == "sfb") EXPECT_TRUE(model.session().usesFactors(0));
+    if (scheme == "sfb") EXPECT_TRUE(usesFactors(model.session().plan()[0].scheme));
     for (int it = 0; it < kIterations; ++it) {
       auto out = model.forward([&] { return net->forward(mine(xs, it)); });
       torch::nn::functional::cross_entropy(out, mine(ys, it)).backward();
