@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "kvstore/sgd.h"
 #include "poseidon/options.h"
 #include "poseidon/torch.h"
+#include "ps/sgd.h"
 #include "train_net.h"
 
 namespace poseidon::app {

@@ -2,8 +2,8 @@
 // settings for what Options says in words.
 #pragma once
 
+#include "allreduce/kvstore.h"
 #include "bandwidth/send_policy.h"
-#include "collective/kvstore.h"
 #include "coordinator/scheme_planner.h"
 #include "poseidon/options.h"
 

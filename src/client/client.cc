@@ -32,10 +32,10 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
     if (schemes[l] == Scheme::kAllreduce) allreduce.push_back(static_cast<int>(l));
   }
   if (!allreduce.empty()) {
-    collective_ =
-        std::make_unique<CollectiveSyncer>(book.model(), allreduce, params, transport,
-                                           CollectiveOptions{options.kvstore, options.fusion_bytes, options.sgd,
-                                                             options.start_iteration, options.timeline, options.node},
+    allreduce_ =
+        std::make_unique<AllreduceBuckets>(book.model(), allreduce, params, transport,
+                                           AllreduceOptions{options.kvstore, options.fusion_bytes, options.sgd,
+                                                            options.start_iteration, options.timeline, options.node},
                                            failure, [this](int layer) {
                                              {
                                                std::lock_guard<std::mutex> lock(mu_);
@@ -48,13 +48,13 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
     syncers_.push_back(makeSyncer(static_cast<int>(l), schemes[l], local_server, params[l]));
   layer_of_key_.resize(book.pairs().size());
   for (const auto& kv : book.pairs()) layer_of_key_[kv.key] = static_cast<std::uint32_t>(kv.layer);
-  if (collective_) collective_->schedule(iteration_);
+  if (allreduce_) allreduce_->schedule(iteration_);
 }
 
 // The one place that knows the schemes: everything after goes through LayerSyncer.
 std::unique_ptr<LayerSyncer> Client::makeSyncer(int layer, Scheme scheme, ParameterServer* local_server,
                                                 const std::vector<float*>& params) {
-  if (scheme == Scheme::kAllreduce) return std::make_unique<CollectiveLayer>(layer, *collective_);
+  if (scheme == Scheme::kAllreduce) return std::make_unique<AllreduceSyncer>(layer, *allreduce_);
   if (scheme == Scheme::kSFB) {
     return std::make_unique<SfbSyncer>(layer, book_, transport_, params, options_.sgd, options_.timeout, failure_,
                                        options_.start_iteration, options_.node);
@@ -74,7 +74,7 @@ LayerSyncer& Client::syncer(int layer) const {
 
 Client::~Client() {
   pool_.shutdown();
-  if (collective_) collective_->stop();
+  if (allreduce_) allreduce_->stop();
 }
 
 void Client::report(int layer, LayerSyncer::SendFn send) {
@@ -179,7 +179,7 @@ void Client::endIteration() {
   reported_.assign(reported_.size(), false);
   started_.assign(started_.size(), false);
   ++iteration_;
-  if (collective_) collective_->schedule(iteration_);
+  if (allreduce_) allreduce_->schedule(iteration_);
   if (options_.timeline) {
     // Bytes this worker has sent so far, per scheme: the counters' slopes in the viewer.
     std::map<std::string, double> bytes;
@@ -225,11 +225,12 @@ std::uint64_t Client::maxStalenessSeen() const {
 }
 
 void Client::onParams(Message message) {
-  const auto& h = message.header();
-  if (h.key >= layer_of_key_.size()) {
-    throw CommError(detail::cat("rank ", h.source, " sent values for KV pair ", h.key, ", which does not exist"));
+  const std::uint32_t pair = message.pair();
+  if (pair >= layer_of_key_.size()) {
+    throw CommError(
+        detail::cat("rank ", message.header().source, " sent values for KV pair ", pair, ", which does not exist"));
   }
-  const int layer = static_cast<int>(layer_of_key_[h.key]);  // before the message moves
+  const int layer = static_cast<int>(layer_of_key_[pair]);  // before the message moves
   deliver(layer, std::move(message));
 }
 
@@ -238,7 +239,7 @@ void Client::onLocalFresh(std::uint32_t key, std::uint64_t version) {
 }
 
 void Client::onFactors(Message message) {
-  const int layer = static_cast<int>(message.header().key);  // before the message moves
+  const int layer = static_cast<int>(message.layer());  // before the message moves
   deliver(layer, std::move(message));
 }
 
@@ -258,14 +259,14 @@ void Client::addStateRecords(std::vector<StateRecord>& records) {
   for (auto& s : syncers_) {
     if (s) s->addStateRecords(records);
   }
-  if (collective_) collective_->addStateRecords(records);
+  if (allreduce_) allreduce_->addStateRecords(records);
 }
 
 void Client::addReplicatedStateToDigest(Digest& digest) const {
   for (const auto& s : syncers_) {
     if (s) s->addToDigest(digest);
   }
-  if (collective_) collective_->addToDigest(digest);
+  if (allreduce_) allreduce_->addToDigest(digest);
 }
 
 }  // namespace poseidon

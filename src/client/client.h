@@ -13,15 +13,15 @@
 #include <mutex>
 #include <vector>
 
-#include "client/collective_syncer.h"
+#include "client/allreduce_syncer.h"
 #include "client/layer_syncer.h"
 #include "comm/transport.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"
 #include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
-#include "kvstore/sgd.h"
 #include "node/worker.h"
+#include "ps/sgd.h"
 
 namespace poseidon {
 
@@ -78,7 +78,7 @@ class Client : public Worker {
   // SSP: the most iterations' updates any read of this worker lacked (at most staleness).
   std::uint64_t maxStalenessSeen() const;
   // The allreduce layers' set-up in one line, or "" if there are none.
-  std::string collectiveSummary() const { return collective_ ? collective_->summary() : ""; }
+  std::string collectiveSummary() const { return allreduce_ ? allreduce_->summary() : ""; }
   std::uint64_t bytesSentForLayer(int layer) const;
   // Digest of what the replicas of SFB and allreduce layers must agree on (weights,
   // biases, momentum).
@@ -109,7 +109,7 @@ class Client : public Worker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<bool> complete_;                    // guarded by mu_: the BSP vector C
-  std::unique_ptr<CollectiveSyncer> collective_;  // the allreduce layers' engine, if any
+  std::unique_ptr<AllreduceBuckets> allreduce_;  // the allreduce layers' engine, if any
   ThreadPool pool_;                               // last: its threads stop before the syncers go
 };
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/factors.h"
 #include "coordinator/cost_model.h"
-#include "kvstore/parameter_server.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
-#include "comm/factors.h"
+#include "ps/parameter_server.h"
 
 namespace poseidon {
 
@@ -116,7 +116,7 @@ void PsSyncer::deliver(Message message) {
     LayerSyncer::deliver(std::move(message));
     return;
   }
-  const auto key = message.header().key;
+  const auto key = message.pair();
   const auto version = message.header().iteration;
   store(key, version, std::move(message));
 }

@@ -18,7 +18,6 @@
 #include "common/fault.h"
 #include "coordinator/information_book.h"
 #include "coordinator/session_planner.h"
-#include "kvstore/parameter_server.h"
 #include "node/device_client.h"
 #include "node/node_map.h"
 #include "node/node_memory.h"
@@ -26,6 +25,7 @@
 #include "node/node_transport.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
+#include "ps/parameter_server.h"
 
 namespace poseidon {
 
@@ -524,8 +524,9 @@ void Session::setStepValues(float lr, float momentum, float weight_decay) {
                                  ": the servers keep no momentum for a run started without it"));
   }
   if (o.server_ranks > 0 && (lr != o.lr || momentum != o.momentum || weight_decay != o.weight_decay)) {
-    throw InputError("the optimizer's lr, momentum or weight decay changed, but server-only ranks run no loop to "
-                     "learn it from: keep a shard on every worker (no server ranks) or use gradient mode");
+    throw InputError(
+        "the optimizer's lr, momentum or weight decay changed, but server-only ranks run no loop to "
+        "learn it from: keep a shard on every worker (no server ranks) or use gradient mode");
   }
   impl_->step_values->set(iteration(), StepValues::Values{lr, momentum, weight_decay});
 }

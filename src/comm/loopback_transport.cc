@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "collective/loopback_communicator.h"
+#include "allreduce/loopback_communicator.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {

@@ -39,6 +39,36 @@ Message Message::toContiguous() const {
   return m;
 }
 
+KeyKind keyKind(MsgType type) {
+  switch (type) {
+    case MsgType::kPushGrad:
+    case MsgType::kParams:
+      return KeyKind::kPair;
+    case MsgType::kFactors:
+    case MsgType::kPushFactors:
+      return KeyKind::kLayer;
+    case MsgType::kControl:
+      return KeyKind::kSequence;
+    case MsgType::kNodeGrad:
+    case MsgType::kNodeFactors:
+    case MsgType::kNodeParams:
+    case MsgType::kNodeGradShared:
+    case MsgType::kNodeParamsShared:
+      return KeyKind::kPiece;
+  }
+  throw CommError(detail::cat("no key kind for message type ", static_cast<int>(type)));
+}
+
+std::uint32_t Message::pair() const {
+  POSEIDON_ENFORCE(keyKind(type()) == KeyKind::kPair, "a message of type ", header().type, " names no KV pair");
+  return header().key;
+}
+
+std::uint32_t Message::layer() const {
+  POSEIDON_ENFORCE(keyKind(type()) == KeyKind::kLayer, "a message of type ", header().type, " names no layer");
+  return header().key;
+}
+
 Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size, std::size_t max_payload_bytes) {
   if (size < sizeof(MessageHeader)) {
     throw CommError(detail::cat("received a truncated message: ", size, " bytes, shorter than the 32-byte header"));

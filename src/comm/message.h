@@ -22,6 +22,12 @@ enum class MsgType : std::uint16_t {
   kNodeParamsShared = 10,  // as kNodeParams, but the values are in the node's shared memory
 };
 
+// What a header's key names, by the message's type: a KV pair of the information book
+// (kPushGrad, kParams), a layer (kFactors, kPushFactors), a piece of a layer (the kNode*
+// types: node/pieces.h's PieceKey), or a control message's sequence number (kControl).
+enum class KeyKind { kPair, kLayer, kPiece, kSequence };
+KeyKind keyKind(MsgType type);
+
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
   static constexpr std::uint16_t kVersion = 1;
@@ -29,7 +35,7 @@ struct MessageHeader {
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;
   std::uint16_t type = 0;
-  std::uint32_t key = 0;     // KV pair id, or collective sequence number
+  std::uint32_t key = 0;     // a pair, layer, piece or sequence number: keyKind(type)
   std::uint32_t source = 0;  // sender rank
   std::uint64_t iteration = 0;
   std::uint64_t payload_bytes = 0;
@@ -57,6 +63,10 @@ class Message {
   bool empty() const { return data_ == nullptr; }
   const MessageHeader& header() const { return *reinterpret_cast<const MessageHeader*>(data_.get()); }
   MsgType type() const { return static_cast<MsgType>(header().type); }
+  // The header's key as the KV pair or the layer it names; fails where keyKind(type())
+  // says it names something else.
+  std::uint32_t pair() const;
+  std::uint32_t layer() const;
   std::uint8_t* payload() { return external_ ? external_ : data_.get() + sizeof(MessageHeader); }
   const std::uint8_t* payload() const { return external_ ? external_ : data_.get() + sizeof(MessageHeader); }
   std::size_t payloadBytes() const { return size_ - sizeof(MessageHeader); }

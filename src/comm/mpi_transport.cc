@@ -6,7 +6,7 @@
 #include <chrono>
 #include <climits>
 
-#include "collective/mpi_communicator.h"
+#include "allreduce/mpi_communicator.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
 

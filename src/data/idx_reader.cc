@@ -9,6 +9,7 @@
 
 #include "data/dataset.h"
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -25,7 +26,7 @@ bool exists(const std::string& path) {
 // A file's bytes as they are on disk.
 std::vector<std::uint8_t> readAll(const std::string& path) {
   if (!exists(path)) {
-    throw InputError("dataset file " + path + " not found; install dataset-fashion-mnist or pass --data DIR");
+    throw OptionError("dataset file " + path + " not found; install dataset-fashion-mnist or pass {data=DIR}");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open dataset file " + path);

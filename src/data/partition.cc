@@ -4,15 +4,16 @@
 #include <random>
 
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
 Partition::Partition(std::int64_t examples, int workers, int worker, std::int64_t batch, std::uint64_t seed)
     : examples_(examples), workers_(workers), worker_(worker), batch_(batch), seed_(seed) {
-  if (batch_ <= 0) throw InputError(detail::cat("--batch ", batch_, ": the batch must hold at least one example"));
+  if (batch_ <= 0) throw OptionError(detail::cat("{batch=", batch_, "}: the batch must hold at least one example"));
   if (batch_ * workers_ > examples_) {
-    throw InputError(detail::cat("--batch ", batch_, " with ", workers_, " workers needs ", batch_ * workers_,
-                                 " examples per step, but the training set has ", examples_));
+    throw OptionError(detail::cat("{batch=", batch_, "} with ", workers_, " workers needs ", batch_ * workers_,
+                                  " examples per step, but the training set has ", examples_));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/words.h"
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -95,7 +96,7 @@ ModelSpec builtinModel(const std::string& name) {
   if (it == builtins().end()) {
     std::string known;
     for (const auto& n : builtinModelNames()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError("unknown model '" + name + "': use one of " + known + ", or --model-file FILE");
+    throw InputError("unknown model '" + name + "': use one of " + known + ", or {model_file=FILE}");
   }
   return parseModelText(it->second, "built-in model " + name, name);
 }

@@ -1,6 +1,6 @@
 #include "node/node_transport.h"
 
-#include "collective/communicator.h"
+#include "allreduce/communicator.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {

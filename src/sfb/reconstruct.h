@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kvstore/sgd.h"
+#include "ps/sgd.h"
 
 namespace poseidon {
 

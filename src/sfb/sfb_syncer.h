@@ -20,8 +20,8 @@
 #include "comm/transport.h"
 #include "common/wait.h"
 #include "coordinator/information_book.h"
-#include "kvstore/sgd.h"
 #include "poseidon/factor_applier.h"
+#include "ps/sgd.h"
 #include "sfb/host_applier.h"
 
 namespace poseidon {

@@ -1,6 +1,7 @@
 #include "simulate/paper_models.h"
 
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 #include "simulate/net_builder.h"
 
 namespace poseidon::sim {
@@ -18,7 +19,7 @@ SimModel paperModel(const std::string& name) {
   if (name == "resnet-152") return resnet152();
   std::string names;
   for (const auto& n : paperModelNames()) names += (names.empty() ? "" : ", ") + n;
-  throw InputError("--model " + name + ": the simulator knows " + names + " (or give --profile FILE)");
+  throw OptionError("{model=" + name + "}: the simulator knows " + names + " (or give {profile=FILE})");
 }
 
 // Batch 256 as in the 2015 paper's AlexNet runs; 227 x 227 input, Caffe's layout.

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon::sim {
 
@@ -41,8 +42,8 @@ SimModel timedModel(const std::string& path, const ComputeProfile& profile, cons
   for (const auto& layer : info.layers) {
     const auto it = profile.layers.find(layer.name);
     if (it == profile.layers.end()) {
-      throw InputError("--profile " + path + " has no layer '" + layer.name + "': was it written for --model " +
-                       m.name + "?");
+      throw OptionError("{profile=" + path + "} has no layer '" + layer.name + "': was it written for the model " +
+                        m.name + "?");
     }
     SimLayer l;
     l.info = layer;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon::sim {
 
@@ -11,7 +12,7 @@ System parseSystem(const std::string& name) {
   if (name == "wfbp") return System::kWfbp;
   if (name == "ps") return System::kPs;
   if (name == "coarse") return System::kCoarse;
-  throw InputError("--system " + name + ": use poseidon, wfbp, ps, coarse or all");
+  throw OptionError("{system=" + name + "}: use poseidon, wfbp, ps, coarse or all");
 }
 
 const char* systemName(System s) {
@@ -34,7 +35,7 @@ Order parseOrder(const std::string& name) {
   if (name == "priority") return Order::kPriority;
   if (name == "fifo") return Order::kFifo;
   if (name == "default") return Order::kDefault;
-  throw InputError("--order " + name + ": use priority, fifo or default");
+  throw OptionError("{order=" + name + "}: use priority, fifo or default");
 }
 
 const char* orderName(Order o) {
@@ -58,29 +59,29 @@ Order SimConfig::effectiveOrder() const {
 void SimConfig::validate() const {
   const auto rate = [](double v, const char* flag, bool zero_ok) {
     if (!std::isfinite(v) || v < 0 || (!zero_ok && v == 0)) {
-      throw InputError(detail::cat(flag, " must be ", zero_ok ? "zero or positive" : "positive", ", got ", v));
+      throw OptionError(detail::cat("{", flag, "} must be ", zero_ok ? "zero or positive" : "positive", ", got ", v));
     }
   };
-  if (nodes < 1 || nodes > 100000) throw InputError(detail::cat("--nodes must be from 1 to 100000, got ", nodes));
+  if (nodes < 1 || nodes > 100000) throw OptionError(detail::cat("{nodes} must be from 1 to 100000, got ", nodes));
   if (devices_per_node < 1) {
-    throw InputError(detail::cat("--devices-per-node must be at least 1, got ", devices_per_node));
+    throw OptionError(detail::cat("{devices_per_node} must be at least 1, got ", devices_per_node));
   }
-  if (batch < 1) throw InputError(detail::cat("--batch must be at least 1, got ", batch));
-  rate(bandwidth_bytes_per_s, "--bandwidth", false);
-  rate(latency_s, "--latency", true);
-  rate(switch_bytes_per_s, "--switch-capacity", true);
-  rate(device_flops_per_s, "--device-rate", true);
-  rate(gemm_flops_per_s, "--gemm-rate", true);
-  rate(reduce_bytes_per_s, "--reduce-rate", true);
-  rate(host_cores, "--host-cores", true);
-  rate(stack_bytes_per_s, "--stack-rate", true);
-  if (nodes_per_host < 1) throw InputError(detail::cat("--nodes-per-host must be at least 1, got ", nodes_per_host));
-  if (pair_bytes < 4) throw InputError("--kv-pair-bytes must hold at least one float");
+  if (batch < 1) throw OptionError(detail::cat("{batch} must be at least 1, got ", batch));
+  rate(bandwidth_bytes_per_s, "bandwidth", false);
+  rate(latency_s, "latency", true);
+  rate(switch_bytes_per_s, "switch_capacity", true);
+  rate(device_flops_per_s, "device_rate", true);
+  rate(gemm_flops_per_s, "gemm_rate", true);
+  rate(reduce_bytes_per_s, "reduce_rate", true);
+  rate(host_cores, "host_cores", true);
+  rate(stack_bytes_per_s, "stack_rate", true);
+  if (nodes_per_host < 1) throw OptionError(detail::cat("{nodes_per_host} must be at least 1, got ", nodes_per_host));
+  if (pair_bytes < 4) throw OptionError("{kv_pair_bytes} must hold at least one float");
   for (Scheme s : schemes) {
     if (s != Scheme::kPS && s != Scheme::kSFB) throw InputError("the simulator runs PS and SFB layers only");
   }
   if (iterations < 2 || iterations > 100) {
-    throw InputError(detail::cat("--iterations must be 2 to 100, got ", iterations));
+    throw OptionError(detail::cat("{iterations} must be 2 to 100, got ", iterations));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "simulate/sim_model.h"
 
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon::sim {
 
@@ -26,7 +27,7 @@ std::vector<LayerTimes> layerTimes(const SimModel& model, std::int64_t batch, do
       t.forward_s = l.forward_s * scale;
       t.backward_s = l.backward_s * scale;
     } else {
-      if (!(device_flops_per_s > 0)) throw InputError("--device-rate must be positive");
+      if (!(device_flops_per_s > 0)) throw OptionError("{device_rate} must be positive");
       t.forward_s = l.forward_flops * static_cast<double>(batch) / device_flops_per_s;
       t.backward_s = kBackwardPerForward * t.forward_s;
     }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "collective/communicator.h"
+#include "allreduce/communicator.h"
 #include "comm/control_channel.h"
 #include "fuzz_target.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "collective/kvstore.h"
+#include "allreduce/kvstore.h"
 
 namespace poseidon {
 

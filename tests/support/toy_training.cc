@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kvstore/sgd.h"
 #include "poseidon/session.h"
+#include "ps/sgd.h"
 
 namespace poseidon {
 namespace toy {

@@ -6,9 +6,9 @@
 #include <thread>
 #include <vector>
 
-#include "collective/communicator.h"
-#include "collective/fusion.h"
-#include "collective/kvstore.h"
+#include "allreduce/communicator.h"
+#include "allreduce/fusion.h"
+#include "allreduce/kvstore.h"
 #include "comm/loopback_transport.h"
 #include "coordinator/scheme_planner.h"
 #include "kvstore_stress.h"

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "kvstore/kv_shard.h"
-#include "kvstore/sgd.h"
 #include "poseidon/errors.h"
+#include "ps/kv_shard.h"
+#include "ps/sgd.h"
 
 namespace poseidon {
 namespace {

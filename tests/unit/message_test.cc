@@ -29,6 +29,16 @@ TEST(Message, RoundTripsHeaderAndPayload) {
   EXPECT_EQ(d.floats()[2], 3.25f);
 }
 
+TEST(Message, KeyNamesAPairOrALayerByType) {
+  EXPECT_EQ(Message::make(MsgType::kParams, 5, 0, 0, 0).pair(), 5u);
+  EXPECT_EQ(Message::make(MsgType::kFactors, 2, 0, 0, 0).layer(), 2u);
+  EXPECT_EQ(keyKind(MsgType::kNodeGrad), KeyKind::kPiece);
+  EXPECT_EQ(keyKind(MsgType::kControl), KeyKind::kSequence);
+  // A layer read as a pair (or the other way round) would find another tensor's values.
+  EXPECT_THROW(Message::make(MsgType::kFactors, 2, 0, 0, 0).pair(), Error);
+  EXPECT_THROW(Message::make(MsgType::kPushGrad, 2, 0, 0, 0).layer(), Error);
+}
+
 TEST(Message, CopiesShareOneBuffer) {
   Message m = Message::make(MsgType::kParams, 1, 0, 0, 8);
   Message copy = m;

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "allreduce/fusion.h"
+#include "allreduce/kvstore.h"
 #include "client/layer_syncer.h"
-#include "collective/fusion.h"
-#include "collective/kvstore.h"
 #include "engine/engine.h"
-#include "kvstore/sgd.h"
 #include "poseidon/model_info.h"
+#include "ps/sgd.h"
 
 namespace poseidon {
 
@@ -31,7 +31,7 @@ class Digest;
 class Timeline;
 struct StateRecord;
 
-struct CollectiveOptions {
+struct AllreduceOptions {
   KVStoreOptions kvstore;
   std::int64_t fusion_bytes = 2 << 20;
   SgdOptions sgd;
@@ -42,15 +42,15 @@ struct CollectiveOptions {
   NodeStage* node = nullptr;
 };
 
-class CollectiveSyncer {
+class AllreduceBuckets {
  public:
   // `layers`: the allreduce layers, `params[l]` layer l's tensors. `on_done(l)` is called
   // when layer l holds the parameters after the iteration it was synced for. Collective:
   // every worker constructs it with the same layers, and it broadcasts rank 0's values.
-  CollectiveSyncer(const ModelInfo& model, const std::vector<int>& layers,
+  AllreduceBuckets(const ModelInfo& model, const std::vector<int>& layers,
                    const std::vector<std::vector<float*>>& params, Transport& transport,
-                   const CollectiveOptions& options, FailureState& failure, std::function<void(int)> on_done);
-  ~CollectiveSyncer();
+                   const AllreduceOptions& options, FailureState& failure, std::function<void(int)> on_done);
+  ~AllreduceBuckets();
 
   // Queues iteration t's tasks (called once per iteration, t = 0, 1, ...).
   void schedule(std::uint64_t t);
@@ -90,9 +90,9 @@ class CollectiveSyncer {
 
 // One allreduce layer as the client sees it: its gradient goes into the collective
 // engine's queued tasks, which set the layer's C[l] themselves (the pool runs nothing).
-class CollectiveLayer final : public LayerSyncer {
+class AllreduceSyncer final : public LayerSyncer {
  public:
-  CollectiveLayer(int layer, CollectiveSyncer& collective);
+  AllreduceSyncer(int layer, AllreduceBuckets& collective);
   SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads) override;
   bool runsItself() const override { return true; }
   // A fused collective carries several layers: the layer's share, 2 (P-1)/P of its bytes
@@ -100,7 +100,7 @@ class CollectiveLayer final : public LayerSyncer {
   std::uint64_t bytesSent() const override;
 
  private:
-  CollectiveSyncer& collective_;
+  AllreduceBuckets& collective_;
   std::uint64_t synced_ = 0;  // iterations handed over in this run (compute thread)
 };
 

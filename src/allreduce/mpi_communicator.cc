@@ -1,4 +1,4 @@
-#include "collective/mpi_communicator.h"
+#include "allreduce/mpi_communicator.h"
 
 #include <climits>
 #include <thread>

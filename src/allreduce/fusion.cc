@@ -1,4 +1,4 @@
-#include "collective/fusion.h"
+#include "allreduce/fusion.h"
 
 namespace poseidon {
 

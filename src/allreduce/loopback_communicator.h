@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "collective/communicator.h"
+#include "allreduce/communicator.h"
 
 namespace poseidon {
 

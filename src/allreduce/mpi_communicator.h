@@ -10,7 +10,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "collective/communicator.h"
+#include "allreduce/communicator.h"
 #include "common/wait.h"
 
 namespace poseidon {

@@ -1,9 +1,9 @@
-#include "client/collective_syncer.h"
+#include "client/allreduce_syncer.h"
 
 #include <cstring>
 
+#include "allreduce/communicator.h"
 #include "checkpoint/state_file.h"
-#include "collective/communicator.h"
 #include "comm/transport.h"
 #include "common/digest.h"
 #include "coordinator/cost_model.h"
@@ -14,7 +14,7 @@
 
 namespace poseidon {
 
-struct CollectiveSyncer::Layer {
+struct AllreduceBuckets::Layer {
   int id = 0;
   std::vector<float*> params;
   std::vector<std::int64_t> sizes;
@@ -26,16 +26,16 @@ struct CollectiveSyncer::Layer {
   std::vector<float*> grads;  // guarded by mu: this iteration's gradient buffers
 };
 
-struct CollectiveSyncer::Bucket {
+struct AllreduceBuckets::Bucket {
   int key = 0;
   FusedBucket plan;
   std::vector<float> in, out;  // this worker's gradients; the sums
   Engine::Tag in_tag = 0, out_tag = 0, params_tag = 0;
 };
 
-CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int>& layers,
+AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int>& layers,
                                    const std::vector<std::vector<float*>>& params, Transport& transport,
-                                   const CollectiveOptions& options, FailureState& failure,
+                                   const AllreduceOptions& options, FailureState& failure,
                                    std::function<void(int)> on_done)
     : failure_(failure),
       sgd_(options.sgd),
@@ -89,7 +89,7 @@ CollectiveSyncer::CollectiveSyncer(const ModelInfo& model, const std::vector<int
   }
 }
 
-CollectiveSyncer::~CollectiveSyncer() {
+AllreduceBuckets::~AllreduceBuckets() {
   stop();
   if (store_->abandoned()) {
     // MPI may still write a collective's result into the store's values and read the
@@ -99,14 +99,14 @@ CollectiveSyncer::~CollectiveSyncer() {
   }
 }
 
-void CollectiveSyncer::stop() {
+void AllreduceBuckets::stop() {
   if (stopped_) return;
   stopped_ = true;
   store_->stop();
   engine_.shutdown();
 }
 
-void CollectiveSyncer::schedule(std::uint64_t t) {
+void AllreduceBuckets::schedule(std::uint64_t t) {
   for (auto& b : buckets_) {
     Bucket* bucket = b.get();
     for (std::size_t i = 0; i < bucket->plan.layers.size(); ++i) {
@@ -127,7 +127,7 @@ void CollectiveSyncer::schedule(std::uint64_t t) {
   }
 }
 
-void CollectiveSyncer::gradientReady(int layer, std::vector<float*> grads) {
+void AllreduceBuckets::gradientReady(int layer, std::vector<float*> grads) {
   Layer* l = layers_.at(layer).get();
   POSEIDON_ENFORCE(l != nullptr, "layer ", layer, " does not go by allreduce");
   {
@@ -137,7 +137,7 @@ void CollectiveSyncer::gradientReady(int layer, std::vector<float*> grads) {
   l->gradient.fire();
 }
 
-void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset, std::uint64_t t) {
+void AllreduceBuckets::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset, std::uint64_t t) {
   TimelineSpan span(timeline_, "engine copy", timeline_ ? detail::cat("copy layer ", layer.id) : "", "allreduce");
   std::vector<float*> grads;
   {
@@ -158,7 +158,7 @@ void CollectiveSyncer::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
   }
 }
 
-void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
+void AllreduceBuckets::apply(Bucket& bucket, std::uint64_t t) {
   TimelineSpan span(timeline_, "engine compute", timeline_ ? detail::cat("apply key ", bucket.key) : "", "allreduce");
   const SgdOptions step = sgd_.at(t);
   const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
@@ -182,7 +182,7 @@ void CollectiveSyncer::apply(Bucket& bucket, std::uint64_t t) {
   }
 }
 
-std::string CollectiveSyncer::summary() const {
+std::string AllreduceBuckets::summary() const {
   std::size_t layers = 0;
   for (const auto& b : buckets_) layers += b->plan.layers.size();
   return detail::cat(layers, " layer", layers == 1 ? "" : "s", " by allreduce in ", buckets_.size(), " collective",
@@ -190,7 +190,7 @@ std::string CollectiveSyncer::summary() const {
                      kvstoreTypeName(store_->type()));
 }
 
-std::int64_t CollectiveSyncer::floatsOfLayer(int layer) const {
+std::int64_t AllreduceBuckets::floatsOfLayer(int layer) const {
   const Layer* l = layers_.at(layer).get();
   if (!l) return 0;
   std::int64_t n = 0;
@@ -198,7 +198,7 @@ std::int64_t CollectiveSyncer::floatsOfLayer(int layer) const {
   return n;
 }
 
-void CollectiveSyncer::addStateRecords(std::vector<StateRecord>& records) {
+void AllreduceBuckets::addStateRecords(std::vector<StateRecord>& records) {
   for (auto& l : layers_) {
     if (!l) continue;
     for (std::size_t k = 0; k < l->momentum.size(); ++k) {
@@ -210,7 +210,7 @@ void CollectiveSyncer::addStateRecords(std::vector<StateRecord>& records) {
   }
 }
 
-void CollectiveSyncer::addToDigest(Digest& d) const {
+void AllreduceBuckets::addToDigest(Digest& d) const {
   for (const auto& l : layers_) {
     if (!l) continue;
     for (std::size_t k = 0; k < l->params.size(); ++k) {
@@ -220,15 +220,15 @@ void CollectiveSyncer::addToDigest(Digest& d) const {
   }
 }
 
-CollectiveLayer::CollectiveLayer(int layer, CollectiveSyncer& collective)
+AllreduceSyncer::AllreduceSyncer(int layer, AllreduceBuckets& collective)
     : LayerSyncer(layer, schemeName(Scheme::kAllreduce)), collective_(collective) {}
 
-LayerSyncer::SendFn CollectiveLayer::gradientsReady(std::uint64_t, std::vector<float*> grads) {
+LayerSyncer::SendFn AllreduceSyncer::gradientsReady(std::uint64_t, std::vector<float*> grads) {
   ++synced_;
   return [c = &collective_, layer = layer(), grads = std::move(grads)] { c->gradientReady(layer, grads); };
 }
 
-std::uint64_t CollectiveLayer::bytesSent() const {
+std::uint64_t AllreduceSyncer::bytesSent() const {
   return allreduceBytesSent(collective_.floatsOfLayer(layer()), collective_.workers()) * synced_;
 }
 

@@ -15,7 +15,7 @@
 
 #include "comm/message.h"
 #include "coordinator/information_book.h"
-#include "kvstore/sgd.h"
+#include "ps/sgd.h"
 
 namespace poseidon {
 

@@ -1,9 +1,9 @@
-#include "collective/kvstore.h"
+#include "allreduce/kvstore.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "collective/funnel_kvstore.h"
+#include "allreduce/funnel_kvstore.h"
 #include "comm/transport.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"

@@ -1,4 +1,4 @@
-#include "kvstore/kv_shard.h"
+#include "ps/kv_shard.h"
 
 #include <algorithm>
 

@@ -15,7 +15,7 @@
 
 #include "comm/transport.h"
 #include "common/wait.h"
-#include "kvstore/kv_shard.h"
+#include "ps/kv_shard.h"
 
 namespace poseidon {
 

@@ -1,4 +1,4 @@
-#include "collective/funnel_kvstore.h"
+#include "allreduce/funnel_kvstore.h"
 
 #include <pthread.h>
 

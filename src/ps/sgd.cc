@@ -1,4 +1,4 @@
-#include "kvstore/sgd.h"
+#include "ps/sgd.h"
 
 namespace poseidon {
 

@@ -1,4 +1,4 @@
-#include "collective/loopback_communicator.h"
+#include "allreduce/loopback_communicator.h"
 
 #include <cstring>
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "collective/communicator.h"
+#include "allreduce/communicator.h"
 #include "engine/engine.h"
 
 namespace poseidon {

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "collective/kvstore.h"
+#include "allreduce/kvstore.h"
 
 namespace poseidon {
 

@@ -1,4 +1,4 @@
-#include "kvstore/parameter_server.h"
+#include "ps/parameter_server.h"
 
 #include <pthread.h>
 
@@ -48,12 +48,13 @@ void ParameterServer::stop() {
 
 void ParameterServer::onPush(Message message) {
   const auto& h = message.header();
-  if (message.payloadBytes() % sizeof(float) != 0 || h.key >= book_.pairs().size() ||
-      message.floatCount() != static_cast<std::size_t>(book_.pair(h.key).length)) {
-    throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ", h.key,
+  const std::uint32_t pair = message.pair();
+  if (message.payloadBytes() % sizeof(float) != 0 || pair >= book_.pairs().size() ||
+      message.floatCount() != static_cast<std::size_t>(book_.pair(pair).length)) {
+    throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ", pair,
                                 ", which does not match the information book"));
   }
-  Push p{h.key, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}, Message()};
+  Push p{pair, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}, Message()};
   {
     std::lock_guard<std::mutex> lock(mu_);
     notePush(p.worker, p.iteration);
@@ -73,17 +74,18 @@ void ParameterServer::pushLocal(std::uint32_t key, std::uint64_t iteration, cons
 
 void ParameterServer::onPushFactors(Message message) {
   const auto& h = message.header();
+  const std::uint32_t layer = message.layer();
   const auto& layers = book_.model().layers;
-  if (h.key >= layers.size() || layers[h.key].kind != LayerKind::kFC ||
+  if (layer >= layers.size() || layers[layer].kind != LayerKind::kFC ||
       h.source >= static_cast<std::uint32_t>(book_.cluster().workers()) ||
-      message.payloadBytes() % ((layers[h.key].M + layers[h.key].N) * sizeof(float)) != 0 ||
+      message.payloadBytes() % ((layers[layer].M + layers[layer].N) * sizeof(float)) != 0 ||
       message.payloadBytes() == 0) {
-    throw CommError(detail::cat("rank ", h.source, " pushed malformed factors for layer ", h.key));
+    throw CommError(detail::cat("rank ", h.source, " pushed malformed factors for layer ", layer));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     notePush(static_cast<int>(h.source), h.iteration);
-    queue_.push_back(Push{h.key, h.iteration, static_cast<int>(h.source), Contribution(), message});
+    queue_.push_back(Push{layer, h.iteration, static_cast<int>(h.source), Contribution(), message});
   }
   cv_.notify_one();
 }
