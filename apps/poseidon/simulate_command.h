@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/options.h"
+
 namespace poseidon::app {
 
 inline constexpr const char* kDefaultModel = "vgg19-22k";
@@ -33,7 +35,7 @@ struct SimulateOptions {
   std::string stack_rate = "0";
   std::string reconstruct = "device";
   std::string cost_model = "bytes";
-  long long kv_pair_bytes = 2 << 20;
+  long long kv_pair_bytes = kDefaultPairBytes;
   int iterations = 3;
   bool layers = false;
   bool json = false;

@@ -38,7 +38,7 @@ struct TrainOptions {
   std::string lr_schedule = "linear";
   int threads = 0;    // 0: cores / ranks on this host
   int log_every = 0;  // 0: about every 5 seconds
-  double timeout_s = 120;
+  double timeout_s = std::chrono::duration<double>(kDefaultTimeout).count();
   double straggler_timeout_s = 0;  // 0: BSP waits for every worker
   std::string save_params;
   std::string checkpoint_dir;         // save checkpoints here

@@ -13,6 +13,10 @@ namespace poseidon {
 
 struct ModelInfo;
 
+// Defaults written once: Options and every component's own options start from these.
+inline constexpr std::int64_t kDefaultPairBytes = 2 << 20;  // a KV pair, a fusion bucket: 2 MB
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::seconds(120);
+
 struct Options {
   // Server-side optimizer: SGD with momentum and weight decay (PyTorch semantics).
   float lr = 0.01f;
@@ -75,9 +79,9 @@ struct Options {
   std::string kvstore = "concurrent";
   int kvstore_comms = 2;
   int kvstore_outstanding = 2;
-  std::int64_t fusion_bytes = 2 << 20;
+  std::int64_t fusion_bytes = kDefaultPairBytes;
   // Largest KV pair; tensors are cut into pairs of at most this size.
-  std::int64_t kv_pair_bytes = 2 << 20;
+  std::int64_t kv_pair_bytes = kDefaultPairBytes;
   // The bandwidth manager: the order of this rank's outgoing messages ("priority": lower
   // layers first, as the next forward pass needs them; "fifo"), its sending budget in
   // bytes/s at the network interface (0: none), and the bytes handed to the network at once
@@ -94,7 +98,7 @@ struct Options {
   // node's ranks can all map it (false: as messages, for comparison).
   bool node_memory = true;
   // Every blocking wait ends with a TimeoutError after this long.
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   // Bounded staleness (SSP) on the parameter server: a worker may run up to this many
   // iterations ahead of the slowest; a read at iteration t has every update of iterations
   // up to t - staleness - 1. 0 is BSP.

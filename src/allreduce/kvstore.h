@@ -21,6 +21,7 @@
 
 #include "allreduce/communicator.h"
 #include "engine/engine.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -36,7 +37,7 @@ struct KVStoreOptions {
   KVStoreType type = KVStoreType::kChained;
   int communicators = 2;  // concurrent: C
   int outstanding = 2;    // concurrent: collectives in flight at most
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   Timeline* timeline = nullptr;  // records each collective, if set
 
   // Throws OptionError for settings that could deadlock or make no sense.

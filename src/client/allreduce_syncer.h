@@ -21,6 +21,7 @@
 #include "client/layer_syncer.h"
 #include "engine/engine.h"
 #include "poseidon/model_info.h"
+#include "poseidon/options.h"
 #include "ps/sgd.h"
 
 namespace poseidon {
@@ -33,7 +34,7 @@ struct StateRecord;
 
 struct AllreduceOptions {
   KVStoreOptions kvstore;
-  std::int64_t fusion_bytes = 2 << 20;
+  std::int64_t fusion_bytes = kDefaultPairBytes;
   SgdOptions sgd;
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
   Timeline* timeline = nullptr;       // records copies and steps, if set

@@ -21,6 +21,7 @@
 #include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
 #include "node/worker.h"
+#include "poseidon/options.h"
 #include "ps/sgd.h"
 
 namespace poseidon {
@@ -33,10 +34,10 @@ struct StateRecord;
 
 struct ClientOptions {
   bool wfbp = true;
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   SgdOptions sgd;  // for layers updated on the workers (SFB, allreduce)
   KVStoreOptions kvstore;
-  std::int64_t fusion_bytes = 2 << 20;
+  std::int64_t fusion_bytes = kDefaultPairBytes;
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
   int staleness = 0;                  // SSP window for PS layers; 0 is BSP
   bool local_by_message = false;      // the co-located shard keeps its own values
@@ -108,9 +109,9 @@ class Client : public Worker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<bool> complete_;                    // guarded by mu_: the BSP vector C
+  std::vector<bool> complete_;                   // guarded by mu_: the BSP vector C
   std::unique_ptr<AllreduceBuckets> allreduce_;  // the allreduce layers' engine, if any
-  ThreadPool pool_;                               // last: its threads stop before the syncers go
+  ThreadPool pool_;                              // last: its threads stop before the syncers go
 };
 
 }  // namespace poseidon

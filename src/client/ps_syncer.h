@@ -20,6 +20,7 @@
 #include "common/wait.h"
 #include "coordinator/information_book.h"
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -27,7 +28,7 @@ class NodeStage;
 class ParameterServer;
 
 struct PsSyncerOptions {
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   std::uint64_t start_iteration = 0;
   int staleness = 0;  // SSP window; 0 is BSP
   // Gradient mode: the shards send the mean gradient, which Move writes into the gradients.

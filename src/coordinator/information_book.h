@@ -10,6 +10,7 @@
 
 #include "coordinator/cluster_info.h"
 #include "poseidon/model_info.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
@@ -24,8 +25,6 @@ struct KVPair {
 
 class InformationBook {
  public:
-  static constexpr std::int64_t kDefaultPairBytes = 2 << 20;
-
   // `on_ps[l]` says whether layer l goes through the parameter server; layers that do not
   // (SFB) get no KV pairs. Empty means every layer does.
   InformationBook(const ModelInfo& model, const ClusterInfo& cluster, std::int64_t max_pair_bytes,

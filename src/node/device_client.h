@@ -12,21 +12,22 @@
 #include <mutex>
 #include <vector>
 
-#include "node/worker.h"
 #include "comm/transport.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"
 #include "node/node_memory.h"
 #include "node/pieces.h"
+#include "node/worker.h"
 #include "poseidon/model_info.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
 struct DeviceOptions {
   bool gradient_mode = false;
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   std::uint64_t start_iteration = 0;
-  std::size_t piece_floats = (2 << 20) / sizeof(float);  // a KV pair's size
+  std::size_t piece_floats = kDefaultPairBytes / sizeof(float);  // a KV pair's size
 };
 
 class DeviceClient : public Worker {

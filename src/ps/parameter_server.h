@@ -15,6 +15,7 @@
 
 #include "comm/transport.h"
 #include "common/wait.h"
+#include "poseidon/options.h"
 #include "ps/kv_shard.h"
 
 namespace poseidon {
@@ -22,7 +23,7 @@ namespace poseidon {
 class Timeline;
 
 struct ServerConfig {
-  std::chrono::milliseconds timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds timeout = kDefaultTimeout;
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
   // Straggler dropping: a step waits at most this long for a late worker (0: off).
   std::chrono::milliseconds straggler_timeout{0};

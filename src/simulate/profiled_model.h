@@ -32,7 +32,7 @@ struct ScheduleCluster {
   double host_cores = 0;
   int nodes_per_host = 1;
   double stack_bytes_per_s = 0;
-  std::int64_t pair_bytes = 2 << 20;  // the information book's largest KV pair
+  std::int64_t pair_bytes = kDefaultPairBytes;  // the information book's largest KV pair
 };
 // Iterations each plan is simulated for: one to warm up, three measured.
 constexpr int kScheduleIterations = 4;

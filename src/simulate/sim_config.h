@@ -7,6 +7,7 @@
 
 #include "coordinator/cost_model.h"
 #include "coordinator/scheme_planner.h"
+#include "poseidon/options.h"
 
 namespace poseidon::sim {
 
@@ -61,9 +62,9 @@ struct SimConfig {
   // 0 cores: not modelled (each node has CPU to spare).
   double host_cores = 0;
   int nodes_per_host = 1;
-  double stack_bytes_per_s = 0;       // 0: the stack costs no CPU
-  std::int64_t pair_bytes = 2 << 20;  // the information book's largest KV pair
-  int iterations = 3;                 // simulated; the first warms up, the rest are measured
+  double stack_bytes_per_s = 0;                 // 0: the stack costs no CPU
+  std::int64_t pair_bytes = kDefaultPairBytes;  // the information book's largest KV pair
+  int iterations = 3;                           // simulated; the first warms up, the rest are measured
 
   Order effectiveOrder() const;
   double gemmRate() const { return gemm_flops_per_s > 0 ? gemm_flops_per_s : device_flops_per_s; }

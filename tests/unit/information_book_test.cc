@@ -36,8 +36,8 @@ class FcnetShards : public ::testing::TestWithParam<int> {};
 
 TEST_P(FcnetShards, LargestShardWithinTenPercentOfMean) {
   const int shards = GetParam();
-  InformationBook book(fcnet(), ClusterInfo(shards, 0, 0), InformationBook::kDefaultPairBytes);
-  expectExactCover(book, InformationBook::kDefaultPairBytes);
+  InformationBook book(fcnet(), ClusterInfo(shards, 0, 0), kDefaultPairBytes);
+  expectExactCover(book, kDefaultPairBytes);
   std::int64_t total = 0, largest = 0;
   for (int s = 0; s < shards; ++s) {
     total += book.shardBytes(s);
@@ -60,7 +60,7 @@ TEST(InformationBook, SameInputsGiveTheSameBookAndDigest) {
 }
 
 TEST(InformationBook, PairsOfALayerAreContiguousKeys) {
-  InformationBook book(fcnet(), ClusterInfo(4, 0, 0), InformationBook::kDefaultPairBytes);
+  InformationBook book(fcnet(), ClusterInfo(4, 0, 0), kDefaultPairBytes);
   for (std::size_t l = 0; l < book.model().layers.size(); ++l) {
     const auto& keys = book.pairsOfLayer(static_cast<int>(l));
     ASSERT_FALSE(keys.empty());
@@ -70,7 +70,7 @@ TEST(InformationBook, PairsOfALayerAreContiguousKeys) {
 
 TEST(InformationBook, SmallTensorsStayWhole) {
   // A bias of 10 floats is never cut, whatever the shard count.
-  InformationBook book(fcnet(), ClusterInfo(16, 0, 0), InformationBook::kDefaultPairBytes);
+  InformationBook book(fcnet(), ClusterInfo(16, 0, 0), kDefaultPairBytes);
   int bias_pairs = 0;
   for (const auto& kv : book.pairs()) {
     if (kv.layer == static_cast<int>(book.model().layers.size()) - 1 && kv.tensor == 1) ++bias_pairs;
