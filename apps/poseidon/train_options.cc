@@ -39,22 +39,6 @@ void requireOneProcess() {
   }
 }
 
-// "host" (0: group ranks by host) or a whole number of ranks per node, at least 1.
-int parseDevicesPerNode(const std::string& text) {
-  if (text == "host") return 0;
-  std::size_t used = 0;
-  int d = 0;
-  try {
-    d = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || d < 1) {
-    throw InputError(detail::cat("--devices-per-node ", text, ": give a number of ranks per node (1: flat) or host"));
-  }
-  return d;
-}
-
 }  // namespace
 
 void TrainOptions::validate() const {

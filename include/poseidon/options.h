@@ -139,6 +139,11 @@ class OptionError : public InputError {
 // first; front ends may run it earlier to fail before loading data). Throws OptionError.
 void validate(const Options& options);
 
+// Options::devices_per_node from its text, as every front end takes it: "host" (0: ranks
+// on one host form a node) or a whole number of ranks per node, at least 1 (1: flat).
+// Throws OptionError.
+int parseDevicesPerNode(const std::string& text);
+
 // The run-configuration string: one line of fields from the options, the one description
 // of a run's settings. kStart: what every rank must share at start-up (with the model;
 // Options::agreement included). kResume: what a run resumed from a checkpoint must share

@@ -130,7 +130,8 @@ class PyModel {
   void saveCheckpoint(const std::string& dir, std::uint64_t iteration, const std::string& config,
                       const std::string& extra) {
     Session& s = sync().session();
-    Checkpointer(dir, s.control(), s.layout().rank, s.layout().size).save(iteration, config, sync().stateRecords(), extra);
+    Checkpointer(dir, s.control(), s.layout().rank, s.layout().size)
+        .save(iteration, config, sync().stateRecords(), extra);
   }
   // Collective: restores what saveCheckpoint wrote; returns this rank's extra bytes.
   std::string loadCheckpoint(const std::string& dir, const CheckpointInfo& info, const std::string& config) {
@@ -322,6 +323,7 @@ void translateOptionError(std::exception_ptr p) {
 void bindOptions(py::module_& m) {
   // Raises ValueError naming the bad option as its keyword (the session checks again).
   m.def("validate_options", [](const Options& o) { validate(o); });
+  m.def("parse_devices_per_node", &parseDevicesPerNode);
   // The run-configuration string (include/poseidon/options.h): what every rank must share
   // at start-up, or (resume=True) what a resumed run must share with the saved one.
   m.def("run_configuration", [](const Options& o, bool resume) {
@@ -399,10 +401,8 @@ void bindModel(py::module_& m) {
           "synchronize", [](PyModel& p) { p.sync().synchronize(); }, unlocked)
       .def(
           "digest", [](PyModel& p) { return p.sync().digest(); }, unlocked)
-      .def("set_step_values",
-           [](PyModel& p, float lr, float momentum, float weight_decay) {
-             p.sync().session().setStepValues(lr, momentum, weight_decay);
-           })
+      .def("set_step_values", [](PyModel& p, float lr, float momentum,
+                                 float weight_decay) { p.sync().session().setStepValues(lr, momentum, weight_decay); })
       .def(
           "seed_momentum",
           [](PyModel& p, const std::vector<std::vector<torch::Tensor>>& momentum) { p.sync().seedMomentum(momentum); },

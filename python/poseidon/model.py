@@ -177,12 +177,9 @@ def _server_sgd(optimizer):
 
 
 def _devices_per_node(value):
-    """The core's devices_per_node: 0 for "host", else a whole number of ranks, at least 1."""
-    if value == "host":
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"devices_per_node={value!r}: give a number of ranks per node (1: flat) or 'host'")
-    return value
+    """The core's devices_per_node: 0 for "host", else a whole number of ranks, at least 1
+    (parsed by the core, as the CLI's --devices-per-node)."""
+    return _C.parse_devices_per_node(value if isinstance(value, str) else repr(value))
 
 
 class DistributedModel(torch.nn.Module):

@@ -149,6 +149,21 @@ CheckedOptions checkOptions(const Options& o) {
 
 void validate(const Options& options) { static_cast<void>(checkOptions(options)); }
 
+int parseDevicesPerNode(const std::string& text) {
+  if (text == "host") return 0;
+  std::size_t used = 0;
+  int d = 0;
+  try {
+    d = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || d < 1) {
+    throw OptionError(opt("devices_per_node", text) + ": give a number of ranks per node (1: flat) or host");
+  }
+  return d;
+}
+
 // One list of fields for both uses. kResume keeps what makes a resumed run continue the
 // saved one exactly; what may change between the two runs stays out:
 //   kept:  lr, momentum, weight_decay, lr_decay (the update rule: a linear decay's length
