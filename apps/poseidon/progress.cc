@@ -8,7 +8,7 @@ namespace poseidon::app {
 
 void ProgressPrinter::iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs,
                                 const std::function<double()>& loss, double s_per_iter, double images_per_iter,
-                                bool force, std::uint64_t dropped) {
+                                bool force, const std::function<std::uint64_t()>& dropped) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   const bool due = every_ > 0 ? (it + 1) % every_ == 0 : std::chrono::duration<double>(now - last_).count() >= 5.0;
@@ -18,7 +18,9 @@ void ProgressPrinter::iteration(std::int64_t it, std::int64_t total, std::int64_
               static_cast<long long>(epoch + 1), static_cast<long long>(epochs), static_cast<long long>(it + 1),
               static_cast<long long>(total), loss(), s_per_iter, s_per_iter > 0 ? images_per_iter / s_per_iter : 0.0);
   // Seen by this rank's shard: a straggler shows up at every shard it is late for.
-  if (dropped > 0) std::printf(", %llu straggler updates dropped", static_cast<unsigned long long>(dropped));
+  // Read only for a line that prints: the session's statistics are not free.
+  if (const std::uint64_t n = dropped())
+    std::printf(", %llu straggler updates dropped", static_cast<unsigned long long>(n));
   std::printf("\n");
   std::fflush(stdout);
 }

@@ -14,7 +14,7 @@ class ProgressPrinter {
   // only when a line is printed (on a GPU, reading it waits for the device).
   void iteration(std::int64_t it, std::int64_t total, std::int64_t epoch, std::int64_t epochs,
                  const std::function<double()>& loss, double s_per_iter, double images_per_iter, bool force,
-                 std::uint64_t dropped);
+                 const std::function<std::uint64_t()>& dropped);
 
  private:
   bool enabled_;

@@ -99,8 +99,8 @@ void gatherSessionFigures(TrainReport& report, Session& session, const ModelInfo
     report.bytes_model_per_iter += lr.bytes_model_per_iter;
     report.layers.push_back(lr);
   }
-  const auto all =
-      session.control().allreduceSum({worker ? (stats.bytes_sent - before.total) / iterations : 0.0}, "bytes sent");
+  const auto all = session.control().allreduceSum(
+      {worker ? (session.stats().bytes_sent - before.total) / iterations : 0.0}, "bytes sent");
   report.bytes_sent_per_iter = all[0] / senders;
   report.bytes_per_node = nodes;
   const auto stragglers = session.control().allreduceSum(

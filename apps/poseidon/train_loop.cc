@@ -279,7 +279,8 @@ void TrainRun::trainIterations() {
     }
     progress.iteration(
         it, total_, epoch, epochs_, [this] { return lastLoss(); }, median(iter_seconds_),
-        static_cast<double>(o_.batch * workers_), stop, model_ ? session()->stats().dropped_updates : 0);
+        static_cast<double>(o_.batch * workers_), stop,
+        [this]() -> std::uint64_t { return model_ ? session()->stats().dropped_updates : 0; });
     if (point != sync_points_.end()) atSyncPoint(it + 1, point->second);
     start = std::chrono::steady_clock::now();
     cpu_start = Timeline::threadCpuMs();

@@ -45,6 +45,7 @@ import datetime
 import functools
 import inspect
 import linecache
+import operator
 import os
 import sys
 import types
@@ -179,7 +180,9 @@ def _server_sgd(optimizer):
 def _devices_per_node(value):
     """The core's devices_per_node: 0 for "host", else a whole number of ranks, at least 1
     (parsed by the core, as the CLI's --devices-per-node)."""
-    return _C.parse_devices_per_node(value if isinstance(value, str) else repr(value))
+    if isinstance(value, bool) or not isinstance(value, (str, int)) and not hasattr(value, "__index__"):
+        raise ValueError(f"devices_per_node={value!r}: give a number of ranks per node (1: flat) or 'host'")
+    return _C.parse_devices_per_node(value if isinstance(value, str) else str(operator.index(value)))
 
 
 class DistributedModel(torch.nn.Module):

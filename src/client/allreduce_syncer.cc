@@ -8,7 +8,6 @@
 #include "common/digest.h"
 #include "coordinator/cost_model.h"
 #include "engine/external_event.h"
-#include "node/node_stage.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
 
@@ -40,7 +39,8 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
     : failure_(failure),
       sgd_(options.sgd),
       timeline_(options.timeline),
-      node_(options.node),
+      before_copy_(options.before_copy),
+      after_step_(options.after_step),
       workers_(transport.size()),
       on_done_(std::move(on_done)),
       layers_(model.layers.size()),
@@ -147,7 +147,7 @@ void AllreduceBuckets::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
   POSEIDON_ENFORCE_EQ(grads.size(), layer.sizes.size(), "gradient tensors of an allreduce layer");
   // The node's whole batch goes into the collective, as one worker's (the mean divides by
   // every device: sgd_.devices counts them).
-  if (node_) node_->addDeviceGradients(layer.id, t, grads);
+  if (before_copy_) before_copy_(layer.id, t, grads);
   float* to = bucket.in.data() + offset;
   for (std::size_t t = 0; t < grads.size(); ++t) {
     const std::size_t bytes = layer.sizes[t] * sizeof(float);
@@ -177,7 +177,7 @@ void AllreduceBuckets::apply(Bucket& bucket, std::uint64_t t) {
       sum += layer.sizes[k];
     }
     layer.first_step = false;
-    if (node_) node_->share(layer.id, t);
+    if (after_step_) after_step_(layer.id, t);
     on_done_(layer.id);
   }
 }

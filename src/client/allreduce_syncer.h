@@ -27,7 +27,6 @@
 namespace poseidon {
 
 class Transport;
-class NodeStage;
 class Digest;
 class Timeline;
 struct StateRecord;
@@ -38,9 +37,11 @@ struct AllreduceOptions {
   SgdOptions sgd;
   std::uint64_t start_iteration = 0;  // of a run resumed from a checkpoint
   Timeline* timeline = nullptr;       // records copies and steps, if set
-  // On a node's leader (the devices level): adds the devices' gradients before a layer's
-  // copy into its bucket, and shares the layer's result with them after its step.
-  NodeStage* node = nullptr;
+  // The devices level on a node's leader, as the client wires it (empty when flat): adds
+  // the node's devices' gradients to a layer's before its copy into the bucket, and shares
+  // the layer's result with them after its step.
+  std::function<void(int layer, std::uint64_t t, const std::vector<float*>& grads)> before_copy;
+  std::function<void(int layer, std::uint64_t t)> after_step;
 };
 
 class AllreduceBuckets {
@@ -79,7 +80,8 @@ class AllreduceBuckets {
   FailureState& failure_;
   const SgdOptions sgd_;
   Timeline* const timeline_;
-  NodeStage* const node_;
+  const std::function<void(int, std::uint64_t, const std::vector<float*>&)> before_copy_;
+  const std::function<void(int, std::uint64_t)> after_step_;
   const int workers_;
   std::function<void(int)> on_done_;
   std::vector<std::unique_ptr<Layer>> layers_;    // by model layer; null if not allreduce

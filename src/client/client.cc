@@ -3,6 +3,7 @@
 #include <map>
 
 #include "client/ps_syncer.h"
+#include "node/node_leader_syncer.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
@@ -32,20 +33,31 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
     if (schemes[l] == Scheme::kAllreduce) allreduce.push_back(static_cast<int>(l));
   }
   if (!allreduce.empty()) {
-    allreduce_ =
-        std::make_unique<AllreduceBuckets>(book.model(), allreduce, params, transport,
-                                           AllreduceOptions{options.kvstore, options.fusion_bytes, options.sgd,
-                                                            options.start_iteration, options.timeline, options.node},
-                                           failure, [this](int layer) {
-                                             {
-                                               std::lock_guard<std::mutex> lock(mu_);
-                                               complete_[layer] = true;
-                                             }
-                                             cv_.notify_all();
-                                           });
+    AllreduceOptions buckets{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration,
+                             options.timeline};
+    if (NodeStage* node = options.node) {  // the devices level, in the allreduce layers' own tasks
+      buckets.before_copy = [node](int layer, std::uint64_t t, const std::vector<float*>& grads) {
+        node->addDeviceGradients(layer, t, grads);
+      };
+      buckets.after_step = [node](int layer, std::uint64_t t) { node->share(layer, t); };
+    }
+    allreduce_ = std::make_unique<AllreduceBuckets>(book.model(), allreduce, params, transport, buckets, failure,
+                                                    [this](int layer) {
+                                                      {
+                                                        std::lock_guard<std::mutex> lock(mu_);
+                                                        complete_[layer] = true;
+                                                      }
+                                                      cv_.notify_all();
+                                                    });
   }
-  for (std::size_t l = 0; l < params.size(); ++l)
-    syncers_.push_back(makeSyncer(static_cast<int>(l), schemes[l], local_server, params[l]));
+  for (std::size_t l = 0; l < params.size(); ++l) {
+    auto syncer = makeSyncer(static_cast<int>(l), schemes[l], local_server, params[l]);
+    // On a node's leader the devices level wraps the scheme (allreduce layers: in their tasks, above).
+    if (syncer && options.node && !syncer->runsItself()) {
+      syncer = std::make_unique<NodeLeaderSyncer>(std::move(syncer), *options.node);
+    }
+    syncers_.push_back(std::move(syncer));
+  }
   layer_of_key_.resize(book.pairs().size());
   for (const auto& kv : book.pairs()) layer_of_key_[kv.key] = static_cast<std::uint32_t>(kv.layer);
   if (allreduce_) allreduce_->schedule(iteration_);
@@ -57,13 +69,13 @@ std::unique_ptr<LayerSyncer> Client::makeSyncer(int layer, Scheme scheme, Parame
   if (scheme == Scheme::kAllreduce) return std::make_unique<AllreduceSyncer>(layer, *allreduce_);
   if (scheme == Scheme::kSFB) {
     return std::make_unique<SfbSyncer>(layer, book_, transport_, params, options_.sgd, options_.timeout, failure_,
-                                       options_.start_iteration, options_.node);
+                                       options_.start_iteration);
   }
   if (book_.pairsOfLayer(layer).empty()) return nullptr;  // nothing on the servers to sync
   return std::make_unique<PsSyncer>(
       layer, book_, transport_, local_server, params, failure_,
       PsSyncerOptions{options_.timeout, options_.start_iteration, options_.staleness, options_.sgd.gradient_only,
-                      options_.local_by_message, scheme == Scheme::kFactorPush, options_.node});
+                      options_.local_by_message, scheme == Scheme::kFactorPush});
 }
 
 LayerSyncer& Client::syncer(int layer) const {
@@ -150,7 +162,6 @@ void Client::startSync(int layer) {
       }
       TimelineSpan span(tl, track, "apply", scheme);
       syncer->Move(t);
-      if (options_.node) options_.node->share(syncer->layer(), t);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -8,6 +8,12 @@ LayerSyncer::SendFn LayerSyncer::factorsReady(std::uint64_t, const float*, const
   refuse("sufficient factors");
 }
 
+Message LayerSyncer::factorMessage(std::uint64_t, const float*, const float*, std::int64_t) const {
+  refuse("sufficient factors as one message");
+}
+
+void LayerSyncer::sendFactorMessage(std::uint64_t, Message) { refuse("a message of factors"); }
+
 void LayerSyncer::deliver(Message message) {
   // A peer that planned this layer otherwise: its messages cannot be read here.
   throw CommError(detail::cat("rank ", message.header().source, " sent a message of type ",

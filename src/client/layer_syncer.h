@@ -37,6 +37,11 @@ class LayerSyncer {
   // before then is copied now.
   virtual SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads);
   virtual SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K);
+  // A scheme whose factors travel as one message (SFB): that message, packed at once, and
+  // its Send, which factorsReady's SendFn runs. The devices level stacks a node's devices'
+  // factors under the leader's in between (node/node_leader_syncer.h).
+  virtual Message factorMessage(std::uint64_t t, const float* U, const float* V, std::int64_t K) const;
+  virtual void sendFactorMessage(std::uint64_t t, Message factors);
   // Autograd no longer needs this layer's weight in iteration t's backward pass.
   virtual void release(std::uint64_t /*t*/) {}
   // The sync may start only once the weight is released (it writes the weight early).

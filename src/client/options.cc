@@ -1,6 +1,7 @@
 // The one check of Options and the one run-configuration string (include/poseidon/options.h).
 // Messages name options as "{field}" or "{field=value}" (OptionError): the CLI says them as
 // its flags, Python as its keywords, a C++ user reads the member names.
+#include <algorithm>
 #include <sstream>
 
 #include "client/checked_options.h"
@@ -151,14 +152,10 @@ void validate(const Options& options) { static_cast<void>(checkOptions(options))
 
 int parseDevicesPerNode(const std::string& text) {
   if (text == "host") return 0;
-  std::size_t used = 0;
-  int d = 0;
-  try {
-    d = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || d < 1) {
+  const bool digits = !text.empty() && text.size() <= 6 &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int d = digits ? std::stoi(text) : 0;
+  if (d < 1) {
     throw OptionError(opt("devices_per_node", text) + ": give a number of ranks per node (1: flat) or host");
   }
   return d;

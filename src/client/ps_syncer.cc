@@ -5,7 +5,6 @@
 
 #include "comm/factors.h"
 #include "coordinator/cost_model.h"
-#include "node/node_stage.h"
 #include "poseidon/errors.h"
 #include "ps/parameter_server.h"
 
@@ -25,7 +24,6 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       staleness_(options.staleness),
       into_gradients_(options.into_gradients),
       factor_push_(options.factor_push),
-      node_(options.node),
       slots_(keys_.size(), Slot{options.start_iteration, Message()}),
       awaited_(options.start_iteration + 1) {}
 
@@ -39,10 +37,7 @@ void PsSyncer::expect(std::uint64_t iteration) {
 
 LayerSyncer::SendFn PsSyncer::gradientsReady(std::uint64_t t, std::vector<float*> grads) {
   if (factor_push_) refuse("dense gradient (it pushes factors)");
-  return [this, t, grads = std::move(grads)] {
-    if (node_) node_->addDeviceGradients(layer(), t, grads);
-    Send(t, grads);
-  };
+  return [this, t, grads = std::move(grads)] { Send(t, grads); };
 }
 
 LayerSyncer::SendFn PsSyncer::factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) {

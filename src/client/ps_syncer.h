@@ -24,7 +24,6 @@
 
 namespace poseidon {
 
-class NodeStage;
 class ParameterServer;
 
 struct PsSyncerOptions {
@@ -38,8 +37,6 @@ struct PsSyncerOptions {
   bool local_by_message = false;
   // The 2015 paper's factor push: the layer hands over factors, which the shards reconstruct.
   bool factor_push = false;
-  // On a node's leader: its devices' gradients are added in before the push.
-  NodeStage* node = nullptr;
 };
 
 class PsSyncer final : public LayerSyncer {
@@ -101,7 +98,6 @@ class PsSyncer final : public LayerSyncer {
   // Gradient mode: the shards send the mean gradient, which Move writes into grads_.
   const bool into_gradients_;
   const bool factor_push_;
-  NodeStage* const node_;
   std::atomic<std::uint64_t> max_staleness_{0};
 
   mutable std::mutex mu_;

@@ -172,6 +172,12 @@ struct Session::Impl {
   std::string nodeSummary() const;
   int networkRank() const;
   std::uint64_t bytesSent() const;
+  // The training side, for a call only a training rank makes: fails where there is none
+  // (a rank that only serves, or a session already finished).
+  Worker* training() const {
+    if (worker == nullptr) throw Error("a training call on a rank that does not train, or after finish()");
+    return worker;
+  }
 
   // Teardown in one order whatever failed before (finish() may not have run or got far):
   // the dispatcher lets go of everything, the server thread stops (it reads shard_values
@@ -485,16 +491,16 @@ const ModelInfo& Session::model() const { return impl_->book->model(); }
 
 void Session::gradientsReady(int layer, std::vector<float*> grads) {
   impl_->failure.rethrowIfFailed();
-  impl_->worker->gradientsReady(layer, std::move(grads));
+  impl_->training()->gradientsReady(layer, std::move(grads));
 }
 
 void Session::endIteration() {
   impl_->failure.rethrowIfFailed();
-  impl_->worker->endIteration();
+  impl_->training()->endIteration();
   faultPoint(impl_->transport.rank(), "iteration");
 }
 
-void Session::waitLayer(int layer) { impl_->worker->waitLayer(layer); }
+void Session::waitLayer(int layer) { impl_->training()->waitLayer(layer); }
 void Session::waitAll() {
   if (impl_->worker) impl_->worker->waitAll();
 }
@@ -507,14 +513,14 @@ void Session::serveUntil(std::uint64_t iterations) {
 
 void Session::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
   impl_->failure.rethrowIfFailed();
-  impl_->worker->factorsReady(layer, U, V, K);
+  impl_->training()->factorsReady(layer, U, V, K);
 }
 
 void Session::setFactorGradients(int layer, std::vector<float*> grads) {
-  impl_->worker->setFactorGradients(layer, std::move(grads));
+  impl_->training()->setFactorGradients(layer, std::move(grads));
 }
 
-void Session::layerReleased(int layer) { impl_->worker->layerReleased(layer); }
+void Session::layerReleased(int layer) { impl_->training()->layerReleased(layer); }
 
 void Session::setStepValues(float lr, float momentum, float weight_decay) {
   const Options& o = impl_->options;

@@ -14,8 +14,8 @@ SchemeMode parseSchemeMode(const std::string& name) {
   if (name == "factor-push") return SchemeMode::kFactorPush;
   if (name == "adam") {  // the scheme's name until 2026-11, after Project Adam; Adam is an optimizer
     throw OptionError(
-        "{scheme=adam}: the factor-push scheme (after Project Adam) is now called {scheme=factor-push}; the Adam "
-        "optimizer is no scheme: choose it as the front end's optimizer");
+        "{scheme=adam}: the factor-push scheme (after Project Adam) is now called {scheme=factor-push}; for the Adam "
+        "optimizer, give {optimizer=adam}");
   }
   if (name == "allreduce") return SchemeMode::kAllreduce;
   throw OptionError("{scheme=" + name + "}: use ps, sfb, allreduce, auto or factor-push");

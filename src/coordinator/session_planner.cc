@@ -26,6 +26,10 @@ std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me,
            o.schedule_plan(model, o.batch, nodes, per_node, rates.bandwidth_bytes_per_s, rates.gemm_flops_per_s)) {
         answer += scheme + ",";
       }
+    } catch (const OptionError& e) {  // its options stay fields, for each front end to say
+      answer = "option:" + e.in([](const std::string& field, const std::string& value) {
+        return "{" + field + (value.empty() ? "" : "=" + value) + "}";
+      });
     } catch (const std::exception& e) {  // any failure: the other ranks wait in the broadcast below
       answer = std::string("error:") + e.what();
     } catch (...) {
@@ -34,6 +38,7 @@ std::vector<std::string> schedulePlanOfRankZero(ControlChannel& control, int me,
   }
   answer = control.broadcast(answer, 0, "the schedule rule's plan");
   if (answer.rfind("error:", 0) == 0) throw InputError(answer.substr(6));
+  if (answer.rfind("option:", 0) == 0) throw OptionError(answer.substr(7));
   std::vector<std::string> plan;
   for (std::size_t at = 5, comma; (comma = answer.find(',', at)) != std::string::npos; at = comma + 1) {
     plan.push_back(answer.substr(at, comma - at));

@@ -96,7 +96,7 @@ ModelSpec builtinModel(const std::string& name) {
   if (it == builtins().end()) {
     std::string known;
     for (const auto& n : builtinModelNames()) known += (known.empty() ? "" : ", ") + n;
-    throw InputError("unknown model '" + name + "': use one of " + known + ", or {model_file=FILE}");
+    throw OptionError("unknown model '" + name + "': use one of " + known + ", or {model_file=FILE}");
   }
   return parseModelText(it->second, "built-in model " + name, name);
 }

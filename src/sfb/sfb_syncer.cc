@@ -2,11 +2,10 @@
 
 #include <cstring>
 
+#include "comm/factors.h"
 #include "common/digest.h"
 #include "coordinator/cost_model.h"
-#include "node/node_stage.h"
 #include "poseidon/errors.h"
-#include "comm/factors.h"
 
 namespace poseidon {
 
@@ -20,14 +19,13 @@ const LayerInfo& fcLayer(const InformationBook& book, int layer, const std::vect
 
 SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
                      const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
-                     std::uint64_t start_iteration, NodeStage* node)
+                     std::uint64_t start_iteration)
     : LayerSyncer(layer, schemeName(Scheme::kSFB)),
       book_(book),
       transport_(transport),
       options_(options),
       timeout_(timeout),
       failure_(failure),
-      node_(node),
       M_(fcLayer(book, layer, params).M),
       N_(fcLayer(book, layer, params).N),
       tensors_(params.size()),
@@ -45,13 +43,11 @@ void SfbSyncer::setGradientTarget(std::vector<float*> grads) {
   POSEIDON_ENFORCE_EQ(grads.size(), tensors_, "gradient buffers of SFB layer ", layer());
   POSEIDON_ENFORCE(options_.gradient_only, "an SFB gradient target outside gradient mode");
   POSEIDON_ENFORCE(host_ != nullptr, "layer ", layer(), " is applied by the engine: it keeps its own gradient target");
-  if (node_) node_->setGradientTarget(layer(), grads);
   std::lock_guard<std::mutex> lock(mu_);
   host_->setTarget(grads);
 }
 
 bool SfbSyncer::setApplier(std::unique_ptr<FactorApplier>& applier) {
-  if (node_) return false;
   std::lock_guard<std::mutex> lock(mu_);
   host_ = nullptr;
   applier_ = std::move(applier);
@@ -59,13 +55,11 @@ bool SfbSyncer::setApplier(std::unique_ptr<FactorApplier>& applier) {
 }
 
 LayerSyncer::SendFn SfbSyncer::factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) {
-  auto message = std::make_shared<Message>(pack(t, U, V, K));
-  return [this, t, message] {
-    Send(t, node_ ? node_->stackDeviceFactors(layer(), t, std::move(*message)) : std::move(*message));
-  };
+  auto message = std::make_shared<Message>(factorMessage(t, U, V, K));
+  return [this, t, message] { Send(t, std::move(*message)); };
 }
 
-Message SfbSyncer::pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
+Message SfbSyncer::factorMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
   return packFactors(MsgType::kFactors, layer(), transport_.rank(), iteration, U, V, K, M_, N_);
 }
 

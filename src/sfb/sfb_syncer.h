@@ -26,19 +26,17 @@
 
 namespace poseidon {
 
-class NodeStage;
-
 class SfbSyncer final : public LayerSyncer {
  public:
-  // `node`: on a node's leader, its devices' factors are stacked under its own.
   SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
             const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
-            std::uint64_t start_iteration = 0, NodeStage* node = nullptr);
+            std::uint64_t start_iteration = 0);
 
   // This worker's factors: packed at once (the engine's tensors may go), sent when the sync starts.
   SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) override;
   // Packs this worker's factors (K x M gradients at the output, K x N inputs) into a message.
-  Message pack(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const;
+  Message factorMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const override;
+  void sendFactorMessage(std::uint64_t iteration, Message factors) override { Send(iteration, std::move(factors)); }
   void Send(std::uint64_t iteration, Message factors);
   void Receive(std::uint64_t iteration) override;
   void Move(std::uint64_t iteration) override;
@@ -47,8 +45,7 @@ class SfbSyncer final : public LayerSyncer {
   // user's optimizer may have replaced the gradient tensors), while no Move runs.
   void setGradientTarget(std::vector<float*> grads) override;
   // The engine reconstructs and steps this layer itself from now on (before the first
-  // iteration's factors are handed over). Not on a node's leader, which shares the host
-  // values with its devices after each step.
+  // iteration's factors are handed over).
   bool setApplier(std::unique_ptr<FactorApplier>& applier) override;
   // Autograd is done with the weight for iteration t's backward pass.
   void release(std::uint64_t iteration) override;
@@ -66,7 +63,6 @@ class SfbSyncer final : public LayerSyncer {
   const SgdOptions options_;
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
-  NodeStage* const node_;
   const std::int64_t M_, N_;
   const std::size_t tensors_;  // weight, and bias if any
   HostFactorApplier* host_;    // the host applier while it is the one in use, else null

@@ -70,7 +70,7 @@ def test_np3_factor_push_equals_ps(args, tmp):
         within(l["bytes_sent_per_iter"], l["bytes_model_per_iter"], 0.05, f"layer {l['name']} (factor-push)")
     rc, out, err, _ = run(mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--no-eval",
                                        "--json", "--scheme", "adam"], 120)
-    assert rc != 0 and "now called --scheme factor-push" in err, (
+    assert rc != 0 and "now called --scheme factor-push" in err and "--optimizer adam" in err, (
         f"--scheme adam (the old name): rc {rc}\n{err[-1500:]}")
 
 
