@@ -22,9 +22,9 @@ lanes=${POSEIDON_FUZZ_JOBS:-$(nproc)}
 # Each target (tests/fuzz/NAME.cc) and the sources it links; the slowest first, so that
 # the lanes finish together.
 declare -A sources=(
-  [model_file_fuzz]="src/models/model_spec.cc src/coordinator/model_info.cc src/common/words.cc"
+  [model_file_fuzz]="src/models/model_spec.cc src/coordinator/model_info.cc src/common/words.cc src/common/option_error.cc"
   [compute_profile_fuzz]="src/profile/compute_profile.cc src/coordinator/model_info.cc src/common/words.cc"
-  [idx_fuzz]="src/data/idx_reader.cc"
+  [idx_fuzz]="src/data/idx_reader.cc src/common/option_error.cc"
   [control_reply_fuzz]="src/comm/control_channel.cc src/comm/message.cc src/comm/work.cc src/common/wait.cc"
   [state_file_fuzz]="src/checkpoint/state_file.cc"
   [manifest_fuzz]="src/checkpoint/checkpointer.cc src/checkpoint/state_file.cc src/comm/control_channel.cc
