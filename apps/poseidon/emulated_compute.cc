@@ -105,8 +105,9 @@ struct EmulatedBuffers {
 
 // One iteration: each layer's forward a wait after its sync's, then backward top down,
 // each layer's wait followed by its gradient (or factors).
-void emulateIteration(Session& session, const ModelInfo& info, const ComputeProfile& profile, EmulatedBuffers& b,
-                      std::int64_t batch) {
+void emulateIteration(Session& session, const ModelInfo& info, const ComputeProfile& profile,
+                      const std::shared_ptr<EmulatedBuffers>& buffers, std::int64_t batch) {
+  EmulatedBuffers& b = *buffers;
   const int L = static_cast<int>(info.layers.size());
   for (int k = 0; k < L; ++k) {
     session.waitLayer(k);
@@ -120,7 +121,7 @@ void emulateIteration(Session& session, const ModelInfo& info, const ComputeProf
       session.factorsReady(k, b.U[k].data(), b.V[k].data(), batch);
       session.layerReleased(k);
     } else {
-      session.gradientsReady(k, b.grad_ptrs[k]);
+      session.gradientsReady(k, b.grad_ptrs[k], buffers);
     }
   }
   session.endIteration();
@@ -153,10 +154,11 @@ int runEmulated(const TrainOptions& o, Runtime& runtime, const ModelSpec& spec, 
   torch::nn::Sequential net = buildSequential(spec);
   const ModelInfo info = describeSequential(net, spec.name);
   checkProfileFits(profile, o, spec, info);
-  EmulatedBuffers buffers(net, info.layers.size());
+  // Shared with the session's sends, which read the gradients and parameters in place.
+  auto buffers = std::make_shared<EmulatedBuffers>(net, info.layers.size());
   session_options.lr = 1e-3f;
-  Session session(runtime.transport(), info, buffers.params, session_options);
-  buffers.makeFactors(session, info, o.batch);
+  Session session(runtime.transport(), info, buffers->params, session_options, buffers);
+  buffers->makeFactors(session, info, o.batch);
   const bool lead = session.layout().rank == 0;
   if (lead) {
     std::printf(

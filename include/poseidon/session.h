@@ -69,9 +69,12 @@ class Session {
   // `params[l][t]` is where tensor t of layer l lives; rank 0's values are broadcast to
   // every rank here (compared instead with Options::replicas_equal). Checks that all ranks
   // agree on model, options and information book. The session starts `transport`; one
-  // session per transport.
+  // session per transport. A shard sharing the engine's memory sends fresh values from
+  // `params` in place: `params_owner` keeps that memory alive for as long as a send of it
+  // lasts, also past the session's end on a failed job (null: the caller keeps it valid
+  // until the job ends).
   Session(Transport& transport, const ModelInfo& model, std::vector<std::vector<float*>> params,
-          const Options& options);
+          const Options& options, std::shared_ptr<const void> params_owner = nullptr);
   ~Session();
 
   const SessionLayout& layout() const;
@@ -80,8 +83,11 @@ class Session {
   // The job's small collectives over this session's transport (all ranks).
   Collectives& control();
 
-  // Worker side, once per iteration: every layer's gradient, then endIteration().
-  void gradientsReady(int layer, std::vector<float*> grads);
+  // Worker side, once per iteration: every layer's gradient, then endIteration(). The
+  // gradient may be sent from where it is: `owner` keeps that memory alive for as long as
+  // a send of it lasts, also past the session's end on a failed job (null: the caller keeps
+  // it valid until the job ends).
+  void gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> owner = nullptr);
   void endIteration();
   // For a layer that goes by sufficient factors (usesFactors(plan()[layer].scheme)): its
   // factors instead of its gradient, U (K x M) at the output and V (K x N) the input;
@@ -131,8 +137,8 @@ class Session {
   // client's threads. Called by the destructor if not called before.
   void finish();
   // Instead of finish() when this rank is failing (an exception in the training loop): no
-  // closing barrier, and every wait in flight stops now with `why`; the peers learn of the
-  // failure from the job's end.
+  // closing barrier, and every wait in flight stops now with `why`; the peers' sessions
+  // fail at once with it too (Transport::leave).
   void abandon(const std::string& why);
 
  private:

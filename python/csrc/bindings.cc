@@ -112,7 +112,7 @@ class PyModel {
     if (!sync_) return;
     py::gil_scoped_release release;
     if (abandon) {
-      sync_->abandon("the training loop on this rank raised an exception");
+      sync_->abandon("its training loop raised an exception");
       sync_.reset();
       transport_->stop();
       return;

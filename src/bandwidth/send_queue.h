@@ -65,10 +65,21 @@ class SendQueue {
 
   // Everything still queued, in the order it would have gone.
   std::vector<Entry> takeAll() {
-    std::vector<Entry> all;
-    for (auto& [key, e] : entries_) all.push_back(std::move(e));
-    entries_.clear();
-    return all;
+    return takeIf([](const Item&) { return true; });
+  }
+  // What is queued and matches `pred` (e.g. every message to a peer that left).
+  template <typename Pred>
+  std::vector<Entry> takeIf(Pred pred) {
+    std::vector<Entry> taken;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (!pred(it->second.item)) {
+        ++it;
+        continue;
+      }
+      taken.push_back(std::move(it->second));
+      it = entries_.erase(it);
+    }
+    return taken;
   }
 
  private:

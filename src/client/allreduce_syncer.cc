@@ -223,7 +223,9 @@ void AllreduceBuckets::addToDigest(Digest& d) const {
 AllreduceSyncer::AllreduceSyncer(int layer, AllreduceBuckets& collective)
     : LayerSyncer(layer, schemeName(Scheme::kAllreduce)), collective_(collective) {}
 
-LayerSyncer::SendFn AllreduceSyncer::gradientsReady(std::uint64_t, std::vector<float*> grads) {
+// No `owner`: the buckets copy the gradient in before the sync waits.
+LayerSyncer::SendFn AllreduceSyncer::gradientsReady(std::uint64_t, std::vector<float*> grads,
+                                                    std::shared_ptr<const void> /*owner*/) {
   ++synced_;
   return [c = &collective_, layer = layer(), grads = std::move(grads)] { c->gradientReady(layer, grads); };
 }

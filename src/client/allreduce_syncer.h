@@ -96,7 +96,7 @@ class AllreduceBuckets {
 class AllreduceSyncer final : public LayerSyncer {
  public:
   AllreduceSyncer(int layer, AllreduceBuckets& collective);
-  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads) override;
+  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads, std::shared_ptr<const void> owner) override;
   bool runsItself() const override { return true; }
   // A fused collective carries several layers: the layer's share, 2 (P-1)/P of its bytes
   // per synced iteration (the communicators count each call's bytes in the transport).

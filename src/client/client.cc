@@ -100,10 +100,10 @@ void Client::report(int layer, LayerSyncer::SendFn send) {
   if (options_.wfbp && !(s && s->startsAtRelease())) startSync(layer);
 }
 
-void Client::gradientsReady(int layer, std::vector<float*> grads) {
+void Client::gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> owner) {
   POSEIDON_ENFORCE(layer >= 0 && layer < static_cast<int>(syncers_.size()), "no layer ", layer);
   LayerSyncer* s = syncers_[layer].get();
-  report(layer, s ? s->gradientsReady(iteration_, std::move(grads)) : LayerSyncer::SendFn());
+  report(layer, s ? s->gradientsReady(iteration_, std::move(grads), std::move(owner)) : LayerSyncer::SendFn());
 }
 
 void Client::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {

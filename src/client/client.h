@@ -57,7 +57,7 @@ class Client : public Worker {
   ~Client() override;
 
   // PS layer l's gradient for the current iteration is complete in `grads`.
-  void gradientsReady(int layer, std::vector<float*> grads) override;
+  void gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> owner) override;
   // SFB layer l's factors: U (K x M) at the output, V (K x N) the input; copied at once.
   void factorsReady(int layer, const float* U, const float* V, std::int64_t K) override;
   // Gradient mode: SFB layer l's mean gradient goes into `grads` (see SfbSyncer).

@@ -2,7 +2,7 @@
 
 namespace poseidon {
 
-LayerSyncer::SendFn LayerSyncer::gradientsReady(std::uint64_t, std::vector<float*>) { refuse("a dense gradient"); }
+LayerSyncer::SendFn LayerSyncer::gradientsReady(std::uint64_t, std::vector<float*>, std::shared_ptr<const void>) { refuse("a dense gradient"); }
 
 LayerSyncer::SendFn LayerSyncer::factorsReady(std::uint64_t, const float*, const float*, std::int64_t) {
   refuse("sufficient factors");

@@ -34,8 +34,8 @@ class LayerSyncer {
 
   // Iteration t's gradient of this layer (or its sufficient factors U, K x M, and V, K x N)
   // is complete: returns the Send to run when the sync starts. What the engine may free
-  // before then is copied now.
-  virtual SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads);
+  // before then is copied now; what is sent in place is kept alive by `owner`.
+  virtual SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads, std::shared_ptr<const void> owner);
   virtual SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K);
   // A scheme whose factors travel as one message (SFB): that message, packed at once, and
   // its Send, which factorsReady's SendFn runs. The devices level stacks a node's devices'

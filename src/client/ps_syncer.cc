@@ -35,9 +35,10 @@ void PsSyncer::expect(std::uint64_t iteration) {
   for (const auto& s : slots_) fresh_ += s.version >= awaited_ ? 1 : 0;
 }
 
-LayerSyncer::SendFn PsSyncer::gradientsReady(std::uint64_t t, std::vector<float*> grads) {
+LayerSyncer::SendFn PsSyncer::gradientsReady(std::uint64_t t, std::vector<float*> grads,
+                                             std::shared_ptr<const void> owner) {
   if (factor_push_) refuse("dense gradient (it pushes factors)");
-  return [this, t, grads = std::move(grads)] { Send(t, grads); };
+  return [this, t, grads = std::move(grads), owner = std::move(owner)] { Send(t, grads, owner); };
 }
 
 LayerSyncer::SendFn PsSyncer::factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) {
@@ -47,7 +48,8 @@ LayerSyncer::SendFn PsSyncer::factorsReady(std::uint64_t t, const float* U, cons
   return [this, t, message] { SendFactors(t, std::move(*message)); };
 }
 
-void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
+void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
+                    const std::shared_ptr<const void>& memory) {
   POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradients for layer ", layer());
   expect(iteration);
   const int me = transport_.rank();
@@ -75,9 +77,10 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads) {
       local_shard_->pushLocal(key, iteration, src);
       continue;
     }
-    // Sent from the engine's gradient itself; Move waits for these sends before clearing it.
+    // Sent from the engine's gradient itself; Move waits for these sends before clearing it,
+    // and a send still with the network when the session closes keeps it alive (`memory`).
     Message m = Message::makeExternal(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration, src,
-                                      static_cast<std::size_t>(kv.length) * sizeof(float));
+                                      static_cast<std::size_t>(kv.length) * sizeof(float), memory);
     bytes_sent_ += m.wireBytes();
     sends_.push_back(transport_.send(owner, std::move(m.setPriority(layer()))));
   }

@@ -45,13 +45,13 @@ class PsSyncer final : public LayerSyncer {
   PsSyncer(int layer, const InformationBook& book, Transport& transport, ParameterServer* local_shard,
            std::vector<float*> params, const FailureState& failure, const PsSyncerOptions& options);
 
-  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads) override;
+  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads, std::shared_ptr<const void> owner) override;
   SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) override;
   // A factor push waits for the weight's release: the co-located shard updates the
   // engine's weight in place, which autograd may still be about to read.
   bool startsAtRelease() const override { return factor_push_; }
 
-  void Send(std::uint64_t iteration, const std::vector<float*>& grads);
+  void Send(std::uint64_t iteration, const std::vector<float*>& grads, const std::shared_ptr<const void>& memory);
   // The 2015 paper's strategy for an FC layer: this worker's factors (a kPushFactors
   // message) go to every shard holding pairs of the layer, which reconstruct their slices.
   void SendFactors(std::uint64_t iteration, Message factors);

@@ -133,6 +133,7 @@ struct Session::Impl {
   std::vector<LayerPlan> plan;
   std::vector<Scheme> schemes;
   std::vector<std::vector<float*>> params;
+  std::shared_ptr<const void> params_owner;  // keeps `params` alive for sends from it
   std::shared_ptr<Dispatch> dispatch = std::make_shared<Dispatch>();
   // The loop's lr, momentum and weight decay per iteration, read by this rank's shard and
   // replicas (setStepValues).
@@ -142,8 +143,10 @@ struct Session::Impl {
   // records each send's wait in the queue and may outlive the session.
   std::shared_ptr<Timeline> timeline;
   std::unique_ptr<ParameterServer> server;
-  // The shard's own values when it does not share the engine's memory (SSP, dropping).
-  std::unordered_map<std::uint32_t, std::vector<float>> shard_values;
+  // The shard's own values when it does not share the engine's memory (SSP, dropping);
+  // shared with the fresh values' sends, which read it in place and may outlive the session.
+  std::shared_ptr<std::unordered_map<std::uint32_t, std::vector<float>>> shard_values =
+      std::make_shared<std::unordered_map<std::uint32_t, std::vector<float>>>();
   std::unique_ptr<Client> client;
   std::unique_ptr<DeviceClient> device;  // a rank of a node that is not its leader
   Worker* worker = nullptr;              // client or device: the training side, if this rank trains
@@ -183,7 +186,9 @@ struct Session::Impl {
   // the dispatcher lets go of everything, the server thread stops (it reads shard_values
   // and calls into the client), the client's threads go, then the server object. Every
   // wait still under way or queued (a layer's sync, a pull) sees the session fail and ends
-  // within its 50 ms poll instead of running out its --timeout.
+  // within its 50 ms poll instead of running out its --timeout. The memory that sends still
+  // with the network read (the engine's gradients and parameters, the shard's values) is
+  // kept alive by those sends' messages, not by this object.
   ~Impl() {
     failure.set(std::make_exception_ptr(CommError("the session was closed")));
     detach();
@@ -191,14 +196,9 @@ struct Session::Impl {
     worker = nullptr;
     client.reset();  // its threads may still call the co-located server: freed after them
     device.reset();
-    // Sends still queued read the engine's gradients or the shard's values in place: they
-    // leave, or are dropped, before the caller or this object frees that memory.
-    if (!transport.settle(std::min<std::chrono::milliseconds>(options.timeout, kSettleLimit))) {
-      // Some are still with the network: the shard memory they read outlives the session
-      // (the transport then gives up at stop and the job ends).
-      static_cast<void>(server.release());
-      static_cast<void>(new std::unordered_map<std::uint32_t, std::vector<float>>(std::move(shard_values)));
-    }
+    // Sends still queued leave, or are dropped (their handles fail), so that nothing of
+    // this session's goes out after it; those already with the network hold their memory.
+    static_cast<void>(transport.settle(std::min<std::chrono::milliseconds>(options.timeout, kSettleLimit)));
     server.reset();
   }
 
@@ -243,12 +243,13 @@ SgdOptions sgdOptions(const Options& options, int per_node) {
 }  // namespace
 
 Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::vector<float*>> params,
-                 const Options& options)
+                 const Options& options, std::shared_ptr<const void> params_owner)
     : impl_(std::make_unique<Impl>(transport, options)) {
   Impl& s = *impl_;  // its construction checked the options
   POSEIDON_ENFORCE_EQ(params.size(), model.layers.size(), "parameter buffers per layer");
   ClusterInfo(transport.size(), options.server_ranks, options.shards);  // checks the flags before any message
   s.params = std::move(params);
+  s.params_owner = std::move(params_owner);
   s.startTransport();
   // Should anything below throw, ~Impl tears down what was made, in order.
   faultPoint(transport.rank(), "startup");
@@ -282,7 +283,11 @@ void Session::Impl::startTransport() {
                                          d->fail(std::current_exception());
                                        }
                                      },
-                                     [d](std::exception_ptr e) { d->fail(e); }});
+                                     [d](std::exception_ptr e) { d->fail(e); },
+                                     [d](int peer, const std::string& why) {
+                                       d->fail(std::make_exception_ptr(
+                                           CommError(detail::cat("rank ", peer, " left the job: ", why))));
+                                     }});
 }
 
 // The devices level: with nodes, the network exchange runs among the nodes' leaders (a
@@ -339,15 +344,16 @@ void Session::Impl::makeServer(const ClusterInfo& cluster, const SgdOptions& sgd
   };
   if (separateShard()) {
     for (const auto key : book->pairsOfShard(cluster.shardOf(net_rank))) {
-      shard_values[key].resize(static_cast<std::size_t>(book->pair(key).length));
+      (*shard_values)[key].resize(static_cast<std::size_t>(book->pair(key).length));
     }
-    storage = [this](const KVPair& kv) { return shard_values.at(kv.key).data(); };
+    storage = [values = shard_values.get()](const KVPair& kv) { return values->at(kv.key).data(); };
   }
+  std::shared_ptr<const void> values_owner = separateShard() ? std::shared_ptr<const void>(shard_values) : params_owner;
   server = std::make_unique<ParameterServer>(
       *book, network, sgd, storage,
       [this](std::uint32_t key, std::uint64_t version) { client->onLocalFresh(key, version); }, failure,
       ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness,
-                   separateShard(), timeline.get()});
+                   separateShard(), timeline.get(), std::move(values_owner)});
 }
 
 void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd) {
@@ -434,7 +440,7 @@ void Session::Impl::checkPlanAndBroadcast(const ModelInfo& model) {
   }
   if (s.options.replicas_equal) checkEqualEverywhere(s.control, held.hex(), "parameters");
   // A shard with values of its own starts from the same.
-  for (auto& [key, values] : s.shard_values) {
+  for (auto& [key, values] : *s.shard_values) {
     const KVPair& kv = s.book->pair(key);
     std::memcpy(values.data(), s.params[kv.layer][kv.tensor] + kv.offset, values.size() * sizeof(float));
   }
@@ -489,9 +495,9 @@ const SessionLayout& Session::layout() const { return impl_->layout; }
 Collectives& Session::control() { return impl_->control; }
 const ModelInfo& Session::model() const { return impl_->book->model(); }
 
-void Session::gradientsReady(int layer, std::vector<float*> grads) {
+void Session::gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> owner) {
   impl_->failure.rethrowIfFailed();
-  impl_->training()->gradientsReady(layer, std::move(grads));
+  impl_->training()->gradientsReady(layer, std::move(grads), std::move(owner));
 }
 
 void Session::endIteration() {
@@ -570,10 +576,10 @@ std::vector<StateRecord> Session::stateRecords() {
     }
   }
   std::vector<std::uint32_t> keys;
-  for (const auto& [key, values] : s.shard_values) keys.push_back(key);
+  for (const auto& [key, values] : *s.shard_values) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
   for (auto key : keys) {
-    auto& v = s.shard_values[key];
+    auto& v = (*s.shard_values)[key];
     records.push_back(StateRecord{detail::cat("ps/pair", key, "/values"), v.data(), v.size() * sizeof(float)});
   }
   if (s.server) s.server->addStateRecords(records);
@@ -644,6 +650,7 @@ void Session::abandon(const std::string& why) {
   if (s.finished) return;
   s.finished = true;  // the destructor then skips finish() and its barrier
   s.failure.set(std::make_exception_ptr(Error(why)));
+  s.transport.leave(why);  // the peers stop sending here and fail now, with `why`
 }
 
 void Session::finish() {

@@ -23,10 +23,12 @@ Message Message::make(MsgType type, std::uint32_t key, std::uint32_t source, std
 }
 
 Message Message::makeExternal(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
-                              const void* payload, std::size_t payload_bytes) {
+                              const void* payload, std::size_t payload_bytes,
+                              std::shared_ptr<const void> owner) {
   Message m = make(type, key, source, iteration, 0);
   reinterpret_cast<MessageHeader*>(m.data_.get())->payload_bytes = payload_bytes;
   m.external_ = static_cast<std::uint8_t*>(const_cast<void*>(payload));
+  m.owner_ = std::move(owner);
   m.size_ = sizeof(MessageHeader) + payload_bytes;
   return m;
 }

@@ -43,18 +43,23 @@ struct MessageHeader {
 static_assert(sizeof(MessageHeader) == 32, "the wire header is 32 bytes");
 
 // A header plus payload. Usually one contiguous buffer; a message made with makeExternal
-// instead points at a payload it does not own (engine or shard memory, sent without a
-// copy), which must stay unchanged until every send of it has completed. Copies share the
-// buffer: a message is immutable once handed to a transport, so it can go to many peers.
+// instead points at a payload it borrows (engine or shard memory, sent without a copy),
+// which must stay unchanged until every send of it has completed, and which the message
+// keeps alive through its owner for as long as any copy of it exists (a transport that
+// gives up on a send keeps the copy, and so the memory, as long as MPI may read it).
+// Copies share the buffer: a message is immutable once handed to a transport, so it can
+// go to many peers.
 class Message {
  public:
   Message() = default;
   // A message with an uninitialised payload of `payload_bytes` for the caller to fill.
   static Message make(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
                       std::size_t payload_bytes);
-  // A message whose payload stays where it is, at `payload`.
+  // A message whose payload stays where it is, at `payload`, kept alive by `owner` (null
+  // only where the memory outlives every transport, e.g. a test's stack frame that
+  // outlives its loopback transport).
   static Message makeExternal(MsgType type, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
-                              const void* payload, std::size_t payload_bytes);
+                              const void* payload, std::size_t payload_bytes, std::shared_ptr<const void> owner);
   // Validates raw bytes received from the wire: magic, version, known type, and a payload
   // length that matches the byte count and stays under `max_payload_bytes`.
   // Throws CommError naming what is wrong.
@@ -95,6 +100,7 @@ class Message {
  private:
   std::shared_ptr<std::uint8_t[]> data_;  // header, and the payload when contiguous
   std::uint8_t* external_ = nullptr;
+  std::shared_ptr<const void> owner_;  // keeps external_ valid
   std::size_t size_ = 0;  // header + payload
   int priority_ = kUrgent;
 };

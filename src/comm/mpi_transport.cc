@@ -61,8 +61,11 @@ MpiTransport::~MpiTransport() {
     MPI_Comm_free(&comm);
   }
   if (abandoned_) {
-    // MPI still owns the buffers of the sends it never completed: they must outlive this
-    // object, until the job ends (which the owner does next).
+    // MPI still owns the requests it never completed (a peer that stalled or lost its link
+    // never took them; MPI cannot cancel a send) and may read or write their buffers until
+    // MPI_Finalize: those messages, and through their owners the memory they borrow, stay
+    // until the job ends. The one place Poseidon keeps memory past its owner's end; a peer
+    // that fails in an orderly way leaves (leave()) and leaves nothing in flight.
     static_cast<void>(new std::vector<InFlight>(std::move(in_flight_)));
   }
 }
@@ -88,6 +91,8 @@ void MpiTransport::start(TransportCallbacks callbacks) {
   POSEIDON_ENFORCE(!thread_.joinable(), "transport started twice");
   traffic().resize(size_);
   callbacks_ = std::move(callbacks);
+  departed_.assign(size_, false);
+  awaiting_answer_.assign(size_, false);
   thread_ = std::thread([this] { runLoop(); });
 }
 
@@ -108,6 +113,12 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_ENFORCE(!stopping_, "send after the transport stopped");
+    if (leaving_ || (!departed_.empty() && departed_[peer])) {
+      work->markDone(std::make_exception_ptr(CommError(
+          leaving_ ? std::string("not sent: this rank is leaving the job") : detail::cat("not sent: rank ", peer,
+                                                                                          " left the job"))));
+      return work;
+    }
     const bool network = peer != rank_ && (same_node_.empty() || !same_node_[peer]);
     outbox_.push(Outgoing{peer, std::move(message), work}, priority, bytes, network, Clock::now());
     ++unsent_;
@@ -175,6 +186,83 @@ bool MpiTransport::settle(std::chrono::milliseconds limit) {
   for (auto& e : dropped) e.item.work->markDone(error);
   std::lock_guard<std::mutex> lock(mu_);
   return unsent_ == 0;
+}
+
+// What was queued before goes first (an error this rank tells its peers on its way out,
+// say), then the notices: MPI keeps one sender's messages in order.
+void MpiTransport::leave(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leaving_ || stopping_ || departed_.empty()) return;  // not started, or already going
+    leaving_ = true;
+    leaving_why_ = why;
+    ++pushes_;  // wakes the progress thread, which says goodbye once the queue is empty
+  }
+  cv_.notify_all();
+}
+
+void MpiTransport::dropQueued(std::vector<SendQueue<Outgoing>::Entry> dropped, const std::string& why) {
+  if (dropped.empty()) return;
+  const auto error = std::make_exception_ptr(CommError(why));
+  for (auto& e : dropped) e.item.work->markDone(error);
+}
+
+void MpiTransport::sayGoodbye() {
+  std::string why;
+  std::vector<bool> departed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!leaving_ || said_goodbye_ || !outbox_.empty()) return;
+    why = leaving_why_;
+    departed = departed_;
+  }
+  said_goodbye_ = true;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || departed[p]) continue;
+    postNotice(p, kLeavingTag, why);
+    awaiting_answer_[p] = true;
+  }
+}
+
+void MpiTransport::postNotice(int peer, int tag, const std::string& text) {
+  auto bytes = std::unique_ptr<std::uint8_t[]>(new std::uint8_t[std::max<std::size_t>(1, text.size())]);
+  std::copy(text.begin(), text.end(), bytes.get());
+  MPI_Request req;
+  check(MPI_Isend(bytes.get(), static_cast<int>(text.size()), MPI_BYTE, peer, tag, comm_, &req), "MPI_Isend");
+  requests_.push_back(req);
+  in_flight_.push_back(InFlight{true, Message(), std::make_shared<Work>("leaving notice"), std::move(bytes), 0, tag, peer});
+}
+
+// A peer's leaving notice: nothing more goes to it, and it is answered after everything
+// already handed to MPI for it (MPI keeps one sender's messages in order), so that once it
+// has the answer it has all of this rank's sends. Its own notice answers this rank's.
+void MpiTransport::onNotice(const InFlight& received) {
+  const int peer = received.source;
+  if (received.tag == kLeftTag) {
+    awaiting_answer_[peer] = false;
+    return;
+  }
+  const std::string why(reinterpret_cast<const char*>(received.buffer.get()), received.size);
+  // The session first, so that its waits fail with the reason rather than with a send's.
+  if (callbacks_.on_peer_left) callbacks_.on_peer_left(peer, why);
+  std::vector<SendQueue<Outgoing>::Entry> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    departed_[peer] = true;
+    dropped = outbox_.takeIf([peer](const Outgoing& o) { return o.peer == peer; });
+    unsent_ -= dropped.size();
+  }
+  sent_cv_.notify_all();
+  dropQueued(std::move(dropped), detail::cat("not sent: rank ", peer, " left the job: ", why));
+  if (awaiting_answer_[peer]) {
+    awaiting_answer_[peer] = false;
+  } else {
+    postNotice(peer, kLeftTag, "");
+  }
+}
+
+bool MpiTransport::awaitingAnswers() const {
+  return std::any_of(awaiting_answer_.begin(), awaiting_answer_.end(), [](bool b) { return b; });
 }
 
 void MpiTransport::stop() {
@@ -269,8 +357,13 @@ bool MpiTransport::probeReceives() {
       throw CommError(detail::cat("rank ", status.MPI_SOURCE, " sent a message of ", count,
                                   " bytes, over the limit of ", max_payload_bytes_));
     }
-    InFlight in{false, Message(), nullptr, std::unique_ptr<std::uint8_t[]>(new std::uint8_t[count]),
-                static_cast<std::size_t>(count)};
+    InFlight in{false,
+                Message(),
+                nullptr,
+                std::unique_ptr<std::uint8_t[]>(new std::uint8_t[std::max(1, count)]),
+                static_cast<std::size_t>(count),
+                status.MPI_TAG,
+                status.MPI_SOURCE};
     MPI_Request req;
     check(MPI_Imrecv(in.buffer.get(), count, MPI_BYTE, &handle, &req), "MPI_Imrecv");
     requests_.push_back(req);
@@ -288,11 +381,17 @@ bool MpiTransport::testInFlight() {
   std::size_t sent = 0;
   for (int i = 0; i < outcount; ++i) {
     InFlight& f = in_flight_[done[i]];
-    if (f.is_send) {
+    const bool notice = f.tag == kLeavingTag || f.tag == kLeftTag;
+    if (f.is_send && notice) {
+      f.work->markDone();
+      f.buffer.reset();
+    } else if (f.is_send) {
       f.work->markDone();
       f.message = Message();
       window_bytes_in_flight_ -= f.size;
       ++sent;
+    } else if (notice) {
+      onNotice(f);
     } else {
       callbacks_.on_message(Message::decode(std::move(f.buffer), f.size, max_payload_bytes_));
     }
@@ -332,9 +431,10 @@ void MpiTransport::progressLoop() {
   try {
     while (true) {
       if (pastStopDeadline()) {
-        abandoned_ = true;  // the requests stay with MPI: the owner ends the job
+        abandoned_ = !requests_.empty();  // those requests stay with MPI: the owner ends the job
         return;
       }
+      sayGoodbye();
       bool progressed = postSends();
       progressed |= probeReceives();
       progressed |= testInFlight();
@@ -347,11 +447,12 @@ void MpiTransport::progressLoop() {
         // sched_yield spin measured as fast (fcnet, 4 ranks on 2 cores) and leaves the
         // core to the ranks that compute.
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, kInFlightPoll, [&] { return pushes_ != pushes_seen_ || stopping_; });
+        cv_.wait_for(lock, kInFlightPoll, [&] { return pushes_ != pushes_seen_; });
         continue;
       }
+      const bool awaiting = awaitingAnswers();  // a leaver takes what its peers sent until they answer
       std::unique_lock<std::mutex> lock(mu_);
-      if (stopping_ && outbox_.empty()) return;
+      if (stopping_ && outbox_.empty() && !awaiting && (!leaving_ || said_goodbye_)) return;
       if (size_ == 1) {
         // Alone in the job: nothing can arrive that this rank did not send, so sleep until
         // it sends (polling here only takes cycles from the compute thread).
@@ -359,7 +460,7 @@ void MpiTransport::progressLoop() {
         continue;
       }
       // A queue held back by the budget is looked at again after the back-off too.
-      cv_.wait_for(lock, backoff, [&] { return pushes_ != pushes_seen_ || stopping_; });
+      cv_.wait_for(lock, backoff, [&] { return pushes_ != pushes_seen_ || (stopping_ && !awaiting); });
       backoff = std::min(backoff * 2, std::chrono::duration_cast<std::chrono::microseconds>(kMaxBackoff));
     }
   } catch (...) {

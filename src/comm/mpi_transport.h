@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -48,6 +49,7 @@ class MpiTransport final : public Transport {
   std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
                                                 const FailureState& failure) override;
   void stop() override;
+  void leave(const std::string& why) override;
   // False when stop() gave up on sends still in flight after kDrainTimeout (a peer that
   // stalled or lost its link never takes them): MPI_Finalize would wait for them too.
   bool drained() const override { return !abandoned_; }
@@ -56,6 +58,11 @@ class MpiTransport final : public Transport {
   static constexpr std::chrono::seconds kDrainTimeout{10};
   // MPI_Comm_create_group's tag (any value: its traffic is apart from the messages').
   static constexpr int kGroupTag = 7;
+  // Leaving (Transport::leave): the leaver's notice, with its reason, and a peer's answer,
+  // sent after everything it had sent the leaver. Apart from the messages' tags (their
+  // types) and under the MPI standard's least MPI_TAG_UB.
+  static constexpr int kLeavingTag = 30000;
+  static constexpr int kLeftTag = 30001;
 
  private:
   struct Outgoing {
@@ -69,8 +76,10 @@ class MpiTransport final : public Transport {
     bool is_send;
     Message message;                         // a send keeps its bytes alive until done
     std::shared_ptr<Work> work;              // sends only
-    std::unique_ptr<std::uint8_t[]> buffer;  // receives only
+    std::unique_ptr<std::uint8_t[]> buffer;  // receives, and the leaving notices sent
     std::size_t size = 0;                    // receives: bytes; sends: bytes counted in the window
+    int tag = 0;                             // receives: a message's type, or kLeavingTag / kLeftTag
+    int source = -1;                         // receives
   };
 
   void runLoop();
@@ -81,6 +90,12 @@ class MpiTransport final : public Transport {
   bool probeReceives();
   bool testInFlight();
   bool pastStopDeadline();
+  // Leaving: this rank's notices to its peers, and what a peer's notice or answer does.
+  void sayGoodbye();
+  void postNotice(int peer, int tag, const std::string& text);
+  void onNotice(const InFlight& received);
+  void dropQueued(std::vector<SendQueue<Outgoing>::Entry> dropped, const std::string& why);
+  bool awaitingAnswers() const;
   void check(int rc, const char* call);
 
   const MPI_Comm comm_;
@@ -106,12 +121,17 @@ class MpiTransport final : public Transport {
   bool loop_ended_ = false;                              // the progress thread returned; guarded by mu_
   std::condition_variable sent_cv_;                      // unsent_ fell or the loop ended
   std::atomic<bool> abandoned_{false};
+  bool leaving_ = false;                                 // guarded by mu_: leave() was called
+  std::string leaving_why_;                              // guarded by mu_
+  std::vector<bool> departed_;                           // guarded by mu_: peers that left (nothing goes to them)
 
   // Owned by the progress thread only.
   std::vector<MPI_Request> requests_;
   std::vector<InFlight> in_flight_;
   std::size_t window_bytes_in_flight_ = 0;  // network sends handed to MPI, not yet done
   std::uint64_t pushes_seen_ = 0;
+  bool said_goodbye_ = false;
+  std::vector<bool> awaiting_answer_;  // peers told of this rank's leaving that have not answered
   std::thread thread_;
 };
 

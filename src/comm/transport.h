@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bandwidth/send_policy.h"
@@ -24,6 +25,9 @@ struct TransportCallbacks {
   std::function<void(Message)> on_message;
   // Called on the transport's thread when it can no longer deliver (bad bytes, MPI error).
   std::function<void(std::exception_ptr)> on_error;
+  // Called on the transport's thread when a peer leaves the job (Transport::leave), with
+  // its reason; nothing more goes to that peer.
+  std::function<void(int, const std::string&)> on_peer_left;
 };
 
 class Transport {
@@ -56,6 +60,12 @@ class Transport {
                                                              const FailureState& failure) = 0;
   // Completes queued sends and stops delivery. Idempotent; called before destruction.
   virtual void stop() = 0;
+  // This rank is failing (`why`) and leaves the job before its peers: what it queued before
+  // still goes (later sends fail), then it tells every peer to send nothing more here, and
+  // (until stop() returns) goes on taking what they had sent already, so that none of their sends
+  // is left waiting for a receiver that is gone, holding its memory (MPI cannot cancel a
+  // send). The peers' sessions fail at once with `why` instead of running out their timeout.
+  virtual void leave(const std::string& /*why*/) {}
   // False if stop() gave up on sends a peer never took (it waits a bounded time).
   virtual bool drained() const { return true; }
   // Waits up to `limit` until every send queued so far has left this process; then drops

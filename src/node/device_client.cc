@@ -34,7 +34,8 @@ DeviceClient::DeviceClient(const ModelInfo& model, const std::vector<bool>& fact
 
 DeviceClient::~DeviceClient() { pool_.shutdown(); }
 
-void DeviceClient::gradientsReady(int layer, std::vector<float*> grads) {
+// `owner` is not needed: the gradient is copied (into the node's slot or a message) here.
+void DeviceClient::gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> /*owner*/) {
   const LayerInfo& info = model_.layers.at(layer);
   POSEIDON_ENFORCE_EQ(grads.size(), info.tensors.size(), "gradients of layer ", layer);
   FloatSpans spans;

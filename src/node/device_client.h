@@ -38,7 +38,7 @@ class DeviceClient : public Worker {
                const NodeMemory* memory);
   ~DeviceClient() override;
 
-  void gradientsReady(int layer, std::vector<float*> grads) override;
+  void gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> owner) override;
   void factorsReady(int layer, const float* U, const float* V, std::int64_t K) override;
   void setFactorGradients(int layer, std::vector<float*> grads) override;
   void layerReleased(int layer) override;

@@ -7,9 +7,10 @@ namespace poseidon {
 NodeLeaderSyncer::NodeLeaderSyncer(std::unique_ptr<LayerSyncer> inner, NodeStage& node)
     : LayerSyncer(inner->layer(), inner->scheme()), inner_(std::move(inner)), node_(node) {}
 
-LayerSyncer::SendFn NodeLeaderSyncer::gradientsReady(std::uint64_t t, std::vector<float*> grads) {
+LayerSyncer::SendFn NodeLeaderSyncer::gradientsReady(std::uint64_t t, std::vector<float*> grads,
+                                                     std::shared_ptr<const void> owner) {
   // On the pool, when the sync starts: the devices' shares may still be arriving.
-  SendFn send = inner_->gradientsReady(t, grads);
+  SendFn send = inner_->gradientsReady(t, grads, std::move(owner));
   return [this, t, grads = std::move(grads), send = std::move(send)] {
     node_.addDeviceGradients(layer(), t, grads);
     send();

@@ -20,7 +20,7 @@ class NodeLeaderSyncer final : public LayerSyncer {
   NodeLeaderSyncer(std::unique_ptr<LayerSyncer> inner, NodeStage& node);
 
   // The node's gradients (factors) go on under the inner scheme's Send.
-  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads) override;
+  SendFn gradientsReady(std::uint64_t t, std::vector<float*> grads, std::shared_ptr<const void> owner) override;
   SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) override;
   // The inner scheme's result, then the node's devices get it.
   void Move(std::uint64_t t) override;

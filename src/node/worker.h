@@ -17,7 +17,8 @@ class Worker {
  public:
   virtual ~Worker() = default;
   // Once per iteration and layer: the layer's gradient (or its sufficient factors U, V).
-  virtual void gradientsReady(int layer, std::vector<float*> grads) = 0;
+  // `owner` keeps the gradients' memory alive (null: the caller keeps it past the job).
+  virtual void gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> owner) = 0;
   virtual void factorsReady(int layer, const float* U, const float* V, std::int64_t K) = 0;
   // Gradient mode: where an SFB layer's mean gradient goes.
   virtual void setFactorGradients(int layer, std::vector<float*> grads) = 0;

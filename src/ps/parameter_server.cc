@@ -26,6 +26,7 @@ ParameterServer::ParameterServer(const InformationBook& book, Transport& transpo
       timeout_(config.timeout),
       straggler_timeout_(config.straggler_timeout),
       local_by_message_(config.local_by_message),
+      values_owner_(config.values_owner),
       timeline_(config.timeline) {
   const std::uint64_t start_iteration = config.start_iteration;
   if (straggler_timeout_.count() > 0) shard_.allowDrops();
@@ -174,7 +175,8 @@ void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
   // Sent from the shard's values themselves to every remote worker; apply() waits for these
   // sends before the pair's next step changes the values.
   Message fresh = Message::makeExternal(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration,
-                                        shard_.values(key), static_cast<std::size_t>(kv.length) * sizeof(float));
+                                        shard_.values(key), static_cast<std::size_t>(kv.length) * sizeof(float),
+                                        values_owner_);
   fresh.setPriority(kv.layer);  // the next forward needs the lower layers first
   auto& sends = sends_[key];
   for (int w = 0; w < cluster.workers(); ++w) {

@@ -32,6 +32,9 @@ struct ServerConfig {
   // sharing the shard's memory: needed when it may compute while the shard steps.
   bool local_by_message = false;
   Timeline* timeline = nullptr;  // records each step, if set
+  // Keeps the storage's memory alive: fresh values are sent from it without a copy, and a
+  // send the network has not taken when the session closes keeps it as long as it lasts.
+  std::shared_ptr<const void> values_owner;
 };
 
 class ParameterServer {
@@ -104,6 +107,7 @@ class ParameterServer {
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds straggler_timeout_;  // 0: BSP waits for every worker
   const bool local_by_message_;
+  const std::shared_ptr<const void> values_owner_;  // ServerConfig::values_owner
   Timeline* const timeline_;
   // The shard's counters, copied for readers on other threads (the shard is this thread's).
   std::atomic<std::uint64_t> dropped_{0}, late_{0};

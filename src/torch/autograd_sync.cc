@@ -40,7 +40,8 @@ void AutogradSync::start(Transport& transport) {
   }
   // The session broadcasts rank 0's values into the host buffers; the device gets them after.
   staging_->paramsToHost();
-  session_ = std::make_unique<Session>(transport, model_.info, staging_->hostParams(), options_);
+  session_ = std::make_unique<Session>(transport, model_.info, staging_->hostParams(), options_,
+                                       staging_->hostParamsOwner());
   staging_->paramsToDevice();
   // Rank 0's buffers and frozen parameters, as its trained parameters (DDP does the same).
   buffers_.makeEqual(session_->control(), "broadcast", session_->layout().size);

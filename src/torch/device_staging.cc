@@ -30,6 +30,12 @@ std::vector<float*> pointers(std::vector<torch::Tensor>& tensors) {
   return out;
 }
 
+// Tensors are handles to reference-counted storage: holding them holds their memory.
+template <typename Tensors>
+std::shared_ptr<const void> owning(const Tensors& tensors) {
+  return std::make_shared<const Tensors>(tensors);
+}
+
 }  // namespace
 
 DeviceStaging::DeviceStaging(const std::vector<std::vector<torch::Tensor>>& params, bool mirror_on_cpu)
@@ -81,6 +87,8 @@ std::vector<std::vector<float*>> DeviceStaging::hostParams() {
   return out;
 }
 
+std::shared_ptr<const void> DeviceStaging::hostParamsOwner() const { return owning(host_params_); }
+
 std::vector<float*> DeviceStaging::hostGradients(int layer) { return pointers(host_grads_.at(layer)); }
 
 void DeviceStaging::paramsToHost() {
@@ -123,11 +131,11 @@ std::optional<c10::Event> DeviceStaging::onCopyStream(const std::function<void()
 }
 
 void DeviceStaging::gradientsOut(int layer, const std::vector<torch::Tensor>& grads, bool zero_device,
-                                 std::function<void(std::vector<float*>)> ready) {
+                                 std::function<void(std::vector<float*>, std::shared_ptr<const void>)> ready) {
   if (!mirrored_) {
     std::vector<float*> ptrs;
     for (const auto& g : grads) ptrs.push_back(g.data_ptr<float>());
-    ready(std::move(ptrs));
+    ready(std::move(ptrs), owning(grads));
     return;
   }
   auto& host = host_grads_.at(layer);
@@ -140,7 +148,9 @@ void DeviceStaging::gradientsOut(int layer, const std::vector<torch::Tensor>& gr
       if (streams()) grads[t].record_stream(*copy_stream_);
     }
   });
-  enqueue(std::move(done), [ready = std::move(ready), ptrs = pointers(host)]() mutable { ready(std::move(ptrs)); });
+  enqueue(std::move(done), [ready = std::move(ready), ptrs = pointers(host), owner = owning(host)]() mutable {
+    ready(std::move(ptrs), std::move(owner));
+  });
 }
 
 void DeviceStaging::factorsOut(torch::Tensor U, torch::Tensor V,

@@ -45,8 +45,10 @@ class DeviceStaging {
   bool mirrored() const { return mirrored_; }
   torch::Device device() const { return device_; }
 
-  // Where the core reads and writes each tensor's values: the tensor itself, or its mirror.
+  // Where the core reads and writes each tensor's values: the tensor itself, or its mirror;
+  // and an owner that keeps that memory alive (for the core's sends from it).
   std::vector<std::vector<float*>> hostParams();
+  std::shared_ptr<const void> hostParamsOwner() const;
   // Every layer's values, device to host or host to device, waiting for the copies (not in
   // the training loop: start-up, checkpoints, restores).
   void paramsToHost();
@@ -56,10 +58,10 @@ class DeviceStaging {
 
   // Autograd has produced layer l's gradient (`grads`, in the layer's tensor order):
   // `ready` gets host pointers once the values are there (inline for a CPU model, else on
-  // the staging thread). `zero_device`: the device gradient is cleared after the copy
+  // the staging thread), and an owner that keeps their memory alive. `zero_device`: the device gradient is cleared after the copy
   // (server mode: the gradient is consumed; the core clears the host one).
   void gradientsOut(int layer, const std::vector<torch::Tensor>& grads, bool zero_device,
-                    std::function<void(std::vector<float*>)> ready);
+                    std::function<void(std::vector<float*>, std::shared_ptr<const void>)> ready);
   // SFB factors U (K x M), V (K x N): `ready` gets them in host memory (small copies).
   void factorsOut(torch::Tensor U, torch::Tensor V,
                   std::function<void(const torch::Tensor&, const torch::Tensor&)> ready);

@@ -83,7 +83,9 @@ void AutogradSync::reportGradients(int layer) {
   stale_[layer] = !options_.gradient_mode;
   markBackward(layer);
   staging_->gradientsOut(layer, grads, /*zero_device=*/!options_.gradient_mode,
-                         [this, layer](std::vector<float*> ptrs) { session_->gradientsReady(layer, std::move(ptrs)); });
+                         [this, layer](std::vector<float*> ptrs, std::shared_ptr<const void> owner) {
+                           session_->gradientsReady(layer, std::move(ptrs), std::move(owner));
+                         });
 }
 
 void AutogradSync::reportRemaining() {

@@ -1,9 +1,12 @@
-// mpirun -np P session_smoke [--scheme ps|allreduce] [--iterations N] [--timeline 1]
+// mpirun -np P session_smoke [--scheme ps|allreduce] [--iterations N] [--timeline 1] [--leave 1]
 // The whole session over real MPI processes without LibTorch (so it builds under every
 // sanitizer): the toy model of tests/support trained by every rank, ending equal to the
 // single-process reference. The sanitizer step of CI runs it with two ranks. --timeline 1
 // records the timeline (spans from the pool threads, the bytes per iteration the compute
 // thread reads) and writes its trace events while the last syncs may still record.
+// --leave 1 first runs a session that rank 1 leaves (Session::abandon, as the Python
+// adapter does when the user's loop raises): rank 0's next iteration must fail at once
+// with rank 1's reason, and both transports must end with nothing left in flight.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include "poseidon/errors.h"
 #include "poseidon/runtime.h"
 #include "poseidon/session.h"
+#include "comm/transport.h"
 #include "poseidon/timeline.h"
 #include "toy_training.h"
 
@@ -34,6 +38,38 @@ double worstError(const poseidon::toy::Replica& r, const std::vector<std::vector
   return worst;
 }
 
+// The --leave run; throws what went wrong.
+void leaveFirst(poseidon::Runtime& runtime, const poseidon::ModelInfo& model, const poseidon::Options& o) {
+  using namespace poseidon;
+  auto transport = runtime.newTransport();
+  toy::Replica r = toy::makeReplica(model, runtime.rank());
+  std::string error = "no error";
+  const auto start = std::chrono::steady_clock::now();
+  {
+    Session session(*transport, model, r.pointers(), o);
+    if (runtime.rank() == 1) {
+      toy::train(session, r, runtime.rank(), 2);
+      session.abandon("injected leave");
+    } else {
+      try {  // rank 1 may leave while this rank is still in its second iteration
+        toy::train(session, r, runtime.rank(), 5);
+        session.finish();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  transport->stop();
+  if (runtime.rank() != 1 && error.find("rank 1 left the job: injected leave") == std::string::npos)
+    throw Error("rank 1 left, but rank " + std::to_string(runtime.rank()) + " saw: " + error);
+  if (seconds > 0.5 * std::chrono::duration<double>(o.timeout).count())
+    throw Error("the session rank 1 left took " + std::to_string(seconds) + " s to end");
+  if (!transport->drained()) throw Error("sends were left in flight after rank 1 left");
+  std::printf("rank %d: rank 1 left the first session; it ended in %.2f s (%s)\n", runtime.rank(), seconds,
+              runtime.rank() == 1 ? "the leaver" : error.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -42,6 +78,7 @@ int main(int argc, char** argv) {
   try {
     Options o;
     int iterations = 8;
+    bool leave = false;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string flag = argv[i];
       if (flag == "--scheme")
@@ -50,6 +87,8 @@ int main(int argc, char** argv) {
         iterations = std::atoi(argv[i + 1]);
       else if (flag == "--timeline")
         o.timeline = std::string(argv[i + 1]) == "1";
+      else if (flag == "--leave")
+        leave = std::string(argv[i + 1]) == "1";
       else
         throw InputError("unknown flag " + flag);
     }
@@ -59,6 +98,7 @@ int main(int argc, char** argv) {
     o.kv_pair_bytes = 512;  // every layer cut into several pairs, spread over the shards
     o.timeout = std::chrono::seconds(60);
     const ModelInfo model = toy::model();
+    if (leave) leaveFirst(runtime, model, o);
     toy::Replica r = toy::makeReplica(model, runtime.rank());
     double error = 0;
     {
