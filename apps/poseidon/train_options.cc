@@ -48,8 +48,9 @@ void TrainOptions::validate() const {
   poseidon::validate(sessionOptions(1.0, 0));
   if (epochs <= 0 && iterations <= 0) throw InputError("give --epochs or --iterations a positive value");
   if (verify_every < 0) throw InputError("--verify must not be negative");
-  if (checkpoint_every < 0) throw InputError("--checkpoint-every must not be negative");
-  if ((checkpoint_every > 0) != !checkpoint_dir.empty()) {
+  checkCheckpointOptions(checkpoint_dir, checkpoint_every);
+  // The CLI saves on a schedule only: a folder without one would stay empty.
+  if (checkpoint_every == 0 && !checkpoint_dir.empty()) {
     throw InputError("--checkpoint-dir and --checkpoint-every go together: give both");
   }
   if (baseline && (!checkpoint_dir.empty() || !resume.empty())) {

@@ -144,6 +144,11 @@ void validate(const Options& options);
 // Throws OptionError.
 int parseDevicesPerNode(const std::string& text);
 
+// The checkpoint options as every front end takes them: a save every `every` iterations
+// (0: never, or only when the front end's user asks) into the folder `dir`. Throws
+// OptionError ({checkpoint_every}, {checkpoint_dir}).
+void checkCheckpointOptions(const std::string& dir, std::int64_t every);
+
 // The run-configuration string: one line of fields from the options, the one description
 // of a run's settings. kStart: what every rank must share at start-up (with the model;
 // Options::agreement included). kResume: what a run resumed from a checkpoint must share

@@ -324,6 +324,7 @@ void bindOptions(py::module_& m) {
   // Raises ValueError naming the bad option as its keyword (the session checks again).
   m.def("validate_options", [](const Options& o) { validate(o); });
   m.def("parse_devices_per_node", &parseDevicesPerNode);
+  m.def("check_checkpoint_options", &checkCheckpointOptions, py::arg("dir"), py::arg("every"));
   // The run-configuration string (include/poseidon/options.h): what every rank must share
   // at start-up, or (resume=True) what a resumed run must share with the saved one.
   m.def("run_configuration", [](const Options& o, bool resume) {

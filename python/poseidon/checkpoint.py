@@ -16,6 +16,7 @@ before the loop), starts at `model.start_iteration`, and gets parameters, optimi
 objects back at its first forward, when the session exists. Same model, options and -np.
 """
 import io
+import operator
 import pickle
 
 import torch
@@ -27,10 +28,11 @@ class Checkpoints:
     """The checkpoint options and state of one DistributedModel."""
 
     def __init__(self, directory, every, resume, objects, runtime):
-        if int(every) < 0:
-            raise ValueError(f"checkpoint_every must be 0 (never) or positive, not {every}")
-        if every and not directory:
-            raise ValueError("checkpoint_every needs checkpoint_dir (the folder to save in)")
+        try:
+            every = operator.index(every)
+        except TypeError:
+            raise TypeError(f"checkpoint_every must be a whole number of iterations, not {every!r}") from None
+        _C.check_checkpoint_options(str(directory or ""), every)  # the CLI's checks too
         if resume is True and not directory:
             raise ValueError("resume=True resumes from checkpoint_dir: pass checkpoint_dir, or resume='FOLDER'")
         self.directory = directory

@@ -128,6 +128,11 @@ int parseDevicesPerNode(const std::string& text) {
   return d;
 }
 
+void checkCheckpointOptions(const std::string& dir, std::int64_t every) {
+  if (every < 0) throw OptionError(opt("checkpoint_every", every) + ": give 0 (never) or a positive number of iterations");
+  if (every > 0 && dir.empty()) throw OptionError("{checkpoint_every} needs {checkpoint_dir}, the folder to save in");
+}
+
 // One list of fields for both uses. kResume keeps what makes a resumed run continue the
 // saved one exactly; what may change between the two runs stays out:
 //   kept:  lr, momentum, weight_decay, lr_decay (the update rule: a linear decay's length

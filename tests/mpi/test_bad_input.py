@@ -39,6 +39,13 @@ def test_bad_batch(args):
     expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--batch", "0"], "--batch")
 
 
+def test_bad_checkpoint_options(args):
+    # Checked by the core for both front ends (checkCheckpointOptions), said as the CLI's flags.
+    train = mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--checkpoint-every"]
+    expect_failure(args, train + ["-1"], "--checkpoint-every -1: give 0")
+    expect_failure(args, train + ["2"], "--checkpoint-every needs --checkpoint-dir")
+
+
 def test_bad_shards(args):
     expect_failure(args, mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--shards", "3"], "--shards 3")
 

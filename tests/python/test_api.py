@@ -152,6 +152,13 @@ def test_bad_input_is_one_clear_error():
     for bad in (0, "many", 1.5):
         with pytest.raises(ValueError, match=f"devices_per_node={bad}:"):
             poseidon.DistributedModel(net, optimizer, devices_per_node=bad)
+    # The checkpoint options, checked by the core as for the CLI, said as keywords.
+    with pytest.raises(ValueError, match="checkpoint_every=-1: give 0"):
+        poseidon.DistributedModel(net, optimizer, checkpoint_every=-1)
+    with pytest.raises(ValueError, match="checkpoint_every needs checkpoint_dir"):
+        poseidon.DistributedModel(net, optimizer, checkpoint_every=2)
+    with pytest.raises(TypeError, match="whole number"):
+        poseidon.DistributedModel(net, optimizer, checkpoint_dir="/tmp/x", checkpoint_every=2.5)
     by_host = poseidon.DistributedModel(net, optimizer, devices_per_node="host")
     assert by_host.options.devices_per_node == 0
     by_host.close()
