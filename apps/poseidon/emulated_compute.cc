@@ -71,13 +71,14 @@ void checkProfileFits(const ComputeProfile& profile, const TrainOptions& o, cons
 // and factors of harmless values (real bytes; after the first iteration the syncers have
 // zeroed the gradients, and refilling them would be compute the profile lacks).
 struct EmulatedBuffers {
+  torch::nn::Sequential net;  // owns the parameters `params` points into
   std::vector<std::vector<float*>> params;
   std::vector<std::vector<std::vector<float>>> grads;
   std::vector<std::vector<float*>> grad_ptrs;
   std::vector<std::vector<float>> U, V;  // by layer, for layers that go by factors
 
   EmulatedBuffers(torch::nn::Sequential& net, std::size_t layers)
-      : grads(layers), grad_ptrs(layers), U(layers), V(layers) {
+      : net(net), grads(layers), grad_ptrs(layers), U(layers), V(layers) {
     int l = 0;
     for (const auto& m : net->children()) {
       auto ps = m->parameters(true);

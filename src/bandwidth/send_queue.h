@@ -11,6 +11,7 @@
 // Not thread-safe: the transport guards it with its own lock.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,11 @@ class SendQueue {
   // Everything still queued, in the order it would have gone.
   std::vector<Entry> takeAll() {
     return takeIf([](const Item&) { return true; });
+  }
+  // Whether anything queued matches `pred`.
+  template <typename Pred>
+  bool any(Pred pred) const {
+    return std::any_of(entries_.begin(), entries_.end(), [&](const auto& kv) { return pred(kv.second.item); });
   }
   // What is queued and matches `pred` (e.g. every message to a peer that left).
   template <typename Pred>

@@ -92,6 +92,7 @@ void MpiTransport::start(TransportCallbacks callbacks) {
   traffic().resize(size_);
   callbacks_ = std::move(callbacks);
   departed_.assign(size_, false);
+  told_.assign(size_, false);
   awaiting_answer_.assign(size_, false);
   thread_ = std::thread([this] { runLoop(); });
 }
@@ -109,7 +110,6 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
   auto work = std::make_shared<Work>(detail::cat("MPI send to rank ", peer));
   const std::size_t bytes = message.wireBytes();
   const int priority = message.priority();
-  traffic().countSend(peer, bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     POSEIDON_ENFORCE(!stopping_, "send after the transport stopped");
@@ -119,6 +119,7 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
                                                                                           " left the job"))));
       return work;
     }
+    traffic().countSend(peer, bytes);
     const bool network = peer != rank_ && (same_node_.empty() || !same_node_[peer]);
     outbox_.push(Outgoing{peer, std::move(message), work}, priority, bytes, network, Clock::now());
     ++unsent_;
@@ -195,8 +196,8 @@ void MpiTransport::leave(const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (leaving_ || stopping_ || departed_.empty()) return;  // not started, or already going
     leaving_ = true;
-    leaving_why_ = why;
-    ++pushes_;  // wakes the progress thread, which says goodbye once the queue is empty
+    leaving_why_ = why.substr(0, kMaxReasonBytes);  // a peer's receive is bounded
+    ++pushes_;  // wakes the progress thread, which says goodbye to each peer once nothing waits for it
   }
   cv_.notify_all();
 }
@@ -207,21 +208,32 @@ void MpiTransport::dropQueued(std::vector<SendQueue<Outgoing>::Entry> dropped, c
   for (auto& e : dropped) e.item.work->markDone(error);
 }
 
+// Each peer is told once nothing queued before leave() waits for it: a peer that holds up
+// its own messages does not delay the others' notices.
 void MpiTransport::sayGoodbye() {
   std::string why;
-  std::vector<bool> departed;
+  std::vector<int> now;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!leaving_ || said_goodbye_ || !outbox_.empty()) return;
+    if (!leaving_ || goodbyeSaid()) return;
     why = leaving_why_;
-    departed = departed_;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || departed_[p] || told_[p]) continue;
+      if (!outbox_.any([p](const Outgoing& o) { return o.peer == p; })) now.push_back(p);
+    }
   }
-  said_goodbye_ = true;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_ || departed[p]) continue;
+  for (int p : now) {
     postNotice(p, kLeavingTag, why);
+    told_[p] = true;
     awaiting_answer_[p] = true;
   }
+}
+
+bool MpiTransport::goodbyeSaid() const {
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && !departed_[p] && !told_[p]) return false;
+  }
+  return true;
 }
 
 void MpiTransport::postNotice(int peer, int tag, const std::string& text) {
@@ -233,16 +245,33 @@ void MpiTransport::postNotice(int peer, int tag, const std::string& text) {
   in_flight_.push_back(InFlight{true, Message(), std::make_shared<Work>("leaving notice"), std::move(bytes), 0, tag, peer});
 }
 
+// Notices whose receive completed, each handled once no earlier message of its sender is
+// still being received: MPI matches one sender's messages in order, but a large one may
+// complete after a small one that follows it.
+void MpiTransport::handleNotices() {
+  for (auto it = notices_.begin(); it != notices_.end();) {
+    const int peer = it->source;
+    const bool earlier = std::any_of(in_flight_.begin(), in_flight_.end(), [peer](const InFlight& f) {
+      return !f.is_send && f.source == peer && f.tag != kLeavingTag && f.tag != kLeftTag;
+    });
+    if (earlier) {
+      ++it;
+      continue;
+    }
+    const Notice notice = std::move(*it);
+    it = notices_.erase(it);
+    onNotice(notice.source, notice.tag, notice.why);
+  }
+}
+
 // A peer's leaving notice: nothing more goes to it, and it is answered after everything
 // already handed to MPI for it (MPI keeps one sender's messages in order), so that once it
 // has the answer it has all of this rank's sends. Its own notice answers this rank's.
-void MpiTransport::onNotice(const InFlight& received) {
-  const int peer = received.source;
-  if (received.tag == kLeftTag) {
+void MpiTransport::onNotice(int peer, int tag, const std::string& why) {
+  if (tag == kLeftTag) {
     awaiting_answer_[peer] = false;
     return;
   }
-  const std::string why(reinterpret_cast<const char*>(received.buffer.get()), received.size);
   // The session first, so that its waits fail with the reason rather than with a send's.
   if (callbacks_.on_peer_left) callbacks_.on_peer_left(peer, why);
   std::vector<SendQueue<Outgoing>::Entry> dropped;
@@ -391,7 +420,7 @@ bool MpiTransport::testInFlight() {
       window_bytes_in_flight_ -= f.size;
       ++sent;
     } else if (notice) {
-      onNotice(f);
+      notices_.push_back(Notice{f.source, f.tag, std::string(reinterpret_cast<const char*>(f.buffer.get()), f.size)});
     } else {
       callbacks_.on_message(Message::decode(std::move(f.buffer), f.size, max_payload_bytes_));
     }
@@ -406,6 +435,7 @@ bool MpiTransport::testInFlight() {
   }
   requests_.resize(keep);
   in_flight_.resize(keep);
+  handleNotices();
   if (sent > 0) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -452,7 +482,7 @@ void MpiTransport::progressLoop() {
       }
       const bool awaiting = awaitingAnswers();  // a leaver takes what its peers sent until they answer
       std::unique_lock<std::mutex> lock(mu_);
-      if (stopping_ && outbox_.empty() && !awaiting && (!leaving_ || said_goodbye_)) return;
+      if (stopping_ && outbox_.empty() && !awaiting && (!leaving_ || goodbyeSaid())) return;
       if (size_ == 1) {
         // Alone in the job: nothing can arrive that this rank did not send, so sleep until
         // it sends (polling here only takes cycles from the compute thread).
@@ -465,6 +495,7 @@ void MpiTransport::progressLoop() {
     }
   } catch (...) {
     auto error = std::current_exception();
+    abandoned_ = !requests_.empty();  // MPI still holds them: kept until the job ends
     for (auto& f : in_flight_) {
       if (f.is_send) f.work->markDone(error);
     }

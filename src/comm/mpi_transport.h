@@ -63,6 +63,7 @@ class MpiTransport final : public Transport {
   // types) and under the MPI standard's least MPI_TAG_UB.
   static constexpr int kLeavingTag = 30000;
   static constexpr int kLeftTag = 30001;
+  static constexpr std::size_t kMaxReasonBytes = 1024;  // of a leaving notice's reason
 
  private:
   struct Outgoing {
@@ -92,8 +93,10 @@ class MpiTransport final : public Transport {
   bool pastStopDeadline();
   // Leaving: this rank's notices to its peers, and what a peer's notice or answer does.
   void sayGoodbye();
+  bool goodbyeSaid() const;  // mu_ held
   void postNotice(int peer, int tag, const std::string& text);
-  void onNotice(const InFlight& received);
+  void handleNotices();
+  void onNotice(int peer, int tag, const std::string& why);
   void dropQueued(std::vector<SendQueue<Outgoing>::Entry> dropped, const std::string& why);
   bool awaitingAnswers() const;
   void check(int rc, const char* call);
@@ -130,8 +133,14 @@ class MpiTransport final : public Transport {
   std::vector<InFlight> in_flight_;
   std::size_t window_bytes_in_flight_ = 0;  // network sends handed to MPI, not yet done
   std::uint64_t pushes_seen_ = 0;
-  bool said_goodbye_ = false;
+  std::vector<bool> told_;             // peers sent this rank's leaving notice
   std::vector<bool> awaiting_answer_;  // peers told of this rank's leaving that have not answered
+  struct Notice {
+    int source;
+    int tag;
+    std::string why;
+  };
+  std::vector<Notice> notices_;  // received, not yet handled (handleNotices)
   std::thread thread_;
 };
 

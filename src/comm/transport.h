@@ -70,9 +70,8 @@ class Transport {
   virtual bool drained() const { return true; }
   // Waits up to `limit` until every send queued so far has left this process; then drops
   // those not yet handed to the network (their handles fail). True when none is left.
-  // A session calls it as it closes: a send made with Message::makeExternal reads engine
-  // or shard memory, which must not be freed under it. False: some sends are still with
-  // the network, and the memory they read must stay valid until the job ends.
+  // A session calls it as it closes, so that nothing of its goes out after it. False: some
+  // sends are still with the network; their messages keep the memory they read alive.
   virtual bool settle(std::chrono::milliseconds /*limit*/) { return true; }
 
   // What the send queue did so far (messages, their waits).

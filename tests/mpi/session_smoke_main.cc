@@ -59,11 +59,11 @@ void leaveFirst(poseidon::Runtime& runtime, const poseidon::ModelInfo& model, co
       }
     }
   }
+  transport->stop();  // the leaver waits here for its peers' answers
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  transport->stop();
   if (runtime.rank() != 1 && error.find("rank 1 left the job: injected leave") == std::string::npos)
     throw Error("rank 1 left, but rank " + std::to_string(runtime.rank()) + " saw: " + error);
-  if (seconds > 0.5 * std::chrono::duration<double>(o.timeout).count())
+  if (seconds > 5)  // the stop deadline is 10 s and --timeout 60 s: neither may be what ended it
     throw Error("the session rank 1 left took " + std::to_string(seconds) + " s to end");
   if (!transport->drained()) throw Error("sends were left in flight after rank 1 left");
   std::printf("rank %d: rank 1 left the first session; it ended in %.2f s (%s)\n", runtime.rank(), seconds,

@@ -4,7 +4,8 @@ when some of them end by a peer's failure: under mpirun, each rank opens --model
 one after the other (a 2M-parameter MLP, 8 MB), trains a few steps and closes it. Every
 fifth model, rank 1 raises in its loop (the user's exception, caught outside the model's
 close): rank 1 leaves the job, rank 0's sync fails at once with its reason, and both go
-on to the next model (within half the 20 s timeout, or the test fails). Odd models run with staleness 1, whose shards keep values of their
+on to the next model (within 5 s, or the test fails: the timeout is 20 s, the
+transport's stop deadline 10 s). Odd models run with staleness 1, whose shards keep values of their
 own. Each rank's resident memory after the first ten models and after the last must
 differ by less than --slack MB: a leaked model is 8 MB of parameters plus its gradients
 (and the shard's values), and sends a peer never took hold 2 MB pairs each.
@@ -59,7 +60,7 @@ def main():
     ap.add_argument("--slack", type=float, default=12.0, help="MB of growth allowed from model 10 to the last")
     ap.add_argument("--scheme", default="ps")
     ap.add_argument("--timeout", type=float, default=20.0, help="each model's sync timeout, s; a failed model "
-                    "must end within half of it")
+                    "must end within a quarter of it (at most 5 s)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     poseidon.init()
@@ -75,7 +76,7 @@ def main():
             if "rank 1 left the job: its training loop raised an exception" not in str(e):
                 slow.append(f"model {i}: {type(e).__name__}: {str(e)[:300]}")
         took = time.monotonic() - start
-        if took > a.timeout / 2:
+        if took > min(5.0, a.timeout / 4):  # the peer's notice, not a timeout or the 10 s stop deadline
             slow.append(f"model {i} took {took:.1f} s")
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         gc.collect()

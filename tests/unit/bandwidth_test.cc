@@ -158,6 +158,24 @@ TEST(SendQueue, TakeAllReturnsWhatWasLeftInOrder) {
   EXPECT_TRUE(q.empty());
 }
 
+TEST(SendQueue, TakeIfTakesOnlyTheMatchesAndKeepsTheRestInOrder) {
+  // A peer that left: its messages go, the others' stay queued in their order.
+  TokenBucket none(0, 0, kT0);
+  Queue q(SendOrder::kPriority);
+  q.push("to 1: layer 2", 2, 10, true, kT0);
+  q.push("to 2: layer 1", 1, 10, true, kT0);
+  q.push("to 1: layer 0", 0, 10, true, kT0);
+  q.push("to 2: layer 3", 3, 10, true, kT0);
+  const auto toOne = [](const std::string& m) { return m.rfind("to 1", 0) == 0; };
+  EXPECT_TRUE(q.any(toOne));
+  const auto taken = q.takeIf(toOne);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].item, "to 1: layer 0");
+  EXPECT_EQ(taken[1].item, "to 1: layer 2");
+  EXPECT_FALSE(q.any(toOne));
+  EXPECT_EQ(drain(q, none), (std::vector<std::string>{"to 2: layer 1", "to 2: layer 3"}));
+}
+
 TEST(SendPolicy, ParsesTheOrderOrSaysWhatItTakes) {
   EXPECT_EQ(parseSendOrder("priority"), SendOrder::kPriority);
   EXPECT_EQ(parseSendOrder("fifo"), SendOrder::kFifo);
