@@ -145,7 +145,7 @@ def test_lab_nodes(args):
             assert m, err[-1500:]
             sent = [int(x) for x in m.group(1).split()]
             assert len(sent) == 2 and min(sent) > 0, f"NIC counters: {sent}"
-            nic[iterations] = sent
+            nic[iterations] = sum(sent) / len(sent)
         per_node[nodes] = (nic[5] - nic[2]) / 3
         print(f"devices per node {nodes}: {per_node[nodes] / 1e6:.2f} MB/iter at each node's NIC")
     ratio = per_node["host"] / per_node["1"]
