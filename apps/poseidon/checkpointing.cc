@@ -25,19 +25,15 @@ std::vector<StateRecord> RunCheckpoints::records() {
   if (optimizer_) {
     for (auto& r : optimizer_->records()) records.push_back(std::move(r));
   }
-  records.push_back(StateRecord{"random/cpu", random_.data(), random_.size()});
-  if (!gpu_random_.empty()) records.push_back(StateRecord{"random/gpu", gpu_random_.data(), gpu_random_.size()});
+  random_.addRecords(records);
   return records;
-}
-
-void RunCheckpoints::takeRandomState() {
-  random_ = randomState();
-  if (!model_.device().is_cpu()) gpu_random_ = randomState(model_.device());
 }
 
 void RunCheckpoints::save(std::int64_t done) {
   Session& session = model_.session();
-  takeRandomState();
+  // The CPU's generator, and the model's GPU's (where its dropout draws).
+  const auto device = model_.device();
+  random_ = RandomState::take(device.is_cpu() ? std::vector<int>{} : std::vector<int>{device.has_index() ? device.index() : 0});
   Checkpointer(dir_, session.control(), session.layout().rank, session.layout().size)
       .save(static_cast<std::uint64_t>(done), config_, records());
   if (session.layout().rank == 0) {
@@ -49,11 +45,14 @@ void RunCheckpoints::save(std::int64_t done) {
 void RunCheckpoints::restore(const CheckpointInfo& info) {
   Session& session = model_.session();
   Checkpointer::checkCompatible(info, config_, session.layout().size);
-  takeRandomState();  // the right sizes; overwritten by the restore
+  try {
+    random_ = RandomState::read(info, session.layout().rank);  // the saved records' sizes; load fills them
+  } catch (const InputError&) {
+    random_ = RandomState();  // this rank's load fails below, and every rank hears of it
+  }
   Checkpointer(dir_, session.control(), session.layout().rank, session.layout().size).load(info, records());
   model_.stateRestored();
-  setRandomState(random_);
-  if (!gpu_random_.empty()) setRandomState(gpu_random_, model_.device());
+  random_.apply();
   if (optimizer_) optimizer_->afterRestore();
   if (session.layout().rank == 0) {
     std::printf("poseidon: resumed from %s at iteration %llu\n", info.folder.c_str(),

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpointer.h"
 #include "poseidon/torch.h"
 #include "torch/optimizer_state.h"
+#include "torch/random_state.h"
 
 namespace poseidon::app {
 
@@ -39,9 +40,7 @@ class RunCheckpoints {
   const std::string dir_;
   const std::int64_t every_;
   const std::string config_;
-  std::vector<std::uint8_t> random_;      // the generator's bytes while saving or restoring
-  std::vector<std::uint8_t> gpu_random_;  // the model's GPU's generator (none for a CPU model)
-  void takeRandomState();
+  RandomState random_;  // the generators' state while saving or restoring
 };
 
 }  // namespace poseidon::app

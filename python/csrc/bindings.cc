@@ -27,6 +27,7 @@
 #include "simulate/profiled_model.h"
 #include "torch/autograd_sync.h"
 #include "torch/forward_timer.h"
+#include "torch/random_state.h"
 
 namespace py = pybind11;
 
@@ -128,16 +129,21 @@ class PyModel {
   }
   // Collective: this job's state (session records, buffers) and this rank's `extra` bytes.
   void saveCheckpoint(const std::string& dir, std::uint64_t iteration, const std::string& config,
-                      const std::string& extra) {
+                      RandomState& random, const std::string& extra) {
     Session& s = sync().session();
-    Checkpointer(dir, s.control(), s.layout().rank, s.layout().size)
-        .save(iteration, config, sync().stateRecords(), extra);
+    auto records = sync().stateRecords();
+    random.addRecords(records);
+    Checkpointer(dir, s.control(), s.layout().rank, s.layout().size).save(iteration, config, records, extra);
   }
   // Collective: restores what saveCheckpoint wrote; returns this rank's extra bytes.
-  std::string loadCheckpoint(const std::string& dir, const CheckpointInfo& info, const std::string& config) {
+  // `random`: the random state read (and applied) when the model was made, restored again.
+  std::string loadCheckpoint(const std::string& dir, const CheckpointInfo& info, const std::string& config,
+                             RandomState& random) {
     Session& s = sync().session();
     Checkpointer::checkCompatible(info, config, s.layout().size);
-    auto extra = Checkpointer(dir, s.control(), s.layout().rank, s.layout().size).load(info, sync().stateRecords());
+    auto records = sync().stateRecords();
+    random.addRecords(records);
+    auto extra = Checkpointer(dir, s.control(), s.layout().rank, s.layout().size).load(info, records);
     sync().stateRestored();
     return extra;
   }
@@ -293,6 +299,12 @@ void bindCheckpoints(py::module_& m) {
   m.def("check_checkpoint", [](const CheckpointInfo& info, const std::string& config, int ranks) {
     Checkpointer::checkCompatible(info, config, ranks);
   });
+  // The random generators' state in the core's records (src/torch/random_state.h).
+  py::class_<RandomState>(m, "RandomState")
+      .def_static("take", &RandomState::take, py::arg("gpus"))
+      .def_static("read", &RandomState::read, py::arg("info"), py::arg("rank"))
+      .def("empty", &RandomState::empty)
+      .def("apply", &RandomState::apply);
   // This rank's extra bytes in `info` (local: no other rank takes part).
   m.def("checkpoint_extra",
         [](const CheckpointInfo& info, int rank) { return py::bytes(Checkpointer::readExtra(info, rank)); });
@@ -429,17 +441,18 @@ void bindModel(py::module_& m) {
            [](PyModel& p, const std::string& front_end) { return p.sync().session().resumeConfiguration(front_end); })
       .def("save_checkpoint",
            [](PyModel& p, const std::string& dir, std::uint64_t iteration, const std::string& config,
-              const py::bytes& extra) {
+              RandomState& random, const py::bytes& extra) {
              std::string bytes = extra;
              py::gil_scoped_release release;
-             p.saveCheckpoint(dir, iteration, config, bytes);
+             p.saveCheckpoint(dir, iteration, config, random, bytes);
            })
       .def("load_checkpoint",
-           [](PyModel& p, const std::string& dir, const CheckpointInfo& info, const std::string& config) {
+           [](PyModel& p, const std::string& dir, const CheckpointInfo& info, const std::string& config,
+              RandomState& random) {
              std::string extra;
              {
                py::gil_scoped_release release;
-               extra = p.loadCheckpoint(dir, info, config);
+               extra = p.loadCheckpoint(dir, info, config, random);
              }
              return py::bytes(extra);
            })

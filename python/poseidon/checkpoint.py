@@ -5,7 +5,8 @@
                                   same checksummed file, this package's own bytes: the
                                   optimizer's state_dict (gradient mode: Adam's moments, ...),
                                   the state_dict of every checkpoint object (an LR scheduler,
-                                  a GradScaler) and torch's random state
+                                  a GradScaler), pickled; torch's random state as the
+                                  core's records, as `poseidon train` writes it
     DIR/iter-<T>/MANIFEST         sizes and CRCs, written last; DIR/LATEST names the newest
 
 When a save falls due at optimizer.step() of step T, torch's random state is taken there
@@ -43,14 +44,10 @@ class Checkpoints:
         self.runtime = runtime
         self.ranks = runtime.size()
         self.pending = None  # (iteration, random state) of a save to write at the next forward
-        self.info, self.saved = None, None
+        self.info, self.saved, self.random = None, None, None
         if self.resume_dir:
-            self.info, self.saved = _read_resume(str(self.resume_dir), runtime)
-            torch.set_rng_state(self.saved["rng"])
-            if self.saved.get("cuda_rng") is not None and torch.cuda.is_available():
-                # The GPUs this process sees (a saving run may have seen more).
-                for i, state in enumerate(self.saved["cuda_rng"][:torch.cuda.device_count()]):
-                    torch.cuda.set_rng_state(state, i)
+            self.info, self.saved, self.random = _read_resume(str(self.resume_dir), runtime)
+            self.random.apply()  # the GPUs this process sees (a saving run may have seen more)
 
     @property
     def start_iteration(self):
@@ -61,24 +58,22 @@ class Checkpoints:
 
     def mark(self, iteration):
         """A save is due after this step: the random state now, the rest at the next forward."""
-        self.pending = (iteration, _rng_states())
+        self.pending = (iteration, _random_state())
 
     def flush(self, core, config, optimizer, mode):
         if self.pending:
-            iteration, rng = self.pending
+            iteration, random = self.pending
             self.pending = None
-            self.save(core, iteration, config, optimizer, mode, rng)
+            self.save(core, iteration, config, optimizer, mode, random)
 
-    def save(self, core, iteration, config, optimizer, mode, rng=None):
+    def save(self, core, iteration, config, optimizer, mode, random=None):
         """mode: where the saving run's optimizer steps ("auto" while undecided), which a
         resumed run in mode "auto" takes over (its session must match the saved one)."""
         if not self.directory:
             raise ValueError("save_checkpoint() needs checkpoint_dir (the folder to save in)")
         _check_objects(self.objects)
         extra = io.BytesIO()
-        cpu_rng, cuda_rng = _rng_states() if rng is None else rng
-        state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects],
-                 "rng": cpu_rng, "cuda_rng": cuda_rng, "mode": mode}
+        state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects], "mode": mode}
         # Nothing is written that a resume would refuse, and every rank stops together.
         bad = _not_plain(state)
         if not all_agree(self.runtime, bad is None):
@@ -87,7 +82,7 @@ class Checkpoints:
                              "checkpoints cannot keep (its error names it)")
         torch.save(state, extra)
         core.synchronize()
-        core.save_checkpoint(str(self.directory), iteration, config, extra.getvalue())
+        core.save_checkpoint(str(self.directory), iteration, config, random or _random_state(), extra.getvalue())
         if core.rank() == 0:
             print(f"poseidon: checkpoint of iteration {iteration} saved in {self.directory}", flush=True)
 
@@ -100,7 +95,7 @@ class Checkpoints:
         if len(self.saved["objects"]) != len(self.objects):
             raise ValueError(f"the checkpoint holds {len(self.saved['objects'])} checkpoint objects, this run has "
                              f"{len(self.objects)}: pass the same ones as the saved run")
-        core.load_checkpoint(str(self.resume_dir), self.info, config)
+        core.load_checkpoint(str(self.resume_dir), self.info, config, self.random)
         optimizer.load_state_dict(self.saved["optimizer"])
         for o, state in zip(self.objects, self.saved["objects"]):
             o.load_state_dict(state)
@@ -122,30 +117,34 @@ def _check_objects(objects):
 
 
 def _read_resume(folder, runtime):
-    """The newest checkpoint's manifest and this rank's own bytes, unpickled; every rank
-    succeeds or every rank raises (the others name no cause: the failing rank does)."""
-    info, state, error = None, None, None
+    """The newest checkpoint's manifest, this rank's own bytes unpickled and its random state;
+    every rank succeeds or every rank raises (the others name no cause: the failing rank does)."""
+    info, state, random, error = None, None, None, None
     try:
         info = _C.latest_checkpoint(folder, runtime.size())
+        random = _C.RandomState.read(info, runtime.rank())
         extra = _C.checkpoint_extra(info, runtime.rank())
         if not extra:
             raise ValueError(f"the checkpoint in {info.folder} holds no Python state (written by `poseidon train`?): "
                              "resume it with the program that wrote it")
         state = _loads(extra, f"resuming from {info.folder}")
+        if random.empty():
+            raise ValueError(f"the checkpoint in {info.folder} keeps its random state the way Poseidon did before "
+                             "2026-11-27: resume it with the version that wrote it")
     except Exception as e:  # noqa: BLE001  (whatever it is, every rank must hear of it)
         error = e
     if not all_agree(runtime, error is None):
         raise error or ValueError(f"cannot resume from {folder}: another rank could not read its checkpoint")
-    return info, state
+    return info, state, random
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
 
 
-def _rng_states():
+def _random_state():
     """torch's CPU generator, and the GPUs' (dropout on a GPU draws there) once CUDA is in use."""
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda
+    in_use = torch.cuda.is_available() and torch.cuda.is_initialized()
+    return _C.RandomState.take(list(range(torch.cuda.device_count())) if in_use else [])
 
 
 def _not_plain(obj, where="state"):

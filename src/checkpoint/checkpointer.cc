@@ -234,6 +234,11 @@ std::string Checkpointer::readExtra(const CheckpointInfo& info, int rank) {
   return extraOf(parseStateMeta(readRankFile(info, rank), info.folder + "/" + rankFile(rank)));
 }
 
+std::map<std::string, std::string> Checkpointer::readRecords(const CheckpointInfo& info, int rank,
+                                                            const std::string& prefix) {
+  return parseNamedRecords(readRankFile(info, rank), info.folder + "/" + rankFile(rank), prefix);
+}
+
 std::string Checkpointer::load(const CheckpointInfo& info, const std::vector<StateRecord>& records) {
   std::string mine = "ok", extra;
   try {

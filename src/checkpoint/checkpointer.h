@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ class Checkpointer {
 
   // Collective: every rank writes its records, rank 0 the manifest and LATEST. `config`
   // describes what a resumed run must match (one line). `extra`: this rank's own bytes
-  // beside the records (the Python package's pickled optimizer and random state), kept in
+  // beside the records (the Python package's pickled optimizer and checkpoint objects), kept in
   // the rank file's meta and covered by its checksum.
   void save(std::uint64_t iteration, const std::string& config, const std::vector<StateRecord>& records,
             const std::string& extra = "");
@@ -49,6 +50,9 @@ class Checkpointer {
 
   // Not collective: `rank`'s extra bytes in `info`, its file checked against the manifest.
   static std::string readExtra(const CheckpointInfo& info, int rank);
+  // Not collective: `rank`'s records in `info` whose names start with `prefix`, by name.
+  static std::map<std::string, std::string> readRecords(const CheckpointInfo& info, int rank,
+                                                        const std::string& prefix);
   // Collective: restores this rank's records from `info` and returns its `extra` bytes. If
   // any rank fails, every rank throws the same error, so none goes on training alone.
   std::string load(const CheckpointInfo& info, const std::vector<StateRecord>& records);

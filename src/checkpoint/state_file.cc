@@ -215,6 +215,23 @@ std::string parseStateFile(const std::string& bytes, const std::string& path, co
   return h.meta;
 }
 
+std::map<std::string, std::string> parseNamedRecords(const std::string& bytes, const std::string& path,
+                                                     const std::string& prefix) {
+  Cursor c(bytes, bytes.size() < 4 ? 0 : bytes.size() - 4, path);
+  const Header h = parseHeader(bytes, path, c);
+  std::map<std::string, std::string> found;
+  for (std::uint32_t i = 0; i < h.count; ++i) {
+    const auto name_bytes = c.get<std::uint32_t>("record name length");
+    if (name_bytes > kMaxName) throw InputError(detail::cat("checkpoint file ", path, " is corrupt"));
+    std::string name(c.skip(name_bytes, "record name"), name_bytes);
+    const auto n = c.get<std::uint64_t>("record length");
+    const char* data = c.skip(n, "record");
+    if (name.compare(0, prefix.size(), prefix) == 0) found[std::move(name)].assign(data, n);
+  }
+  if (c.left() != 0) throw InputError(detail::cat("checkpoint file ", path, " has trailing bytes"));
+  return found;
+}
+
 void writeFileAtomically(const std::string& path, const std::string& contents) {
   AtomicFile f(path);
   f.write(contents.data(), contents.size());

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ std::string readStateFile(const std::string& path, const std::vector<StateRecord
 
 // The same, from the file's bytes (`path` only names it in errors).
 std::string parseStateFile(const std::string& bytes, const std::string& path, const std::vector<StateRecord>& records);
+
+// The records of a state file's bytes whose names start with `prefix`, by name, whatever
+// their sizes (magic, version, CRC and every length checked): for state a run reads before
+// it knows the sizes, such as the random generators' (src/torch/random_state.h).
+std::map<std::string, std::string> parseNamedRecords(const std::string& bytes, const std::string& path,
+                                                     const std::string& prefix);
 
 // Only the meta of a state file's bytes (magic, version and CRC checked; records skipped).
 std::string parseStateMeta(const std::string& bytes, const std::string& path);

@@ -1,16 +1,23 @@
-// Optimizer state in checkpoints (src/torch/optimizer_state.h) and the built-in ResNet's
-// module tree (src/torch/resnet.h).
+// Optimizer and random state in checkpoints (src/torch/optimizer_state.h,
+// src/torch/random_state.h) and the built-in ResNet's module tree (src/torch/resnet.h).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "checkpoint/checkpointer.h"
+#include "comm/control_channel.h"
+#include "comm/loopback_transport.h"
+#include "common/wait.h"
 #include "poseidon/errors.h"
 #include "torch/optimizer_state.h"
+#include "torch/random_state.h"
 #include "torch/resnet.h"
 
 namespace poseidon {
@@ -122,6 +129,49 @@ TEST(OptimizerState, OtherOptimizersAreRefused) {
   auto params = fresh(makeParams());
   torch::optim::RMSprop opt(params, torch::optim::RMSpropOptions(0.01));
   EXPECT_THROW(optimizerStateRecords(opt, "opt"), InputError);
+}
+
+// The random state goes into the core's records ("random/cpu"), is read back without the
+// other records' sizes (a Python job applies it before its session exists), and a restore
+// through the records draws what the saving run drew next.
+TEST(RandomState, ARestoredStateDrawsWhatTheSavedRunDrewNext) {
+  char tmpl[] = "/tmp/poseidon-random-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  LoopbackHub hub(1);
+  FailureState failure;
+  ControlChannel control(hub.transport(0), std::chrono::seconds(5), failure);
+  std::vector<float> a = {1, 2, 3};
+  torch::manual_seed(11);
+  torch::rand({5});
+  RandomState saved = RandomState::take({});
+  std::vector<StateRecord> records = {{"a", a.data(), 12}};
+  saved.addRecords(records);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[1].name, "random/cpu");
+  Checkpointer(dir, control, 0, 1).save(3, "cfg", records);
+  const torch::Tensor next = torch::rand({5});
+
+  const CheckpointInfo info = Checkpointer::latest(dir);
+  RandomState read = RandomState::read(info, 0);
+  ASSERT_FALSE(read.empty());
+  torch::manual_seed(99);
+  read.apply();
+  EXPECT_TRUE(torch::equal(torch::rand({5}), next));
+  // The collective load restores the same bytes through the records.
+  torch::manual_seed(99);
+  std::vector<float> a2(3);
+  std::vector<StateRecord> into = {{"a", a2.data(), 12}};
+  read.addRecords(into);
+  Checkpointer(dir, control, 0, 1).load(info, into);
+  read.apply();
+  EXPECT_TRUE(torch::equal(torch::rand({5}), next));
+  EXPECT_EQ(a2, a);
+  // A file without random records (an older Python checkpoint) reads as empty.
+  Checkpointer(dir, control, 0, 1).save(4, "cfg", {{"a", a.data(), 12}});
+  EXPECT_TRUE(RandomState::read(Checkpointer::latest(dir), 0).empty());
+  // Not std::filesystem: in a program linked with libtorch its symbols may resolve to
+  // libtorch's copies, built for another ABI.
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
 TEST(ResNet, PathsReadLikeTorchvision) {
