@@ -141,7 +141,7 @@ int runForwardingSignals(std::vector<std::string> argv) {
 }  // namespace
 
 int runLab(const LabOptions& o) {
-  const double rate = parseBandwidth(o.bandwidth, "--bandwidth");
+  const double rate = parseBandwidth(o.bandwidth, "bandwidth");
   const double delay_ms = parseDelayMs(o.latency);
   if (o.command.empty()) throw InputError("give the command each rank runs after --");
   std::vector<std::string> command = o.command;

@@ -84,7 +84,7 @@ sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& mo
   c.gemm_flops_per_s = rates.gemm_flops_per_s;
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
-  c.stack_bytes_per_s = o.stack_rate == "0" ? 0 : parseBandwidth(o.stack_rate, "--stack-rate");
+  c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
   return sim::scheduleOf(model, c);
 }
 
@@ -114,7 +114,7 @@ void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
   } catch (const OptionError& e) {
     throw InputError(e.in(sayAsPlanFlag));
   }
-  if (o.host_cores == 0 && (o.nodes_per_host != 1 || o.stack_rate != "0")) {
+  if (o.host_cores == 0 && (o.nodes_per_host != 1 || parseRateOrOff(o.stack_rate, "stack_rate") > 0)) {
     throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
   }
 }
@@ -196,13 +196,13 @@ PlanRequest planRequest(const PlanOptions& o) {
   req.mode = SchemeMode::kAuto;
   req.rule = parseCostRule(o.cost_model);
   req.batch = o.batch;
-  if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "--bandwidth");
+  if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "bandwidth");
   req.rates.gemm_flops_per_s = o.gflops * 1e9;
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");
   }
   if (req.rule == CostRule::kSchedule) checkScheduleRule(o, req.rates);
-  if (req.rule != CostRule::kSchedule && (o.host_cores != 0 || o.nodes_per_host != 1 || o.stack_rate != "0")) {
+  if (req.rule != CostRule::kSchedule && (o.host_cores != 0 || o.nodes_per_host != 1 || parseRateOrOff(o.stack_rate, "stack_rate") > 0)) {
     throw InputError(
         "--host-cores, --nodes-per-host and --stack-rate bound the schedule rule's simulated iterations: "
         "add --cost-model schedule");

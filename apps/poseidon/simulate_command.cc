@@ -103,9 +103,9 @@ Plan makePlan(const SimulateOptions& o) {
   c.devices_per_node = o.devices_per_node;
   if (o.batch < 0) throw InputError("--batch must be at least 1");
   c.batch = o.batch > 0 ? o.batch : p.model.default_batch;
-  c.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "--bandwidth");
+  c.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "bandwidth");
   c.latency_s = parseSeconds(o.latency, "--latency");
-  if (!o.switch_capacity.empty()) c.switch_bytes_per_s = parseBandwidth(o.switch_capacity, "--switch-capacity");
+  if (!o.switch_capacity.empty()) c.switch_bytes_per_s = parseBandwidth(o.switch_capacity, "switch_capacity");
   if (o.profile.empty()) {
     c.device_flops_per_s =
         o.device_rate.empty() ? sim::calibratedDeviceRate() : parseFlops(o.device_rate, "--device-rate");
@@ -119,14 +119,14 @@ Plan makePlan(const SimulateOptions& o) {
   if (p.model.profile_batch > 0 && c.gemm_flops_per_s == 0) {
     throw InputError("--profile needs --gemm-rate: the GEMM rate of the profiled machine for SFB, e.g. 50G");
   }
-  c.reduce_bytes_per_s = o.reduce_rate == "0" ? 0 : parseBandwidth(o.reduce_rate, "--reduce-rate");
+  c.reduce_bytes_per_s = parseRateOrOff(o.reduce_rate, "reduce_rate");
   if (o.reconstruct != "device" && o.reconstruct != "separate") {
     throw InputError("--reconstruct " + o.reconstruct + ": use device or separate");
   }
   c.reconstruct_on_device = o.reconstruct == "device";
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
-  c.stack_bytes_per_s = o.stack_rate == "0" ? 0 : parseBandwidth(o.stack_rate, "--stack-rate");
+  c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
   if (c.host_cores == 0 && (o.nodes_per_host != 1 || c.stack_bytes_per_s > 0)) {
     throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
   }

@@ -96,9 +96,7 @@ void TrainOptions::validateScheduleRule() const {
   // Rank 0 alone reads it (it sends the plan to the others, whose hosts may have no copy):
   // a missing or malformed file fails there, before MPI.
   if (!profile.empty() && worldRank() == 0) readProfile(profile);
-  if (stack_rate != "0" && parseBandwidth(stack_rate, "--stack-rate") <= 0) {
-    throw InputError("--stack-rate " + stack_rate + ": give the bytes per CPU second, e.g. 500MB, or 0");
-  }
+  parseRateOrOff(stack_rate, "stack_rate");
   // The rest of the rule's constraints are the core's (validate()).
 }
 
@@ -110,8 +108,8 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   o.wfbp = !no_wfbp;
   o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   o.straggler_timeout = std::chrono::milliseconds(static_cast<long long>(straggler_timeout_s * 1000));
-  if (!bandwidth.empty()) o.bandwidth = parseBandwidth(bandwidth, "--bandwidth");
-  if (!max_bandwidth.empty()) o.max_bandwidth = parseBandwidth(max_bandwidth, "--max-bandwidth");
+  if (!bandwidth.empty()) o.bandwidth = parseBandwidth(bandwidth, "bandwidth");
+  if (!max_bandwidth.empty()) o.max_bandwidth = parseRateOrOff(max_bandwidth, "max_bandwidth");
   o.gemm_flops = gflops * 1e9;
   o.devices_per_node = parseDevicesPerNode(devices_per_node);
   o.node_memory = intra_node == "memory";
@@ -119,7 +117,7 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   o.timeline = !timeline.empty() || !profile_out.empty();
   // The schedule rule simulates the given profile, or the one whose compute is emulated.
   const std::string times = !profile.empty() ? profile : emulate_compute;
-  const double stack = stack_rate == "0" ? 0 : parseBandwidth(stack_rate, "--stack-rate");
+  const double stack = parseRateOrOff(stack_rate, "stack_rate");
   if (!times.empty()) o.schedule_plan = sim::schedulePlanFrom(times, session.kv_pair_bytes, stack, localRanks());
   return o;
 }

@@ -269,7 +269,8 @@ class PyCollectives {
 
 void bindCollectives(py::module_& m) {
   // "200mbit", "1gbit", "125MB" or bytes/s: the CLI's reader, so both take the same words.
-  m.def("parse_bandwidth", [](const std::string& text, const std::string& what) { return parseBandwidth(text, what); });
+  // A rate keyword's bytes per second ("1gbit", "500MB"; "0": none), OptionError naming it.
+  m.def("parse_rate_or_off", &parseRateOrOff, py::arg("text"), py::arg("field"));
   py::class_<PyCollectives>(m, "Collectives")
       .def(py::init<std::shared_ptr<Runtime>, double>(), py::arg("runtime"), py::arg("timeout_s") = 600.0)
       .def("broadcast_tensor_", &PyCollectives::broadcastTensor)

@@ -245,7 +245,7 @@ class DistributedModel(torch.nn.Module):
         # (_C.validate_options, in _options).
         _check_choice("scheme", scheme, SCHEMES)
         _check_choice("mode", mode, MODES)
-        if cost_model != "schedule" and (profile is not None or _stack_rate(stack_rate)):
+        if cost_model != "schedule" and (profile is not None or _rate(stack_rate, "stack_rate")):
             raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
         self._runtime = runtime.runtime()
         self.module = module
@@ -341,7 +341,7 @@ class DistributedModel(torch.nn.Module):
         o.staleness = int(a["staleness"])
         o.send_order = a["send_order"]
         budget = a["max_bandwidth"]
-        o.max_bandwidth = _C.parse_bandwidth(budget, "max_bandwidth") if isinstance(budget, str) else float(budget or 0)
+        o.max_bandwidth = _rate(budget, "max_bandwidth")
         o.devices_per_node = _devices_per_node(a["devices_per_node"])
         o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
         o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
@@ -350,7 +350,7 @@ class DistributedModel(torch.nn.Module):
         o.lr_decay_iterations = int(a["lr_decay_iterations"])
         o.agreement = f"python mode={mode}"
         if a["cost_model"] == "schedule" and a["profile"] is not None:
-            o.use_schedule_profile(str(a["profile"]), _stack_rate(a["stack_rate"]), runtime.local_size(),
+            o.use_schedule_profile(str(a["profile"]), _rate(a["stack_rate"], "stack_rate"), runtime.local_size(),
                                    runtime.rank() == 0)
         _C.validate_options(o)  # a bad option fails here, named as its keyword, before the first forward
         return o
@@ -819,11 +819,10 @@ def _in_backward():
     return current is not None and current() != -1
 
 
-def _stack_rate(rate):
-    """Bytes per CPU second from "500MB" or a number; "0", 0 and None are none."""
-    if isinstance(rate, str):
-        return 0.0 if rate.strip() == "0" else _C.parse_bandwidth(rate, "stack_rate")
-    return float(rate or 0)
+def _rate(rate, field):
+    """Bytes per second from "500MB", "1gbit" or a number; "0", 0 and None are none (the
+    core's parsing, as the CLI's flags)."""
+    return _C.parse_rate_or_off(rate.strip() if isinstance(rate, str) else repr(float(rate or 0)), field)
 
 
 def _check_choice(what, value, choices):

@@ -183,8 +183,7 @@ bool MpiTransport::settle(std::chrono::milliseconds limit) {
     dropped = outbox_.takeAll();
     unsent_ -= dropped.size();
   }
-  const auto error = std::make_exception_ptr(CommError("not sent: the session closed first"));
-  for (auto& e : dropped) e.item.work->markDone(error);
+  dropQueued(std::move(dropped), "not sent: the session closed first");
   std::lock_guard<std::mutex> lock(mu_);
   return unsent_ == 0;
 }
@@ -198,6 +197,7 @@ void MpiTransport::leave(const std::string& why) {
     leaving_ = true;
     leaving_why_ = why.substr(0, kMaxReasonBytes);  // a peer's receive is bounded
     ++pushes_;  // wakes the progress thread, which says goodbye to each peer once nothing waits for it
+    goodbye_pending_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -211,11 +211,15 @@ void MpiTransport::dropQueued(std::vector<SendQueue<Outgoing>::Entry> dropped, c
 // Each peer is told once nothing queued before leave() waits for it: a peer that holds up
 // its own messages does not delay the others' notices.
 void MpiTransport::sayGoodbye() {
+  if (!goodbye_pending_.load(std::memory_order_acquire)) return;  // the progress loop's usual pass: no lock
   std::string why;
   std::vector<int> now;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!leaving_ || goodbyeSaid()) return;
+    if (goodbyeSaid()) {
+      goodbye_pending_.store(false, std::memory_order_relaxed);
+      return;
+    }
     why = leaving_why_;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_ || departed_[p] || told_[p]) continue;

@@ -126,6 +126,7 @@ class MpiTransport final : public Transport {
   std::atomic<bool> abandoned_{false};
   bool leaving_ = false;                                 // guarded by mu_: leave() was called
   std::string leaving_why_;                              // guarded by mu_
+  std::atomic<bool> goodbye_pending_{false};             // leave() was called and a peer is still to be told
   std::vector<bool> departed_;                           // guarded by mu_: peers that left (nothing goes to them)
 
   // Owned by the progress thread only.

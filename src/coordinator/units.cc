@@ -5,10 +5,11 @@
 #include <cstdlib>
 
 #include "poseidon/errors.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
-double parseBandwidth(const std::string& text, const std::string& flag) {
+double parseBandwidth(const std::string& text, const std::string& field) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   std::string unit(end);
@@ -31,9 +32,20 @@ double parseBandwidth(const std::string& text, const std::string& flag) {
   else if (unit == "gbit")
     scale = 1e9 / 8;
   if (end == text.c_str() || scale < 0 || !(v > 0)) {
-    throw InputError(flag + " " + text + ": give a rate such as 1gbit, 100mbit or 125MB (bytes per second)");
+    throw OptionError("{" + field + "=" + text + "}: give a rate such as 1gbit, 100mbit or 125MB (bytes per second)");
   }
   return v * scale;
+}
+
+double parseRateOrOff(const std::string& text, const std::string& field) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() && *end == '\0' && v == 0) return 0;  // "0", "0.0"
+  try {
+    return parseBandwidth(text, field);
+  } catch (const OptionError&) {
+    throw OptionError("{" + field + "=" + text + "}: give a rate such as 1gbit, 100mbit or 125MB (bytes per second), or 0 for none");
+  }
 }
 
 }  // namespace poseidon

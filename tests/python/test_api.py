@@ -147,6 +147,8 @@ def test_bad_input_is_one_clear_error():
         poseidon.DistributedModel(net, optimizer, send_order="lifo")
     with pytest.raises(ValueError, match="max_bandwidth"):
         poseidon.DistributedModel(net, optimizer, max_bandwidth="fast")
+    with pytest.raises(ValueError, match="stack_rate=fast: give a rate"):  # the core's parsing, said as a keyword
+        poseidon.DistributedModel(net, optimizer, stack_rate="fast")
     with pytest.raises(ValueError, match="under 1mbit"):
         poseidon.DistributedModel(net, optimizer, max_bandwidth=200)
     for bad in (0, "many", 1.5):

@@ -31,7 +31,7 @@ TEST(SchemePlanner, TimeRuleChargesTheReconstructionGemm) {
   EXPECT_EQ(fast[3].scheme, Scheme::kPS);
   EXPECT_EQ(fast[3].bytes_choice, Scheme::kSFB);  // the two rules disagree here
   // A 1 gbit link: the bytes dominate again.
-  const auto slow = fcnetPlan(CostRule::kTime, PlatformRates{parseBandwidth("1gbit", "--bandwidth"), 50e9});
+  const auto slow = fcnetPlan(CostRule::kTime, PlatformRates{parseBandwidth("1gbit", "bandwidth"), 50e9});
   EXPECT_EQ(slow[3].scheme, Scheme::kSFB);
   EXPECT_EQ(slow[4].scheme, Scheme::kSFB);
   EXPECT_GT(slow[3].ps_seconds, slow[3].sfb_seconds);
@@ -53,8 +53,22 @@ TEST(Units, Bandwidths) {
   EXPECT_DOUBLE_EQ(parseBandwidth("100mbit", "x"), 12.5e6);
   EXPECT_DOUBLE_EQ(parseBandwidth("125MB", "x"), 125e6);
   EXPECT_DOUBLE_EQ(parseBandwidth("5000", "x"), 5000);
-  EXPECT_THROW(parseBandwidth("fast", "--bandwidth"), InputError);
-  EXPECT_THROW(parseBandwidth("1parsec", "--bandwidth"), InputError);
+  EXPECT_THROW(parseBandwidth("fast", "bandwidth"), InputError);
+  EXPECT_THROW(parseBandwidth("1parsec", "bandwidth"), InputError);
+  EXPECT_THROW(parseBandwidth("0", "bandwidth"), InputError);
+  // Rates an option may leave off: 0 is none; errors name the option, for each front end.
+  EXPECT_EQ(parseRateOrOff("0", "stack_rate"), 0);
+  EXPECT_EQ(parseRateOrOff("0.0", "stack_rate"), 0);
+  EXPECT_DOUBLE_EQ(parseRateOrOff("500MB", "stack_rate"), 500e6);
+  try {
+    parseRateOrOff("fast", "stack_rate");
+    ADD_FAILURE() << "no error";
+  } catch (const OptionError& e) {
+    EXPECT_EQ(e.field(), "stack_rate");
+    EXPECT_NE(std::string(e.what()).find("stack_rate=fast"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("or 0 for none"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parseRateOrOff("-5MB", "stack_rate"), OptionError);
   EXPECT_THROW(parseSchemeMode("carrier-pigeon"), InputError);
 }
 
