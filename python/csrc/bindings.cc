@@ -365,6 +365,7 @@ void bindOptions(py::module_& m) {
       .def_readwrite("fusion_bytes", &Options::fusion_bytes)
       .def_readwrite("kv_pair_bytes", &Options::kv_pair_bytes)
       .def_readwrite("send_order", &Options::send_order)
+      .def_readwrite("wire", &Options::wire)
       .def_readwrite("max_bandwidth", &Options::max_bandwidth)
       .def_readwrite("send_window_bytes", &Options::send_window_bytes)
       .def_readwrite("devices_per_node", &Options::devices_per_node)

@@ -65,7 +65,7 @@ _SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is
 _OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "fusion_bytes", "kvstore",
                 "kv_pair_bytes", "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout",
                 "timeout", "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
-                "stack_rate")
+                "stack_rate", "wire")
 SERVER_ONLY = ("staleness", "straggler_timeout", "lr_decay_iterations", "overlap_step")  # options: mode "server"
 
 
@@ -205,6 +205,9 @@ class DistributedModel(torch.nn.Module):
         marks the passes that only accumulate, as in DDP).
     fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
     staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
+    wire: how the parameter server's layers push gradients: "fp32" (exact, the default),
+        "bf16" or "fp16" (half the bytes, as DDP's bf16/fp16 compression hooks; the servers
+        sum and step in fp32 and send fp32 values back, so replicas stay exact copies).
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
         "priority" order (lower layers first, as the next forward needs them) or "fifo";
         a sending budget such as "200mbit" (or bytes/s; 0 or None: none).
@@ -233,7 +236,7 @@ class DistributedModel(torch.nn.Module):
                  max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0,
                  timeout=_CORE.timeout.total_seconds(), timeline=False, wfbp=True, overlap_step=False, bandwidth=0.0,
                  gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None, checkpoint_every=0, resume=False,
-                 checkpoint_objects=(), profile=None, stack_rate=0):
+                 checkpoint_objects=(), profile=None, stack_rate=0, wire=_CORE.wire):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")
@@ -340,6 +343,7 @@ class DistributedModel(torch.nn.Module):
         o.fusion_bytes, o.kvstore, o.kv_pair_bytes = int(a["fusion_bytes"]), a["kvstore"], int(a["kv_pair_bytes"])
         o.staleness = int(a["staleness"])
         o.send_order = a["send_order"]
+        o.wire = a["wire"]
         budget = a["max_bandwidth"]
         o.max_bandwidth = _rate(budget, "max_bandwidth")
         o.devices_per_node = _devices_per_node(a["devices_per_node"])

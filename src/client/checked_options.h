@@ -4,6 +4,7 @@
 
 #include "allreduce/kvstore.h"
 #include "bandwidth/send_policy.h"
+#include "common/half.h"
 #include "coordinator/scheme_planner.h"
 #include "poseidon/options.h"
 
@@ -14,6 +15,7 @@ struct CheckedOptions {
   CostRule rule = CostRule::kBytes;
   SendOrder send_order = SendOrder::kPriority;
   KVStoreOptions kvstore;  // without its timeline, which the session adds
+  WireFormat wire = WireFormat::kFp32;
 };
 
 // validate(), keeping what it parsed; throws OptionError.

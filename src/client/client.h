@@ -16,6 +16,7 @@
 #include "client/allreduce_syncer.h"
 #include "client/layer_syncer.h"
 #include "comm/transport.h"
+#include "common/half.h"
 #include "common/thread_pool.h"
 #include "common/wait.h"
 #include "coordinator/cost_model.h"
@@ -45,6 +46,7 @@ struct ClientOptions {
   // On a node's leader (devices per node > 1): the devices' share comes in before each
   // layer's Send, and the layer's result goes back to them after its Move.
   NodeStage* node = nullptr;
+  WireFormat wire = WireFormat::kFp32;  // how PS layers push gradients
 };
 
 class Client : public Worker {

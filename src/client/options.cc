@@ -103,6 +103,11 @@ CheckedOptions checkOptions(const Options& o) {
   checkNetwork(o);
   checkSlowWorkers(o, c.mode);
   c.kvstore = kvstoreOptions(o);
+  c.wire = parseWireFormat(o.wire);
+  if (c.wire != WireFormat::kFp32 && c.mode != SchemeMode::kPS && c.mode != SchemeMode::kAuto) {
+    throw OptionError(opt("wire", o.wire) + " halves the gradients the parameter server's layers push; " +
+                      opt("scheme", o.scheme) + " has none: use {scheme=ps} or {scheme=auto}");
+  }
   if (c.rule == CostRule::kSchedule) {
     checkScheduleRule(o, c.mode);
     // Only a run's measured layer times can answer (Options::schedule_plan).
@@ -172,6 +177,7 @@ std::string runConfiguration(const Options& o, ConfigurationUse use) {
   field("bandwidth", o.bandwidth, false);
   field("gflops", o.gemm_flops, false);
   field("wfbp", o.wfbp, false);
+  field("wire", o.wire, false);
   field("kvstore", detail::cat(o.kvstore, "/", o.kvstore_comms, "/", o.kvstore_outstanding), false);
   field("devices_per_node", o.devices_per_node, false);
   field("node_memory", o.node_memory, false);

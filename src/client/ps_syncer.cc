@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm/factors.h"
+#include "comm/gradient16.h"
 #include "coordinator/cost_model.h"
 #include "poseidon/errors.h"
 #include "ps/parameter_server.h"
@@ -24,6 +25,8 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       staleness_(options.staleness),
       into_gradients_(options.into_gradients),
       factor_push_(options.factor_push),
+      wire_(options.wire),
+      rounded_(keys_.size()),
       slots_(keys_.size(), Slot{options.start_iteration, Message()}),
       awaited_(options.start_iteration + 1) {}
 
@@ -57,9 +60,7 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
     // SSP: the worker runs on at once, so the gradient is copied out and cleared now.
     for (std::uint32_t key : keys_) {
       const KVPair& kv = book_.pair(key);
-      Message m = Message::make(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration,
-                                static_cast<std::size_t>(kv.length) * sizeof(float));
-      std::memcpy(m.floats(), grads[kv.tensor] + kv.offset, static_cast<std::size_t>(kv.length) * sizeof(float));
+      Message m = copyOfPush(key, iteration, grads[kv.tensor] + kv.offset);
       const int owner = book_.cluster().shardRank(kv.shard);
       if (owner != me) bytes_sent_ += m.wireBytes();
       transport_.send(owner, std::move(m.setPriority(layer())));
@@ -74,7 +75,19 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
     const float* src = grads[kv.tensor] + kv.offset;
     const int owner = book_.cluster().shardRank(kv.shard);
     if (owner == me && local_shard_ != nullptr && !local_by_message_) {
+      if (wire_ != WireFormat::kFp32) {
+        auto& rounded = rounded_[key - keys_.front()];
+        rounded.resize(static_cast<std::size_t>(kv.length));
+        roundThrough(wire_, src, rounded.data(), rounded.size());
+        src = rounded.data();
+      }
       local_shard_->pushLocal(key, iteration, src);
+      continue;
+    }
+    if (wire_ != WireFormat::kFp32) {  // a 16-bit copy: the engine's gradient is free at once
+      Message m = copyOfPush(key, iteration, src);
+      bytes_sent_ += m.wireBytes();
+      transport_.send(owner, std::move(m.setPriority(layer())));
       continue;
     }
     // Sent from the engine's gradient itself; Move waits for these sends before clearing it,
@@ -84,6 +97,15 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
     bytes_sent_ += m.wireBytes();
     sends_.push_back(transport_.send(owner, std::move(m.setPriority(layer()))));
   }
+}
+
+Message PsSyncer::copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) const {
+  const auto n = static_cast<std::size_t>(book_.pair(key).length);
+  const auto me = static_cast<std::uint32_t>(transport_.rank());
+  if (wire_ != WireFormat::kFp32) return packGradient16(wire_, key, me, iteration, src, n);
+  Message m = Message::make(MsgType::kPushGrad, key, me, iteration, n * sizeof(float));
+  std::memcpy(m.floats(), src, n * sizeof(float));
+  return m;
 }
 
 Message PsSyncer::packFactors(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {

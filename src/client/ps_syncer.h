@@ -17,6 +17,7 @@
 
 #include "client/layer_syncer.h"
 #include "comm/transport.h"
+#include "common/half.h"
 #include "common/wait.h"
 #include "coordinator/information_book.h"
 #include "poseidon/errors.h"
@@ -37,6 +38,9 @@ struct PsSyncerOptions {
   bool local_by_message = false;
   // The 2015 paper's factor push: the layer hands over factors, which the shards reconstruct.
   bool factor_push = false;
+  // Gradients pushed in 16 bits (kPushGrad16); a pair of this rank's own shard is rounded
+  // alike in place.
+  WireFormat wire = WireFormat::kFp32;
 };
 
 class PsSyncer final : public LayerSyncer {
@@ -76,6 +80,8 @@ class PsSyncer final : public LayerSyncer {
   // Rethrows a wait's timeout naming the workers that sent no update for `iteration` to
   // this rank's shard and the shards whose fresh values for it did not come. Holds mu_.
   [[noreturn]] void throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
+  // The push of `key` for `iteration`, copied into its message (in 16 bits on a 16-bit wire).
+  Message copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) const;
   // From now on Receive waits for version iteration + 1 of every pair.
   void expect(std::uint64_t iteration);
 
@@ -98,6 +104,10 @@ class PsSyncer final : public LayerSyncer {
   // Gradient mode: the shards send the mean gradient, which Move writes into grads_.
   const bool into_gradients_;
   const bool factor_push_;
+  const WireFormat wire_;
+  // 16-bit wire: the co-located shard's pairs, rounded as a message would be, read in place
+  // by the shard until the pair is fresh; by position in keys_.
+  std::vector<std::vector<float>> rounded_;
   std::atomic<std::uint64_t> max_staleness_{0};
 
   mutable std::mutex mu_;

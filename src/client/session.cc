@@ -55,6 +55,7 @@ struct Dispatch {
         if (control) control->onMessage(std::move(m));
         return;
       case MsgType::kPushGrad:
+      case MsgType::kPushGrad16:
         if (!server)
           throw CommError(detail::cat("rank ", m.header().source, " pushed a gradient to a rank with no shard"));
         server->onPush(std::move(m));
@@ -395,7 +396,7 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
   client = std::make_unique<Client>(
       *book, network, server.get(), params, schemes,
       ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes, options.start_iteration,
-                    options.staleness, separateShard(), timeline.get(), stage.get()},
+                    options.staleness, separateShard(), timeline.get(), stage.get(), checked.wire},
       failure);
   worker = client.get();
 }
@@ -631,7 +632,8 @@ SessionStats Session::stats() const {
     st.bytes_sent_by_layer.push_back(b);
     st.predicted_bytes_by_layer.push_back(
         s.layout.network_rank < 0 ? 0.0
-                                  : predictedBytesSent(*s.book, s.plan[l].scheme, layer, s.layout.network_rank, K));
+                                  : predictedBytesSent(*s.book, s.plan[l].scheme, layer, s.layout.network_rank, K,
+                                                       parseWireFormat(s.options.wire)));
   }
   if (s.client) {
     st.max_staleness_seen = s.client->maxStalenessSeen();

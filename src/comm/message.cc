@@ -44,6 +44,7 @@ Message Message::toContiguous() const {
 KeyKind keyKind(MsgType type) {
   switch (type) {
     case MsgType::kPushGrad:
+    case MsgType::kPushGrad16:
     case MsgType::kParams:
       return KeyKind::kPair;
     case MsgType::kFactors:
@@ -85,7 +86,7 @@ Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
                                 MessageHeader::kVersion, "; run the same build on every rank"));
   }
   if (h.type < static_cast<std::uint16_t>(MsgType::kControl) ||
-      h.type > static_cast<std::uint16_t>(MsgType::kNodeParamsShared)) {
+      h.type > static_cast<std::uint16_t>(MsgType::kLastType)) {
     throw CommError(detail::cat("received a message of unknown type ", h.type));
   }
   if (h.payload_bytes > max_payload_bytes || h.payload_bytes != size - sizeof(MessageHeader)) {

@@ -70,12 +70,24 @@ double CostModel::psSentFloats(std::int64_t numel, const ClusterInfo& cluster, i
   return psFloats(numel, 1, P1, P2, role) / 2.0;
 }
 
-double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K) {
+double CostModel::psPushedFloats(std::int64_t numel, const ClusterInfo& cluster, int rank) {
+  if (!cluster.isWorker(rank)) return 0.0;
+  const double n = static_cast<double>(numel);
+  // To every shard but this rank's own (a worker-only rank has none).
+  return cluster.hasShard(rank) ? n * (cluster.shards() - 1) / cluster.shards() : n;
+}
+
+double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K,
+                          WireFormat wire) {
   const auto& cluster = book.cluster();
   const LayerInfo& li = book.model().layers[l];
   K *= li.rows_per_example;  // factor rows: a Linear on [B, T, N] makes B * T
   if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
-  if (scheme == Scheme::kPS) return CostModel::psSentFloats(li.numel(), cluster, rank) * sizeof(float);
+  if (scheme == Scheme::kPS) {
+    const double pushed = CostModel::psPushedFloats(li.numel(), cluster, rank);
+    const double values = CostModel::psSentFloats(li.numel(), cluster, rank) - pushed;
+    return values * sizeof(float) + pushed * static_cast<double>(wireBytesPerFloat(wire));
+  }
   // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
   if (scheme == Scheme::kAllreduce)
     return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/half.h"
 #include "coordinator/information_book.h"
 #include "poseidon/plan.h"
 
@@ -33,10 +34,14 @@ struct CostModel {
   // Floats one rank of `cluster` *sends* per iteration under PS for `numel` parameters:
   // half of the Table 1 count, averaged over ranks of the same role.
   static double psSentFloats(std::int64_t numel, const ClusterInfo& cluster, int rank);
+  // The part of psSentFloats that is this rank's gradient pushes (the rest: fresh values).
+  static double psPushedFloats(std::int64_t numel, const ClusterInfo& cluster, int rank);
 };
 
 // What the cost model says rank `rank` of the book's cluster sends per iteration for
-// layer l under `scheme`, K examples per worker (what a report sets measured bytes beside).
-double predictedBytesSent(const InformationBook& book, Scheme scheme, int layer, int rank, std::int64_t K);
+// layer l under `scheme`, K examples per worker (what a report sets measured bytes beside);
+// `wire`: how PS layers push gradients (their fresh values come back in fp32).
+double predictedBytesSent(const InformationBook& book, Scheme scheme, int layer, int rank, std::int64_t K,
+                          WireFormat wire = WireFormat::kFp32);
 
 }  // namespace poseidon

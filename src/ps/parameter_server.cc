@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "comm/gradient16.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
 #include "sfb/reconstruct.h"
@@ -50,8 +51,9 @@ void ParameterServer::stop() {
 void ParameterServer::onPush(Message message) {
   const auto& h = message.header();
   const std::uint32_t pair = message.pair();
-  if (message.payloadBytes() % sizeof(float) != 0 || pair >= book_.pairs().size() ||
-      message.floatCount() != static_cast<std::size_t>(book_.pair(pair).length)) {
+  const bool half = message.type() == MsgType::kPushGrad16;  // decoded on the server thread (runLoop)
+  if ((!half && message.payloadBytes() % sizeof(float) != 0) || pair >= book_.pairs().size() ||
+      (!half && message.floatCount() != static_cast<std::size_t>(book_.pair(pair).length))) {
     throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ", pair,
                                 ", which does not match the information book"));
   }
@@ -105,6 +107,14 @@ void ParameterServer::applyFactors(const Push& p) {
     gradientSlice(U, V, rows, layer.M, layer.N, kv.tensor, kv.offset, kv.length, slice.floats());
     apply(Push{key, p.iteration, p.worker, Contribution{slice.floats(), slice}, Message()});
   }
+}
+
+Contribution ParameterServer::widen(const Push& p) const {
+  const auto n = static_cast<std::size_t>(book_.pair(p.key).length);
+  Message floats = Message::make(MsgType::kPushGrad, p.key, static_cast<std::uint32_t>(p.worker), p.iteration,
+                                 n * sizeof(float));
+  unpackGradient16(p.contribution.keep_alive, floats.floats(), n);
+  return Contribution{floats.floats(), floats};
 }
 
 void ParameterServer::notePush(int worker, std::uint64_t iteration) {
@@ -220,6 +230,8 @@ void ParameterServer::runLoop() {
     queue_.pop_front();
     lock.unlock();
     try {
+      const Message& pushed = p.contribution.keep_alive;  // empty for the local worker's push in place
+      if (!pushed.empty() && pushed.type() == MsgType::kPushGrad16) p.contribution = widen(p);
       if (p.factors.empty()) {
         apply(std::move(p));
       } else {

@@ -47,7 +47,7 @@ class ParameterServer {
                   const ServerConfig& config);
   ~ParameterServer();
 
-  // From the transport thread: a kPushGrad message.
+  // From the transport thread: a kPushGrad or kPushGrad16 message.
   void onPush(Message message);
   // From the co-located client: its gradient for `key`, read in place. The memory must
   // stay untouched until the pair is fresh again (BSP guarantees it).
@@ -82,6 +82,8 @@ class ParameterServer {
   void runLoop();
   void apply(Push p);
   void applyFactors(const Push& p);
+  // A 16-bit push (kPushGrad16) as the fp32 contribution the shard sums.
+  Contribution widen(const Push& p) const;
   void publish(std::uint32_t key, std::uint64_t iteration);
   void waitSends(std::uint32_t key);
   void notePush(int worker, std::uint64_t iteration);  // with mu_ held

@@ -147,3 +147,24 @@ def test_np3_bandwidth_manager(args):
     expect_failure(args, bad + ["--max-bandwidth", "200"], "under 1mbit")
     expect_failure(args, bad + ["--max-bandwidth", "fast"], "--max-bandwidth")
     expect_failure(args, bad + ["--send-window", "-1"], "--send-window")
+
+
+def test_np3_wire16(args, tmp):
+    # 16-bit pushes (issue 38): the PS layers' pushes halve, their fresh values stay fp32,
+    # as the cost model says; the run stays near the exact one, and its replicas agree (the
+    # CLI compares every rank's parameter digest at the end).
+    common = ["--model", "fcnet", "--iterations", "12", "--no-eval", "--json", "--seed", "3", "--scheme", "ps"]
+    exact, _ = train(args, 3, common + ["--save-params", f"{tmp}/fp32.bin"])
+    for wire in ("bf16", "fp16"):
+        r, _ = train(args, 3, common + ["--wire", wire, "--save-params", f"{tmp}/{wire}.bin"])
+        ratio = r["bytes_sent_per_iter"] / exact["bytes_sent_per_iter"]
+        print(f"{wire}: {r['bytes_sent_per_iter']:.0f} bytes/iter against fp32's {exact['bytes_sent_per_iter']:.0f} "
+              f"(x{ratio:.3f}); train loss {r['train_loss']:.6f}, fp32 {exact['train_loss']:.6f}")
+        within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.02, f"{wire} total")
+        assert 0.74 < ratio < 0.76, f"3 ranks: pushes are half of a rank's PS bytes, so x0.75; got x{ratio:.3f}"
+        assert abs(r["train_loss"] - exact["train_loss"]) <= 0.01 * abs(exact["train_loss"]), "loss drifted"
+        compare_params(f"{tmp}/{wire}.bin", f"{tmp}/fp32.bin", 1e-2, f"{wire} vs fp32")
+    expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "fcnet", "--synthetic", "--iterations", "1",
+                                      "--wire", "int8"], "--wire int8")
+    expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "fcnet", "--synthetic", "--iterations", "1",
+                                      "--wire", "bf16", "--scheme", "sfb"], "--wire bf16")

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "comm/gradient16.h"
 #include "poseidon/session.h"
 #include "ps/sgd.h"
 
@@ -58,6 +59,7 @@ std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int w
         std::vector<const float*> ptrs;
         for (int w = 0; w < workers; ++w) {
           for (std::size_t i = 0; i < v.size(); ++i) g[w][i] = v[i] - target(w, r.base[l][t] + i);
+          roundThrough(parseWireFormat(o.wire), g[w].data(), g[w].data(), g[w].size());
           ptrs.push_back(g[w].data());
         }
         sgdStep(v.data(), momentum[l][t].data(), ptrs, 1.0f / workers, static_cast<std::int64_t>(v.size()),

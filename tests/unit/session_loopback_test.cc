@@ -20,6 +20,7 @@ struct Config {
   int shards = 0;
   std::int64_t pair_bytes = 512;  // small pairs: every layer is cut into several
   bool replicas_equal = false;    // every rank starts from rank 0's values, told so
+  std::string wire = "fp32";      // 16 bits: the reference rounds each gradient as the wire does
 };
 
 constexpr int kIterations = 6;
@@ -36,9 +37,15 @@ void trainAndCompare(const Config& c) {
   o.kv_pair_bytes = c.pair_bytes;
   o.replicas_equal = c.replicas_equal;
   o.scheme = "ps";
+  o.wire = c.wire;
   o.timeout = std::chrono::milliseconds(20000);
   const int workers = c.ranks - c.server_ranks;
   const auto want = toy::reference(model, workers, o, kIterations);
+  if (c.wire != "fp32") {  // the rounding shows: the exact run ends elsewhere
+    Options exact = o;
+    exact.wire = "fp32";
+    EXPECT_NE(toy::reference(model, workers, exact, kIterations), want);
+  }
 
   testing::runRanks(c.ranks, [&](Transport& transport, int rank) {
     toy::Replica r = toy::makeReplica(model, c.replicas_equal ? 0 : rank);
@@ -72,6 +79,13 @@ TEST(SessionLoopback, FewerShardsThanRanks) { trainAndCompare({4, true, 0, 2}); 
 TEST(SessionLoopback, LargePairsOneShardPerLayer) { trainAndCompare({3, true, 0, 0, 1 << 20}); }
 
 // No broadcast: the start compares digests, and trains as after one.
+// 16-bit pushes (issue 38): every worker's gradient, its own shard's pairs included, is
+// rounded as the wire rounds it and the rest stays fp32, so the run equals a reference
+// that rounds the same way. fp16's scale is per pair: one pair per tensor makes it the
+// reference's per-tensor scale.
+TEST(SessionLoopback, Bf16PushesMatchTheRoundedReference) { trainAndCompare({3, true, 0, 0, 512, false, "bf16"}); }
+TEST(SessionLoopback, Bf16PushesFromAWorkerWithoutAShard) { trainAndCompare({3, true, 1, 0, 512, false, "bf16"}); }
+TEST(SessionLoopback, Fp16PushesMatchTheRoundedReference) { trainAndCompare({3, true, 0, 0, 1 << 20, false, "fp16"}); }
 TEST(SessionLoopback, ReplicasAlreadyEqual) { trainAndCompare({3, true, 0, 0, 512, true}); }
 
 TEST(SessionLoopback, ReplicasSaidEqualThatDifferFailAtStartup) {
