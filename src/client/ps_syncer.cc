@@ -102,7 +102,7 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
 Message PsSyncer::copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) const {
   const auto n = static_cast<std::size_t>(book_.pair(key).length);
   const auto me = static_cast<std::uint32_t>(transport_.rank());
-  if (wire_ != WireFormat::kFp32) return packGradient16(wire_, key, me, iteration, src, n);
+  if (wire_ != WireFormat::kFp32) return packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, src, n);
   Message m = Message::make(MsgType::kPushGrad, key, me, iteration, n * sizeof(float));
   std::memcpy(m.floats(), src, n * sizeof(float));
   return m;
@@ -132,7 +132,7 @@ void PsSyncer::SendFactors(std::uint64_t iteration, Message factors) {
 }
 
 void PsSyncer::deliver(Message message) {
-  if (message.header().type != static_cast<std::uint16_t>(MsgType::kParams)) {
+  if (message.type() != MsgType::kParams && message.type() != MsgType::kParams16) {
     LayerSyncer::deliver(std::move(message));
     return;
   }
@@ -150,9 +150,16 @@ void PsSyncer::store(std::uint32_t key, std::uint64_t version, Message message) 
     if (pos >= slots_.size()) {
       throw CommError(detail::cat("fresh values for KV pair ", key, " reached the syncer of layer ", layer()));
     }
-    if (!message.empty() && message.floatCount() != static_cast<std::size_t>(book_.pair(key).length)) {
+    const auto n = static_cast<std::size_t>(book_.pair(key).length);
+    const bool update = !message.empty() && message.type() == MsgType::kParams16;
+    if (!message.empty() && !update && message.floatCount() != n) {
       throw CommError(detail::cat("fresh values for KV pair ", key, " carry ", message.floatCount(),
-                                  " floats, the information book says ", book_.pair(key).length));
+                                  " floats, the information book says ", n));
+    }
+    // An update adds onto the values before it: Move applies each one (BSP, no reads between).
+    if (update && (message.payloadBytes() != halfPayloadBytes(n) || staleness_ > 0 || into_gradients_)) {
+      throw CommError(detail::cat("a 16-bit update of KV pair ", key, " (", message.payloadBytes(),
+                                  " bytes) reached a syncer that takes ", staleness_ > 0 ? "SSP reads" : "values"));
     }
     Slot& slot = slots_[pos];
     if (version != slot.version + 1) {
@@ -258,6 +265,10 @@ void PsSyncer::Move(std::uint64_t iteration) {
   for (std::size_t i = 0; i < keys_.size(); ++i) {
     if (arrived[i].empty()) continue;  // the local shard updated the engine memory in place
     const KVPair& kv = book_.pair(keys_[i]);
+    if (arrived[i].type() == MsgType::kParams16) {  // old + the shard's rounded update, as the shard holds
+      addUnpacked(arrived[i], into[kv.tensor] + kv.offset, static_cast<std::size_t>(kv.length));
+      continue;
+    }
     std::memcpy(into[kv.tensor] + kv.offset, arrived[i].floats(), kv.length * sizeof(float));
   }
   if (into_gradients_) return;  // the mean gradient stays for the user's optimizer

@@ -61,6 +61,7 @@ struct Dispatch {
         server->onPush(std::move(m));
         return;
       case MsgType::kParams:
+      case MsgType::kParams16:
         if (!client)
           throw CommError(detail::cat("rank ", m.header().source, " sent parameters to a rank that does not train"));
         client->onParams(std::move(m));
@@ -166,6 +167,9 @@ struct Session::Impl {
   ClusterInfo cluster() const;
   std::vector<bool> planLayers(const ModelInfo& model, const ClusterInfo& cluster);
   bool separateShard() const;
+  // How a shard's updates travel: 16 bits with a 16-bit wire when its co-located worker
+  // shares its memory (BSP, server mode); otherwise fresh values in fp32.
+  WireFormat updateWire() const;
   void makeServer(const ClusterInfo& cluster, const SgdOptions& sgd);
   void makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd);
   void publish();
@@ -331,6 +335,10 @@ std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const Cluste
 // must not share memory with it: the shard keeps its own values then, and the local worker
 // gets them by message like any other. In gradient mode the shard's "values" are the mean
 // gradient, never the parameters.
+WireFormat Session::Impl::updateWire() const {
+  return separateShard() ? WireFormat::kFp32 : parseWireFormat(options.wire);
+}
+
 bool Session::Impl::separateShard() const {
   return options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
 }
@@ -354,7 +362,7 @@ void Session::Impl::makeServer(const ClusterInfo& cluster, const SgdOptions& sgd
       *book, network, sgd, storage,
       [this](std::uint32_t key, std::uint64_t version) { client->onLocalFresh(key, version); }, failure,
       ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness,
-                   separateShard(), timeline.get(), std::move(values_owner)});
+                   separateShard(), timeline.get(), std::move(values_owner), updateWire()});
 }
 
 void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd) {
@@ -633,7 +641,7 @@ SessionStats Session::stats() const {
     st.predicted_bytes_by_layer.push_back(
         s.layout.network_rank < 0 ? 0.0
                                   : predictedBytesSent(*s.book, s.plan[l].scheme, layer, s.layout.network_rank, K,
-                                                       parseWireFormat(s.options.wire)));
+                                                       parseWireFormat(s.options.wire), s.updateWire()));
   }
   if (s.client) {
     st.max_staleness_seen = s.client->maxStalenessSeen();

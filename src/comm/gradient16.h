@@ -1,8 +1,9 @@
-// A KV pair's gradient in 16 bits on the wire (MsgType::kPushGrad16, issue 38): the
+// Floats of one KV pair in 16 bits on the wire (issue 38): a worker's gradient push
+// (MsgType::kPushGrad16) and a shard's update back (kParams16: new values minus old). The
 // payload is the format (u32: 1 bf16, 2 fp16), fp16's power-of-two scale (f32; 1 for
-// bf16), then one u16 per float. The shard decodes it to fp32 before it sums, so every sum
-// and every optimizer step stays fp32; a worker's own pair on its own shard goes through
-// roundThrough, so every contribution is rounded alike wherever its shard lives.
+// bf16), then one u16 per float. Every sum and every optimizer step stays fp32: a shard
+// widens pushes before it sums, and rounds its update the way the workers will read it, so
+// every replica (the shard's values included) is old + the same rounded update, bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -13,12 +14,16 @@
 
 namespace poseidon {
 
-// `format` is bf16 or fp16.
-Message packGradient16(WireFormat format, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
-                       const float* grad, std::size_t n);
+// `format` is bf16 or fp16; `type` kPushGrad16 or kParams16.
+Message packHalf(MsgType type, WireFormat format, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
+                 const float* values, std::size_t n);
 // The message's n floats into `out`; CommError unless it holds n values of a known format.
-void unpackGradient16(const Message& message, float* out, std::size_t n);
-// What a shard receives of `in` sent as packGradient16 does.
+void unpackHalf(const Message& message, float* out, std::size_t n);
+// out[i] += the message's i-th float (a kParams16 update onto a replica); checked as unpackHalf.
+void addUnpacked(const Message& message, float* out, std::size_t n);
+// What a receiver of packHalf(`in`) reads (fp32: `in` itself).
 void roundThrough(WireFormat format, const float* in, float* out, std::size_t n);
+// The payload bytes of n floats in 16 bits.
+std::size_t halfPayloadBytes(std::size_t n);
 
 }  // namespace poseidon

@@ -46,6 +46,7 @@ KeyKind keyKind(MsgType type) {
     case MsgType::kPushGrad:
     case MsgType::kPushGrad16:
     case MsgType::kParams:
+    case MsgType::kParams16:
       return KeyKind::kPair;
     case MsgType::kFactors:
     case MsgType::kPushFactors:

@@ -78,7 +78,7 @@ double CostModel::psPushedFloats(std::int64_t numel, const ClusterInfo& cluster,
 }
 
 double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K,
-                          WireFormat wire) {
+                          WireFormat pushes, WireFormat updates) {
   const auto& cluster = book.cluster();
   const LayerInfo& li = book.model().layers[l];
   K *= li.rows_per_example;  // factor rows: a Linear on [B, T, N] makes B * T
@@ -86,7 +86,8 @@ double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int
   if (scheme == Scheme::kPS) {
     const double pushed = CostModel::psPushedFloats(li.numel(), cluster, rank);
     const double values = CostModel::psSentFloats(li.numel(), cluster, rank) - pushed;
-    return values * sizeof(float) + pushed * static_cast<double>(wireBytesPerFloat(wire));
+    return values * static_cast<double>(wireBytesPerFloat(updates)) +
+           pushed * static_cast<double>(wireBytesPerFloat(pushes));
   }
   // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
   if (scheme == Scheme::kAllreduce)

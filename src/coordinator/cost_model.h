@@ -40,8 +40,8 @@ struct CostModel {
 
 // What the cost model says rank `rank` of the book's cluster sends per iteration for
 // layer l under `scheme`, K examples per worker (what a report sets measured bytes beside);
-// `wire`: how PS layers push gradients (their fresh values come back in fp32).
+// `pushes`, `updates`: how PS layers push gradients and how their shards send updates back.
 double predictedBytesSent(const InformationBook& book, Scheme scheme, int layer, int rank, std::int64_t K,
-                          WireFormat wire = WireFormat::kFp32);
+                          WireFormat pushes = WireFormat::kFp32, WireFormat updates = WireFormat::kFp32);
 
 }  // namespace poseidon

@@ -59,6 +59,8 @@ class KVShard {
   std::uint64_t late() const { return late_; }        // updates that came after their step
 
   const float* values(std::uint32_t key) const { return state(key).values; }
+  // For the server that owns the shard, between steps: rounding a step's update (16-bit wire).
+  float* mutableValues(std::uint32_t key) { return stateOf(key).values; }
   // Workers whose update of `key` for the current iteration has not arrived.
   int missing(std::uint32_t key) const;
   // Number of steps applied to `key`.

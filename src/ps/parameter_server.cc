@@ -28,6 +28,7 @@ ParameterServer::ParameterServer(const InformationBook& book, Transport& transpo
       straggler_timeout_(config.straggler_timeout),
       local_by_message_(config.local_by_message),
       values_owner_(config.values_owner),
+      update_wire_(config.update_wire),
       timeline_(config.timeline) {
   const std::uint64_t start_iteration = config.start_iteration;
   if (straggler_timeout_.count() > 0) shard_.allowDrops();
@@ -113,7 +114,7 @@ Contribution ParameterServer::widen(const Push& p) const {
   const auto n = static_cast<std::size_t>(book_.pair(p.key).length);
   Message floats = Message::make(MsgType::kPushGrad, p.key, static_cast<std::uint32_t>(p.worker), p.iteration,
                                  n * sizeof(float));
-  unpackGradient16(p.contribution.keep_alive, floats.floats(), n);
+  unpackHalf(p.contribution.keep_alive, floats.floats(), n);
   return Contribution{floats.floats(), floats};
 }
 
@@ -152,7 +153,7 @@ void ParameterServer::apply(Push p) {
                           ? detail::cat("step ", book_.model().layers[book_.pair(p.key).layer].name, " pair ", p.key)
                           : std::string(),
                       "ps");
-    shard_.step(p.key);
+    stepPair(p.key, version);
     finishStep(p.key, version);
     ready = shard_.ready(p.key);
   }
@@ -162,10 +163,28 @@ void ParameterServer::dropStragglers() {
   for (std::uint32_t key : shard_.overdue(Clock::now() - straggler_timeout_)) {
     waitSends(key);
     const std::uint64_t version = shard_.version(key) + 1;
-    shard_.step(key);
+    stepPair(key, version);
     dropped_.store(shard_.dropped());
     finishStep(key, version);
   }
+}
+
+void ParameterServer::stepPair(std::uint32_t key, std::uint64_t version) {
+  if (update_wire_ == WireFormat::kFp32) {
+    shard_.step(key);
+    return;
+  }
+  float* values = shard_.mutableValues(key);
+  const auto n = static_cast<std::size_t>(book_.pair(key).length);
+  before_.assign(values, values + n);
+  shard_.step(key);
+  for (std::size_t i = 0; i < n; ++i) values[i] -= before_[i];  // the update
+  Message update = packHalf(MsgType::kParams16, update_wire_, key, static_cast<std::uint32_t>(transport_.rank()),
+                            version, values, n);
+  // The values every worker will hold: old + the update as it reads it, the same addition.
+  std::memcpy(values, before_.data(), n * sizeof(float));
+  addUnpacked(update, values, n);
+  updates_[key] = std::move(update);
 }
 
 void ParameterServer::finishStep(std::uint32_t key, std::uint64_t version) {
@@ -183,10 +202,12 @@ void ParameterServer::publish(std::uint32_t key, std::uint64_t iteration) {
   const auto& cluster = book_.cluster();
   const int me = transport_.rank();
   // Sent from the shard's values themselves to every remote worker; apply() waits for these
-  // sends before the pair's next step changes the values.
-  Message fresh = Message::makeExternal(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration,
-                                        shard_.values(key), static_cast<std::size_t>(kv.length) * sizeof(float),
-                                        values_owner_);
+  // sends before the pair's next step changes the values. A 16-bit update is a copy.
+  Message fresh = update_wire_ != WireFormat::kFp32
+                      ? updates_.at(key)
+                      : Message::makeExternal(MsgType::kParams, key, static_cast<std::uint32_t>(me), iteration,
+                                              shard_.values(key),
+                                              static_cast<std::size_t>(kv.length) * sizeof(float), values_owner_);
   fresh.setPriority(kv.layer);  // the next forward needs the lower layers first
   auto& sends = sends_[key];
   for (int w = 0; w < cluster.workers(); ++w) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/transport.h"
+#include "common/half.h"
 #include "common/wait.h"
 #include "poseidon/options.h"
 #include "ps/kv_shard.h"
@@ -35,6 +36,10 @@ struct ServerConfig {
   // Keeps the storage's memory alive: fresh values are sent from it without a copy, and a
   // send the network has not taken when the session closes keeps it as long as it lasts.
   std::shared_ptr<const void> values_owner;
+  // 16-bit updates (BSP, server mode, the co-located worker sharing the shard's memory):
+  // each step's update goes out in 16 bits (kParams16) and the shard keeps old values +
+  // the rounded update, which is what every worker adds. fp32: fresh values as they are.
+  WireFormat update_wire = WireFormat::kFp32;
 };
 
 class ParameterServer {
@@ -85,6 +90,8 @@ class ParameterServer {
   // A 16-bit push (kPushGrad16) as the fp32 contribution the shard sums.
   Contribution widen(const Push& p) const;
   void publish(std::uint32_t key, std::uint64_t iteration);
+  // One SGD step of `key` to `version`; with 16-bit updates, also the update to publish.
+  void stepPair(std::uint32_t key, std::uint64_t version);
   void waitSends(std::uint32_t key);
   void notePush(int worker, std::uint64_t iteration);  // with mu_ held
   void finishStep(std::uint32_t key, std::uint64_t version);
@@ -110,6 +117,9 @@ class ParameterServer {
   const std::chrono::milliseconds straggler_timeout_;  // 0: BSP waits for every worker
   const bool local_by_message_;
   const std::shared_ptr<const void> values_owner_;  // ServerConfig::values_owner
+  const WireFormat update_wire_;
+  std::vector<float> before_;                        // the server thread's: a pair's values before its step
+  std::unordered_map<std::uint32_t, Message> updates_;  // the server thread's: each pair's last 16-bit update
   Timeline* const timeline_;
   // The shard's counters, copied for readers on other threads (the shard is this thread's).
   std::atomic<std::uint64_t> dropped_{0}, late_{0};

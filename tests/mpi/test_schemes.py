@@ -150,7 +150,7 @@ def test_np3_bandwidth_manager(args):
 
 
 def test_np3_wire16(args, tmp):
-    # 16-bit pushes (issue 38): the PS layers' pushes halve, their fresh values stay fp32,
+    # 16 bits on the wire (issue 38): the PS layers' pushes and their shards' updates halve,
     # as the cost model says; the run stays near the exact one, and its replicas agree (the
     # CLI compares every rank's parameter digest at the end).
     common = ["--model", "fcnet", "--iterations", "12", "--no-eval", "--json", "--seed", "3", "--scheme", "ps"]
@@ -161,7 +161,7 @@ def test_np3_wire16(args, tmp):
         print(f"{wire}: {r['bytes_sent_per_iter']:.0f} bytes/iter against fp32's {exact['bytes_sent_per_iter']:.0f} "
               f"(x{ratio:.3f}); train loss {r['train_loss']:.6f}, fp32 {exact['train_loss']:.6f}")
         within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.02, f"{wire} total")
-        assert 0.74 < ratio < 0.76, f"3 ranks: pushes are half of a rank's PS bytes, so x0.75; got x{ratio:.3f}"
+        assert 0.49 < ratio < 0.51, f"pushes and updates both in 16 bits: x0.5; got x{ratio:.3f}"
         assert abs(r["train_loss"] - exact["train_loss"]) <= 0.01 * abs(exact["train_loss"]), "loss drifted"
         compare_params(f"{tmp}/{wire}.bin", f"{tmp}/fp32.bin", 1e-2, f"{wire} vs fp32")
     expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "fcnet", "--synthetic", "--iterations", "1",

@@ -62,8 +62,14 @@ std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int w
           roundThrough(parseWireFormat(o.wire), g[w].data(), g[w].data(), g[w].size());
           ptrs.push_back(g[w].data());
         }
+        const std::vector<float> before = v;
         sgdStep(v.data(), momentum[l][t].data(), ptrs, 1.0f / workers, static_cast<std::int64_t>(v.size()),
                 SgdOptions{o.lr, o.momentum, o.weight_decay}, it == 0);
+        if (o.wire == "fp32") continue;
+        // A 16-bit wire's update comes back rounded: old + the rounded update.
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] -= before[i];
+        roundThrough(parseWireFormat(o.wire), v.data(), v.data(), v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] += before[i];
       }
     }
   }

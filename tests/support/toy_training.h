@@ -31,8 +31,9 @@ struct Replica {
 Replica makeReplica(const ModelInfo& m, int rank);
 
 // params[l][t] after `iterations` of mean-gradient SGD with o's lr, momentum and decay;
-// o.wire "bf16" or "fp16": each worker's gradient rounded as the wire rounds it, one tensor
-// at a time (fp16's scale is per KV pair: exact where each tensor is one pair).
+// o.wire "bf16" or "fp16": each worker's gradient and each step's update rounded as the
+// wire rounds them, one tensor at a time (fp16's scale is per KV pair: exact where each
+// tensor is one pair); BSP server mode.
 std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int workers, const Options& o,
                                                        int iterations);
 

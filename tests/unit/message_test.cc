@@ -47,22 +47,22 @@ TEST(Message, KeyNamesAPairOrALayerByType) {
 TEST(Message, SixteenBitGradientsRoundTripAndRefuseMalformedPayloads) {
   std::vector<float> grad = {1.0f, -3.14159f, 1e-3f, 65504.0f * 4, 0.0f, 7.5e-6f, -2.5f};
   for (WireFormat f : {WireFormat::kBf16, WireFormat::kFp16}) {
-    Message m = packGradient16(f, 9, 1, 4, grad.data(), grad.size());
+    Message m = packHalf(MsgType::kPushGrad16, f, 9, 1, 4, grad.data(), grad.size());
     EXPECT_EQ(m.type(), MsgType::kPushGrad16);
     EXPECT_EQ(m.pair(), 9u);
     EXPECT_EQ(m.payloadBytes(), 8 + 2 * grad.size());
     Message d = Message::decode(copyOf(m, m.wireBytes()), m.wireBytes(), 1 << 20);
     std::vector<float> out(grad.size()), rounded(grad.size());
-    unpackGradient16(d, out.data(), out.size());
+    unpackHalf(d, out.data(), out.size());
     roundThrough(f, grad.data(), rounded.data(), grad.size());
     EXPECT_EQ(out, rounded);
     // bf16 keeps 8 bits of each value; fp16 11, down to its smallest step under the scale
     // that the largest value (262016) sets: 2^-25 / 2^-4.
     for (std::size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(out[i], grad[i], std::abs(grad[i]) / 128 + 1e-6) << i;
-    EXPECT_THROW(unpackGradient16(d, out.data(), out.size() - 1), CommError);  // another pair's length
+    EXPECT_THROW(unpackHalf(d, out.data(), out.size() - 1), CommError);  // another pair's length
     auto bad = copyOf(m, m.wireBytes());
     bad[sizeof(MessageHeader)] = 7;  // format
-    EXPECT_THROW(unpackGradient16(Message::decode(std::move(bad), m.wireBytes(), 1 << 20), out.data(), out.size()),
+    EXPECT_THROW(unpackHalf(Message::decode(std::move(bad), m.wireBytes(), 1 << 20), out.data(), out.size()),
                  CommError);
   }
 }
