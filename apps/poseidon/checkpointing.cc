@@ -29,11 +29,30 @@ std::vector<StateRecord> RunCheckpoints::records() {
   return records;
 }
 
+int RunCheckpoints::gpuIndex() const {
+  const auto device = model_.device();
+  return device.has_index() ? device.index() : 0;
+}
+
+// Collective: every rank reads its saved random state (the records' sizes, which the load
+// then fills), or every rank stops with the failing rank's error.
+void RunCheckpoints::readRandomState(const CheckpointInfo& info) {
+  Session& session = model_.session();
+  std::string mine = "ok";
+  try {
+    random_ = RandomState::read(info, session.layout().rank);
+  } catch (const std::exception& e) {
+    mine = detail::cat("rank ", session.layout().rank, ": ", e.what());
+  }
+  for (const auto& a : session.control().allgather(mine, "checkpoint random state")) {
+    if (a != "ok") throw InputError("cannot resume: " + a);
+  }
+}
+
 void RunCheckpoints::save(std::int64_t done) {
   Session& session = model_.session();
   // The CPU's generator, and the model's GPU's (where its dropout draws).
-  const auto device = model_.device();
-  random_ = RandomState::take(device.is_cpu() ? std::vector<int>{} : std::vector<int>{device.has_index() ? device.index() : 0});
+  random_ = RandomState::take(model_.device().is_cpu() ? std::vector<int>{} : std::vector<int>{gpuIndex()});
   Checkpointer(dir_, session.control(), session.layout().rank, session.layout().size)
       .save(static_cast<std::uint64_t>(done), config_, records());
   if (session.layout().rank == 0) {
@@ -45,14 +64,14 @@ void RunCheckpoints::save(std::int64_t done) {
 void RunCheckpoints::restore(const CheckpointInfo& info) {
   Session& session = model_.session();
   Checkpointer::checkCompatible(info, config_, session.layout().size);
-  try {
-    random_ = RandomState::read(info, session.layout().rank);  // the saved records' sizes; load fills them
-  } catch (const InputError&) {
-    random_ = RandomState();  // this rank's load fails below, and every rank hears of it
-  }
+  readRandomState(info);
   Checkpointer(dir_, session.control(), session.layout().rank, session.layout().size).load(info, records());
   model_.stateRestored();
-  random_.apply();
+  if (model_.device().is_cpu()) {
+    random_.apply();
+  } else {
+    random_.applyOnto(gpuIndex());
+  }
   if (optimizer_) optimizer_->afterRestore();
   if (session.layout().rank == 0) {
     std::printf("poseidon: resumed from %s at iteration %llu\n", info.folder.c_str(),

@@ -34,6 +34,8 @@ class RunCheckpoints {
 
  private:
   std::vector<StateRecord> records();
+  int gpuIndex() const;  // the model's GPU
+  void readRandomState(const CheckpointInfo& info);
 
   TorchModel& model_;
   std::unique_ptr<OptimizerState> optimizer_;

@@ -99,8 +99,8 @@ void addSchemeOptions(CLI::App* cmd, TrainOptions& o) {
 // The network side: the bandwidth manager, the devices level, waits for slow peers.
 void addNetworkOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--wire", o.session.wire,
-                  "How the parameter server's layers push gradients: fp32 (exact), bf16 or fp16 (half the bytes; "
-                  "the servers sum and step in fp32 and send fp32 values back, so every replica stays exact)")
+                  "How the parameter server's layers travel: fp32 (exact), bf16 or fp16 (half the bytes: "
+                  "gradients and updates in 16 bits, sums and steps in fp32, every replica equal to the servers')")
       ->capture_default_str();
   cmd->add_option("--send-order", o.session.send_order,
                   "Bandwidth manager: the order of each rank's outgoing messages: priority (lower layers first, "

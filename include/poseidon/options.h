@@ -80,11 +80,13 @@ struct Options {
   int kvstore_comms = 2;
   int kvstore_outstanding = 2;
   std::int64_t fusion_bytes = kDefaultPairBytes;
-  // How gradients travel (issue 38): "fp32" (exact, the default), "bf16" or "fp16" (fp16
-  // with a per-pair power-of-two scale). Only the wire is 16 bits: the shards decode to
-  // fp32 before they sum, step in fp32 and send fp32 values back, so every replica stays
-  // an exact copy of the servers'. So far the parameter server's layers (ps) push in 16
-  // bits; SFB, factor-push and allreduce layers stay fp32.
+  // How the parameter server's layers travel (issue 38): "fp32" (exact, the default),
+  // "bf16" or "fp16" (fp16 with a per-pair power-of-two scale). Only the wire is 16 bits:
+  // the shards widen pushes to fp32 before they sum and step in fp32; in BSP server mode
+  // each step's update comes back in 16 bits and the shard keeps old + the rounded update,
+  // which is what every worker adds, so every replica stays an exact copy of the servers'
+  // (SSP, straggler dropping and gradient mode get fp32 values back). SFB, factor-push and
+  // allreduce layers stay fp32.
   std::string wire = "fp32";
   // Largest KV pair; tensors are cut into pairs of at most this size.
   std::int64_t kv_pair_bytes = kDefaultPairBytes;

@@ -47,7 +47,6 @@ class Checkpoints:
         self.info, self.saved, self.random = None, None, None
         if self.resume_dir:
             self.info, self.saved, self.random = _read_resume(str(self.resume_dir), runtime)
-            self.random.apply()  # the GPUs this process sees (a saving run may have seen more)
 
     @property
     def start_iteration(self):
@@ -73,16 +72,21 @@ class Checkpoints:
             raise ValueError("save_checkpoint() needs checkpoint_dir (the folder to save in)")
         _check_objects(self.objects)
         extra = io.BytesIO()
+        bad = None
+        try:  # before the agreement: a rank that cannot take it stops them all
+            random = random or _random_state()
+        except Exception as e:  # noqa: BLE001
+            bad = f"taking torch's random state: {e}"
         state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects], "mode": mode}
         # Nothing is written that a resume would refuse, and every rank stops together.
-        bad = _not_plain(state)
+        bad = bad or _not_plain(state)
         if not all_agree(self.runtime, bad is None):
             raise ValueError(f"saving a checkpoint: {bad}" if bad else
                              "saving a checkpoint: another rank's optimizer or checkpoint objects hold state that "
                              "checkpoints cannot keep (its error names it)")
         torch.save(state, extra)
         core.synchronize()
-        core.save_checkpoint(str(self.directory), iteration, config, random or _random_state(), extra.getvalue())
+        core.save_checkpoint(str(self.directory), iteration, config, random, extra.getvalue())
         if core.rank() == 0:
             print(f"poseidon: checkpoint of iteration {iteration} saved in {self.directory}", flush=True)
 
@@ -131,6 +135,7 @@ def _read_resume(folder, runtime):
         if random.empty():
             raise ValueError(f"the checkpoint in {info.folder} keeps its random state the way Poseidon did before "
                              "2026-11-27: resume it with the version that wrote it")
+        random.apply()  # the GPUs this process sees (a saving run may have seen more); inside the agreement
     except Exception as e:  # noqa: BLE001  (whatever it is, every rank must hear of it)
         error = e
     if not all_agree(runtime, error is None):

@@ -205,9 +205,10 @@ class DistributedModel(torch.nn.Module):
         marks the passes that only accumulate, as in DDP).
     fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
     staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
-    wire: how the parameter server's layers push gradients: "fp32" (exact, the default),
-        "bf16" or "fp16" (half the bytes, as DDP's bf16/fp16 compression hooks; the servers
-        sum and step in fp32 and send fp32 values back, so replicas stay exact copies).
+    wire: how the parameter server's layers travel: "fp32" (exact, the default), "bf16" or
+        "fp16" (half the bytes, as DDP's bf16/fp16 compression hooks: gradients and each
+        step's update in 16 bits, sums and steps in fp32, every replica an exact copy of
+        the servers'; fp16 with a power-of-two scale per 2 MB piece, so nothing overflows).
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
         "priority" order (lower layers first, as the next forward needs them) or "fifo";
         a sending budget such as "200mbit" (or bytes/s; 0 or None: none).

@@ -157,14 +157,23 @@ void PsSyncer::store(std::uint32_t key, std::uint64_t version, Message message) 
                                   " floats, the information book says ", n));
     }
     // An update adds onto the values before it: Move applies each one (BSP, no reads between).
-    if (update && (message.payloadBytes() != halfPayloadBytes(n) || staleness_ > 0 || into_gradients_)) {
-      throw CommError(detail::cat("a 16-bit update of KV pair ", key, " (", message.payloadBytes(),
-                                  " bytes) reached a syncer that takes ", staleness_ > 0 ? "SSP reads" : "values"));
+    if (update && message.payloadBytes() != halfPayloadBytes(n)) {
+      throw CommError(detail::cat("a 16-bit update of KV pair ", key, " carries ", message.payloadBytes(),
+                                  " bytes, not the ", halfPayloadBytes(n), " of its ", n, " values"));
+    }
+    if (update && (staleness_ > 0 || into_gradients_)) {
+      throw CommError(detail::cat("a 16-bit update of KV pair ", key, " reached a syncer that takes ",
+                                  staleness_ > 0 ? "SSP reads" : "mean gradients"));
     }
     Slot& slot = slots_[pos];
     if (version != slot.version + 1) {
       throw CommError(detail::cat("KV pair ", key, ": fresh values of version ", version, " after version ",
                                   slot.version, " (BSP allows only the next)"));
+    }
+    if (!slot.message.empty() && slot.message.type() == MsgType::kParams16) {
+      // Replacing it would lose an update for good (values are only replaced by newer ones).
+      throw CommError(detail::cat("KV pair ", key, ": update ", version, " came before Move applied update ",
+                                  slot.version));
     }
     slot.version = version;
     slot.message = std::move(message);

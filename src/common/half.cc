@@ -1,6 +1,9 @@
 #include "common/half.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#define POSEIDON_X86 1
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -108,6 +111,7 @@ void fromFp16Scalar(const std::uint16_t* in, float* out, std::size_t n, float in
   for (std::size_t i = 0; i < n; ++i) out[i] = floatOfFp16(in[i]) * inverse;
 }
 
+#ifdef POSEIDON_X86
 #define POSEIDON_AVX2 __attribute__((target("avx2,f16c")))
 
 // 16 floats a step: two vectors of 32-bit results packed into one of 16-bit ones.
@@ -175,11 +179,15 @@ POSEIDON_AVX2 std::uint32_t maxMagnitudeAvx2(const float* in, std::size_t n) {
   return best;
 }
 
+#endif  // POSEIDON_X86
+
 const Kernels& kernels() {
   static const Kernels chosen = [] {
+#ifdef POSEIDON_X86
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
       return Kernels{toBf16Avx2, fromBf16Avx2, toFp16Avx2, fromFp16Avx2, maxMagnitudeAvx2, "avx2+f16c"};
     }
+#endif
     return Kernels{toBf16Scalar, fromBf16Scalar, toFp16Scalar, fromFp16Scalar, maxMagnitudeScalar, "scalar"};
   }();
   return chosen;
@@ -206,5 +214,14 @@ void fromFp16(const std::uint16_t* in, float* out, std::size_t n, float scale) {
 }
 
 const char* halfKernels() { return kernels().name; }
+
+namespace half_scalar {
+void toBf16(const float* in, std::uint16_t* out, std::size_t n) { toBf16Scalar(in, out, n); }
+void fromBf16(const std::uint16_t* in, float* out, std::size_t n) { fromBf16Scalar(in, out, n); }
+void toFp16(const float* in, std::uint16_t* out, std::size_t n, float scale) { toFp16Scalar(in, out, n, scale); }
+void fromFp16(const std::uint16_t* in, float* out, std::size_t n, float inverse_scale) {
+  fromFp16Scalar(in, out, n, inverse_scale);
+}
+}  // namespace half_scalar
 
 }  // namespace poseidon

@@ -38,4 +38,13 @@ void fromFp16(const std::uint16_t* in, float* out, std::size_t n, float scale);
 // Which code converts on this CPU: "avx2+f16c" or "scalar" (benchmarks print it).
 const char* halfKernels();
 
+// The portable kernels, which every CPU's must equal bit for bit (ranks on different CPUs
+// hold one replica): for the tests, which compare both with torch.
+namespace half_scalar {
+void toBf16(const float* in, std::uint16_t* out, std::size_t n);
+void fromBf16(const std::uint16_t* in, float* out, std::size_t n);
+void toFp16(const float* in, std::uint16_t* out, std::size_t n, float scale);
+void fromFp16(const std::uint16_t* in, float* out, std::size_t n, float inverse_scale);
+}  // namespace half_scalar
+
 }  // namespace poseidon

@@ -178,12 +178,14 @@ void ParameterServer::stepPair(std::uint32_t key, std::uint64_t version) {
   const auto n = static_cast<std::size_t>(book_.pair(key).length);
   before_.assign(values, values + n);
   shard_.step(key);
-  for (std::size_t i = 0; i < n; ++i) values[i] -= before_[i];  // the update
+  step_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) step_[i] = values[i] - before_[i];  // the update
   Message update = packHalf(MsgType::kParams16, update_wire_, key, static_cast<std::uint32_t>(transport_.rank()),
-                            version, values, n);
-  // The values every worker will hold: old + the update as it reads it, the same addition.
-  std::memcpy(values, before_.data(), n * sizeof(float));
-  addUnpacked(update, values, n);
+                            version, step_.data(), n);
+  // The values every worker will hold: old + the update as it reads it, the same addition
+  // as a worker's Move (addUnpacked); each value goes from the new one to that once.
+  unpackHalf(update, step_.data(), n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = before_[i] + step_[i];
   updates_[key] = std::move(update);
 }
 

@@ -118,7 +118,7 @@ class ParameterServer {
   const bool local_by_message_;
   const std::shared_ptr<const void> values_owner_;  // ServerConfig::values_owner
   const WireFormat update_wire_;
-  std::vector<float> before_;                        // the server thread's: a pair's values before its step
+  std::vector<float> before_, step_;                 // the server thread's: a pair's values before its step, its update
   std::unordered_map<std::uint32_t, Message> updates_;  // the server thread's: each pair's last 16-bit update
   Timeline* const timeline_;
   // The shard's counters, copied for readers on other threads (the shard is this thread's).

@@ -91,6 +91,12 @@ void RandomState::apply() const {
   }
 }
 
+void RandomState::applyOnto(int index) const {
+  if (!cpu_.empty()) setRandomState(cpu_);
+  if (gpus_.size() > 1) throw InputError("the checkpoint holds the random state of several GPUs; this run has one");
+  if (!gpus_.empty()) setRandomState(gpus_.front().second, gpu(index));
+}
+
 void RandomState::addRecords(std::vector<StateRecord>& records) {
   if (cpu_.empty()) return;  // none read: the restore that follows fails on the record count
   records.emplace_back(kCpuRecord, cpu_.data(), cpu_.size());

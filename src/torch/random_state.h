@@ -26,6 +26,9 @@ class RandomState {
   bool empty() const { return cpu_.empty(); }
   // Sets the generators: the CPU's, and each saved GPU's that this process has.
   void apply() const;
+  // The CPU's, and the one saved GPU state onto `gpu` (the CLI: the model's device, which a
+  // resumed rank may see under another index than the saving one).
+  void applyOnto(int gpu) const;
   // Views of this object's bytes, to save from or restore into (sizes as taken or read).
   void addRecords(std::vector<StateRecord>& records);
 

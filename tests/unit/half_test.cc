@@ -1,7 +1,7 @@
 // 16-bit wire formats (src/common/half.h) against torch's own conversions, bit for bit:
 // random values over many magnitudes, every tie, subnormals, the largest halves, zeros of
-// both signs, infinities and NaN. Lengths that are not a multiple of the vector width
-// send the tails through the scalar code, so both paths are compared.
+// both signs, infinities and NaN. The kernels this CPU uses and the portable ones are both
+// compared: ranks on CPUs with and without AVX2 must round alike.
 #include "common/half.h"
 
 #include <gtest/gtest.h>
@@ -70,30 +70,52 @@ void expectSameBits(const std::vector<float>& in, const std::vector<std::uint16_
   }
 }
 
+struct Kernels {
+  const char* name;
+  void (*to_bf16)(const float*, std::uint16_t*, std::size_t);
+  void (*from_bf16)(const std::uint16_t*, float*, std::size_t);
+  void (*to_fp16)(const float*, std::uint16_t*, std::size_t, float);
+  void (*from_fp16)(const std::uint16_t*, float*, std::size_t, float);  // the scale (dispatched) or its inverse
+};
+const Kernels kBoth[] = {
+    {"dispatched", toBf16, fromBf16, toFp16, fromFp16},
+    {"portable", half_scalar::toBf16, half_scalar::fromBf16, half_scalar::toFp16, half_scalar::fromFp16},
+};
+
 TEST(Half, Bf16IsTorchsRoundingBitForBit) {
+  for (const Kernels& k : kBoth) {
+    SCOPED_TRACE(k.name);
+    auto in = testValues();
+    std::vector<std::uint16_t> ours(in.size());
+    k.to_bf16(in.data(), ours.data(), in.size());
+    expectSameBits<at::BFloat16>(in, ours, tensorOf(in).to(torch::kBFloat16));
+    std::vector<float> back(in.size());
+    k.from_bf16(ours.data(), back.data(), ours.size());
+    const auto theirs = tensorOf(in).to(torch::kBFloat16).to(torch::kFloat32);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (!std::isnan(in[i])) ASSERT_EQ(back[i], theirs.data_ptr<float>()[i]) << i;
+    }
+  }
+}
+
+void fp16Matches(const Kernels& k) {
   auto in = testValues();
   std::vector<std::uint16_t> ours(in.size());
-  toBf16(in.data(), ours.data(), in.size());
-  expectSameBits<at::BFloat16>(in, ours, tensorOf(in).to(torch::kBFloat16));
+  k.to_fp16(in.data(), ours.data(), in.size(), 1.0f);
+  expectSameBits<at::Half>(in, ours, tensorOf(in).to(torch::kHalf));
   std::vector<float> back(in.size());
-  fromBf16(ours.data(), back.data(), ours.size());
-  const auto theirs = tensorOf(in).to(torch::kBFloat16).to(torch::kFloat32);
+  k.from_fp16(ours.data(), back.data(), ours.size(), 1.0f);
+  const auto theirs = tensorOf(in).to(torch::kHalf).to(torch::kFloat32);
   for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!std::isnan(in[i])) ASSERT_EQ(std::signbit(back[i]), std::signbit(theirs.data_ptr<float>()[i])) << i;
     if (!std::isnan(in[i])) ASSERT_EQ(back[i], theirs.data_ptr<float>()[i]) << i;
   }
 }
 
 TEST(Half, Fp16IsTorchsRoundingBitForBit) {
-  auto in = testValues();
-  std::vector<std::uint16_t> ours(in.size());
-  toFp16(in.data(), ours.data(), in.size(), 1.0f);
-  expectSameBits<at::Half>(in, ours, tensorOf(in).to(torch::kHalf));
-  std::vector<float> back(in.size());
-  fromFp16(ours.data(), back.data(), ours.size(), 1.0f);
-  const auto theirs = tensorOf(in).to(torch::kHalf).to(torch::kFloat32);
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (!std::isnan(in[i])) ASSERT_EQ(std::signbit(back[i]), std::signbit(theirs.data_ptr<float>()[i])) << i;
-    if (!std::isnan(in[i])) ASSERT_EQ(back[i], theirs.data_ptr<float>()[i]) << i;
+  for (const Kernels& k : kBoth) {
+    SCOPED_TRACE(k.name);
+    fp16Matches(k);
   }
 }
 
