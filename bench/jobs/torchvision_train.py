@@ -13,6 +13,8 @@ that runs inside each job. Systems:
   poseidon-fifo the same with the bandwidth manager's FIFO order instead of priority
   poseidon-sfb-host  the same with SFB layers stepped on the host mirrors, not on the GPU
                 (POSEIDON_SFB_UPDATE=host: the weight goes back to the GPU each iteration)
+  poseidon-bf16, poseidon-fp16  the same with wire="bf16" / "fp16": the parameter server's
+                layers in 16 bits on the wire (issue 38)
   compute       no communication at all: the compute ceiling
 --device cuda: each rank on the GPU of its local rank among the visible ones (several ranks
 share one GPU, each with its own CUDA context); DDP with gloo on CUDA tensors (NCCL refuses
@@ -31,7 +33,7 @@ from benchlib.env import arguments  # noqa: E402
 from benchlib.torch_loop import rank_and_size, timed_steps, traced_step, warm_median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-server", "poseidon-fifo", "poseidon-sfb-host",
-           "compute")
+           "poseidon-bf16", "poseidon-fp16", "compute")
 
 
 def build(name):
@@ -55,7 +57,9 @@ def wrap(system, net, optimizer, a):
         return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes,
                                          send_order="fifo" if system == "poseidon-fifo" else "priority",
                                          wfbp=not a.no_wfbp, timeline=bool(a.profile_out),
-                                         mode="server" if system == "poseidon-server" else a.mode)
+                                         mode="server" if system == "poseidon-server" else a.mode,
+                                         wire=system[len("poseidon-"):] if system in ("poseidon-bf16", "poseidon-fp16")
+                                         else "fp32")
     addr = os.environ.get("LAB_MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{a.port}", rank=rank, world_size=size)
     if system == "ddp-powersgd":

@@ -31,8 +31,9 @@ from benchlib.rounds import median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
 # Also measurable (--systems): Poseidon with SFB layers stepped on the host, not the GPU; Poseidon
-# in server mode from the first step (against mode auto's move after it).
-KNOWN = SYSTEMS[:4] + ("poseidon-sfb-host", "poseidon-server") + SYSTEMS[4:]
+# in server mode from the first step (against mode auto's move after it); Poseidon with its PS
+# layers in 16 bits on the wire (issue 38).
+KNOWN = SYSTEMS[:4] + ("poseidon-sfb-host", "poseidon-server", "poseidon-bf16", "poseidon-fp16") + SYSTEMS[4:]
 
 
 def main():
