@@ -335,13 +335,11 @@ std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const Cluste
 // must not share memory with it: the shard keeps its own values then, and the local worker
 // gets them by message like any other. In gradient mode the shard's "values" are the mean
 // gradient, never the parameters.
-WireFormat Session::Impl::updateWire() const {
-  return separateShard() ? WireFormat::kFp32 : parseWireFormat(options.wire);
-}
-
 bool Session::Impl::separateShard() const {
   return options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
 }
+
+WireFormat Session::Impl::updateWire() const { return separateShard() ? WireFormat::kFp32 : checked.wire; }
 
 void Session::Impl::makeServer(const ClusterInfo& cluster, const SgdOptions& sgd) {
   Transport& network = net ? *net : transport;
@@ -641,7 +639,7 @@ SessionStats Session::stats() const {
     st.predicted_bytes_by_layer.push_back(
         s.layout.network_rank < 0 ? 0.0
                                   : predictedBytesSent(*s.book, s.plan[l].scheme, layer, s.layout.network_rank, K,
-                                                       parseWireFormat(s.options.wire), s.updateWire()));
+                                                       s.checked.wire, s.updateWire()));
   }
   if (s.client) {
     st.max_staleness_seen = s.client->maxStalenessSeen();
