@@ -137,6 +137,8 @@ TrainReport emulatedReport(const TrainOptions& o, const ModelSpec& spec, const O
   report.scheme = session_options.scheme;
   report.cost_model = session_options.cost_model;
   report.wfbp = session_options.wfbp;
+  report.wire = session_options.wire;
+  report.error_feedback = session_options.error_feedback;
   report.send_order = session_options.send_order;
   report.max_bandwidth = session_options.max_bandwidth;
   report.synthetic = true;

@@ -33,6 +33,7 @@ std::string flagOf(const std::string& field) {
 
 std::string sayAsTrainFlag(const std::string& field, const std::string& value) {
   if (field == "wfbp") return "--no-wfbp";  // named only when off; a flag without a value
+  if (field == "error_feedback") return "--error-feedback";  // named only when on
   return value.empty() ? flagOf(field) : flagOf(field) + " " + value;
 }
 

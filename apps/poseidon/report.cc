@@ -28,6 +28,8 @@ std::string toJson(const TrainReport& r) {
   j["scheme"] = r.scheme;
   j["cost_model"] = r.cost_model;
   j["wfbp"] = r.wfbp;
+  j["wire"] = r.wire;
+  j["error_feedback"] = r.error_feedback;
   j["baseline"] = r.baseline;
   j["synthetic"] = r.synthetic;
   j["compute"] = r.compute;

@@ -25,6 +25,8 @@ struct TrainReport {
   std::string scheme;
   std::string cost_model;
   bool wfbp = true;
+  std::string wire = "fp32";  // how the PS layers travelled (--wire)
+  bool error_feedback = false;
   bool baseline = false;
   bool synthetic = false;
   std::string compute = "real";  // or "emulated" (--emulate-compute)

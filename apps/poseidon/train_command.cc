@@ -102,6 +102,9 @@ void addNetworkOptions(CLI::App* cmd, TrainOptions& o) {
                   "How the parameter server's layers travel: fp32 (exact), bf16 or fp16 (half the bytes: "
                   "gradients and updates in 16 bits, sums and steps in fp32, every replica equal to the servers')")
       ->capture_default_str();
+  cmd->add_flag("--error-feedback", o.session.error_feedback,
+                "With --wire bf16|fp16: add what each rounding lost to the pair's next push and update, so it "
+                "arrives late instead of never (as PowerSGD and 1-bit SGD)");
   cmd->add_option("--send-order", o.session.send_order,
                   "Bandwidth manager: the order of each rank's outgoing messages: priority (lower layers first, "
                   "as the next forward pass needs them) or fifo (in the order they were made)")

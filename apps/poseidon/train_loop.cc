@@ -333,6 +333,8 @@ TrainReport TrainRun::finish() {
   r.scheme = o_.baseline ? "local" : options_.scheme;
   r.cost_model = options_.cost_model;
   r.wfbp = !o_.no_wfbp;
+  r.wire = options_.wire;
+  r.error_feedback = options_.error_feedback;
   r.baseline = o_.baseline;
   r.synthetic = o_.synthetic;
   r.threads = compute_.threads;

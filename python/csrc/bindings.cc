@@ -317,6 +317,7 @@ std::string sayAsKeyword(const std::string& field, const std::string& value) {
   if (field == "gradient_mode") return "mode='gradient'";
   if (field == "schedule_plan") return "profile=FILE";
   if (field == "wfbp") return "wfbp=False";  // named only when off
+  if (field == "error_feedback") return "error_feedback=True";  // named only when on
   if (field == "lr" || field == "momentum" || field == "weight_decay") {
     return "the optimizer's " + (value.empty() ? field : field + "=" + value);
   }
@@ -366,6 +367,7 @@ void bindOptions(py::module_& m) {
       .def_readwrite("kv_pair_bytes", &Options::kv_pair_bytes)
       .def_readwrite("send_order", &Options::send_order)
       .def_readwrite("wire", &Options::wire)
+      .def_readwrite("error_feedback", &Options::error_feedback)
       .def_readwrite("max_bandwidth", &Options::max_bandwidth)
       .def_readwrite("send_window_bytes", &Options::send_window_bytes)
       .def_readwrite("devices_per_node", &Options::devices_per_node)

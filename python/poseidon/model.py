@@ -65,7 +65,7 @@ _SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is
 _OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "fusion_bytes", "kvstore",
                 "kv_pair_bytes", "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout",
                 "timeout", "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
-                "stack_rate", "wire")
+                "stack_rate", "wire", "error_feedback")
 SERVER_ONLY = ("staleness", "straggler_timeout", "lr_decay_iterations", "overlap_step")  # options: mode "server"
 
 
@@ -209,6 +209,9 @@ class DistributedModel(torch.nn.Module):
         "fp16" (half the bytes, as DDP's bf16/fp16 compression hooks: gradients and each
         step's update in 16 bits, sums and steps in fp32, every replica an exact copy of
         the servers'; fp16 with a power-of-two scale per 2 MB piece, so nothing overflows).
+    error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
+        and update of the same values (as PowerSGD and 1-bit SGD), so it arrives late
+        instead of never. Off by default; not checkpointed (a resumed run starts at zero).
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
         "priority" order (lower layers first, as the next forward needs them) or "fifo";
         a sending budget such as "200mbit" (or bytes/s; 0 or None: none).
@@ -237,7 +240,8 @@ class DistributedModel(torch.nn.Module):
                  max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0,
                  timeout=_CORE.timeout.total_seconds(), timeline=False, wfbp=True, overlap_step=False, bandwidth=0.0,
                  gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None, checkpoint_every=0, resume=False,
-                 checkpoint_objects=(), profile=None, stack_rate=0, wire=_CORE.wire):
+                 checkpoint_objects=(), profile=None, stack_rate=0, wire=_CORE.wire,
+                 error_feedback=_CORE.error_feedback):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")
@@ -345,6 +349,7 @@ class DistributedModel(torch.nn.Module):
         o.staleness = int(a["staleness"])
         o.send_order = a["send_order"]
         o.wire = a["wire"]
+        o.error_feedback = bool(a["error_feedback"])
         budget = a["max_bandwidth"]
         o.max_bandwidth = _rate(budget, "max_bandwidth")
         o.devices_per_node = _devices_per_node(a["devices_per_node"])

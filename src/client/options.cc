@@ -108,6 +108,10 @@ CheckedOptions checkOptions(const Options& o) {
     throw OptionError(opt("wire", o.wire) + " halves the gradients the parameter server's layers push; " +
                       opt("scheme", o.scheme) + " has none: use {scheme=ps} or {scheme=auto}");
   }
+  if (o.error_feedback && c.wire == WireFormat::kFp32) {
+    throw OptionError(std::string("{error_feedback=true}") + " keeps what a 16-bit wire's rounding loses; " +
+                      opt("wire", o.wire) + " rounds nothing: use {wire=bf16} or {wire=fp16}");
+  }
   if (c.rule == CostRule::kSchedule) {
     checkScheduleRule(o, c.mode);
     // Only a run's measured layer times can answer (Options::schedule_plan).
@@ -178,6 +182,7 @@ std::string runConfiguration(const Options& o, ConfigurationUse use) {
   field("gflops", o.gemm_flops, false);
   field("wfbp", o.wfbp, false);
   field("wire", o.wire, false);
+  field("error_feedback", o.error_feedback, false);
   field("kvstore", detail::cat(o.kvstore, "/", o.kvstore_comms, "/", o.kvstore_outstanding), false);
   field("devices_per_node", o.devices_per_node, false);
   field("node_memory", o.node_memory, false);

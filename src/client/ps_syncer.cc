@@ -26,7 +26,9 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       into_gradients_(options.into_gradients),
       factor_push_(options.factor_push),
       wire_(options.wire),
+      error_feedback_(options.error_feedback && options.wire != WireFormat::kFp32),
       rounded_(keys_.size()),
+      residual_(error_feedback_ ? keys_.size() : 0),
       slots_(keys_.size(), Slot{options.start_iteration, Message()}),
       awaited_(options.start_iteration + 1) {}
 
@@ -75,13 +77,7 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
     const float* src = grads[kv.tensor] + kv.offset;
     const int owner = book_.cluster().shardRank(kv.shard);
     if (owner == me && local_shard_ != nullptr && !local_by_message_) {
-      if (wire_ != WireFormat::kFp32) {
-        auto& rounded = rounded_[key - keys_.front()];
-        rounded.resize(static_cast<std::size_t>(kv.length));
-        roundThrough(wire_, src, rounded.data(), rounded.size());
-        src = rounded.data();
-      }
-      local_shard_->pushLocal(key, iteration, src);
+      local_shard_->pushLocal(key, iteration, wire_ != WireFormat::kFp32 ? roundedForShard(key, src) : src);
       continue;
     }
     if (wire_ != WireFormat::kFp32) {  // a 16-bit copy: the engine's gradient is free at once
@@ -99,13 +95,47 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
   }
 }
 
-Message PsSyncer::copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) const {
+Message PsSyncer::copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) {
   const auto n = static_cast<std::size_t>(book_.pair(key).length);
   const auto me = static_cast<std::uint32_t>(transport_.rank());
-  if (wire_ != WireFormat::kFp32) return packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, src, n);
+  if (wire_ != WireFormat::kFp32) {
+    const std::size_t pos = key - keys_.front();
+    std::lock_guard<std::mutex> lock(feedback_mu_);
+    Message m = packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, withResidual(pos, src, n), n);
+    if (error_feedback_) {
+      decoded_.resize(n);
+      unpackHalf(m, decoded_.data(), n);  // what the shard will read
+      keepResidual(pos, decoded_.data(), n);
+    }
+    return m;
+  }
   Message m = Message::make(MsgType::kPushGrad, key, me, iteration, n * sizeof(float));
   std::memcpy(m.floats(), src, n * sizeof(float));
   return m;
+}
+
+const float* PsSyncer::roundedForShard(std::uint32_t key, const float* src) {
+  const std::size_t pos = key - keys_.front();
+  auto& rounded = rounded_[pos];
+  rounded.resize(static_cast<std::size_t>(book_.pair(key).length));
+  std::lock_guard<std::mutex> lock(feedback_mu_);
+  roundThrough(wire_, withResidual(pos, src, rounded.size()), rounded.data(), rounded.size());
+  keepResidual(pos, rounded.data(), rounded.size());
+  return rounded.data();
+}
+
+const float* PsSyncer::withResidual(std::size_t pos, const float* src, std::size_t n) {
+  if (!error_feedback_) return src;
+  auto& r = residual_[pos];
+  r.resize(n, 0.0f);
+  for (std::size_t i = 0; i < n; ++i) r[i] += src[i];
+  return r.data();
+}
+
+void PsSyncer::keepResidual(std::size_t pos, const float* read, std::size_t n) {
+  if (!error_feedback_) return;
+  auto& r = residual_[pos];
+  for (std::size_t i = 0; i < n; ++i) r[i] -= read[i];
 }
 
 Message PsSyncer::packFactors(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {

@@ -41,6 +41,9 @@ struct PsSyncerOptions {
   // Gradients pushed in 16 bits (kPushGrad16); a pair of this rank's own shard is rounded
   // alike in place.
   WireFormat wire = WireFormat::kFp32;
+  // With a 16-bit wire: what each rounding of a pair's push lost is added to its next push
+  // (error feedback, as PowerSGD and 1-bit SGD do), so nothing is lost for good.
+  bool error_feedback = false;
 };
 
 class PsSyncer final : public LayerSyncer {
@@ -81,7 +84,14 @@ class PsSyncer final : public LayerSyncer {
   // this rank's shard and the shards whose fresh values for it did not come. Holds mu_.
   [[noreturn]] void throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
   // The push of `key` for `iteration`, copied into its message (in 16 bits on a 16-bit wire).
-  Message copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) const;
+  // With error feedback it carries the pair's residual too, and keeps what its rounding lost.
+  Message copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src);
+  // 16-bit wire: the push of `key` as the co-located shard reads it in place (rounded_).
+  const float* roundedForShard(std::uint32_t key, const float* src);
+  // Error feedback (feedback_mu_ held): `src` plus the pair's residual (src itself if off),
+  // then the residual left after the shard read `read` of it.
+  const float* withResidual(std::size_t pos, const float* src, std::size_t n);
+  void keepResidual(std::size_t pos, const float* read, std::size_t n);
   // From now on Receive waits for version iteration + 1 of every pair.
   void expect(std::uint64_t iteration);
 
@@ -105,9 +115,15 @@ class PsSyncer final : public LayerSyncer {
   const bool into_gradients_;
   const bool factor_push_;
   const WireFormat wire_;
+  const bool error_feedback_;
   // 16-bit wire: the co-located shard's pairs, rounded as a message would be, read in place
   // by the shard until the pair is fresh; by position in keys_.
   std::vector<std::vector<float>> rounded_;
+  // Error feedback: each pair's push minus what its shard read (by position in keys_), and
+  // a decoded push; guarded by feedback_mu_ (SSP pushes of two iterations may overlap).
+  std::mutex feedback_mu_;
+  std::vector<std::vector<float>> residual_;
+  std::vector<float> decoded_;
   std::atomic<std::uint64_t> max_staleness_{0};
 
   mutable std::mutex mu_;

@@ -360,7 +360,7 @@ void Session::Impl::makeServer(const ClusterInfo& cluster, const SgdOptions& sgd
       *book, network, sgd, storage,
       [this](std::uint32_t key, std::uint64_t version) { client->onLocalFresh(key, version); }, failure,
       ServerConfig{options.timeout, options.start_iteration, options.straggler_timeout, options.staleness,
-                   separateShard(), timeline.get(), std::move(values_owner), updateWire()});
+                   separateShard(), timeline.get(), std::move(values_owner), updateWire(), options.error_feedback});
 }
 
 void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd) {
@@ -402,7 +402,8 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
   client = std::make_unique<Client>(
       *book, network, server.get(), params, schemes,
       ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes, options.start_iteration,
-                    options.staleness, separateShard(), timeline.get(), stage.get(), checked.wire},
+                    options.staleness, separateShard(), timeline.get(), stage.get(), checked.wire,
+                    options.error_feedback},
       failure);
   worker = client.get();
 }

@@ -29,6 +29,7 @@ ParameterServer::ParameterServer(const InformationBook& book, Transport& transpo
       local_by_message_(config.local_by_message),
       values_owner_(config.values_owner),
       update_wire_(config.update_wire),
+      error_feedback_(config.error_feedback && config.update_wire != WireFormat::kFp32),
       timeline_(config.timeline) {
   const std::uint64_t start_iteration = config.start_iteration;
   if (straggler_timeout_.count() > 0) shard_.allowDrops();
@@ -180,11 +181,22 @@ void ParameterServer::stepPair(std::uint32_t key, std::uint64_t version) {
   shard_.step(key);
   step_.resize(n);
   for (std::size_t i = 0; i < n; ++i) step_[i] = values[i] - before_[i];  // the update
+  std::vector<float>* residual = nullptr;
+  if (error_feedback_) {  // the update carries what rounding the last one lost
+    if (update_residual_.size() <= key) update_residual_.resize(key + 1);
+    residual = &update_residual_[key];
+    residual->resize(n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i) step_[i] += (*residual)[i];
+    residual->assign(step_.begin(), step_.end());
+  }
   Message update = packHalf(MsgType::kParams16, update_wire_, key, static_cast<std::uint32_t>(transport_.rank()),
                             version, step_.data(), n);
   // The values every worker will hold: old + the update as it reads it, the same addition
   // as a worker's Move (addUnpacked); each value goes from the new one to that once.
   unpackHalf(update, step_.data(), n);
+  if (residual != nullptr) {
+    for (std::size_t i = 0; i < n; ++i) (*residual)[i] -= step_[i];
+  }
   for (std::size_t i = 0; i < n; ++i) values[i] = before_[i] + step_[i];
   updates_[key] = std::move(update);
 }

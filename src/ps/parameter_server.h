@@ -40,6 +40,9 @@ struct ServerConfig {
   // each step's update goes out in 16 bits (kParams16) and the shard keeps old values +
   // the rounded update, which is what every worker adds. fp32: fresh values as they are.
   WireFormat update_wire = WireFormat::kFp32;
+  // With a 16-bit update_wire: what rounding a pair's update lost is added to its next
+  // update (error feedback), so the replicas follow the fp32 steps' sum.
+  bool error_feedback = false;
 };
 
 class ParameterServer {
@@ -118,6 +121,8 @@ class ParameterServer {
   const bool local_by_message_;
   const std::shared_ptr<const void> values_owner_;  // ServerConfig::values_owner
   const WireFormat update_wire_;
+  const bool error_feedback_;
+  std::vector<std::vector<float>> update_residual_;  // the server thread's; by key, with error feedback
   std::vector<float> before_, step_;                 // the server thread's: a pair's values before its step, its update
   std::unordered_map<std::uint32_t, Message> updates_;  // the server thread's: each pair's last 16-bit update
   Timeline* const timeline_;

@@ -152,11 +152,14 @@ def test_np3_bandwidth_manager(args):
 def test_np3_wire16(args, tmp):
     # 16 bits on the wire (issue 38): the PS layers' pushes and their shards' updates halve,
     # as the cost model says; the run stays near the exact one, and its replicas agree (the
-    # CLI compares every rank's parameter digest at the end).
+    # CLI compares every rank's parameter digest at the end), error feedback or not.
     common = ["--model", "fcnet", "--iterations", "12", "--no-eval", "--json", "--seed", "3", "--scheme", "ps"]
     exact, _ = train(args, 3, common + ["--save-params", f"{tmp}/fp32.bin"])
-    for wire in ("bf16", "fp16"):
-        r, _ = train(args, 3, common + ["--wire", wire, "--save-params", f"{tmp}/{wire}.bin"])
+    for wire in ("bf16", "fp16", "bf16+ef"):
+        feedback = ["--error-feedback"] if wire.endswith("+ef") else []
+        r, _ = train(args, 3, common + ["--wire", wire.removesuffix("+ef"), "--save-params", f"{tmp}/{wire}.bin"]
+                     + feedback)
+        assert r["wire"] == wire.removesuffix("+ef") and r["error_feedback"] == bool(feedback)
         ratio = r["bytes_sent_per_iter"] / exact["bytes_sent_per_iter"]
         print(f"{wire}: {r['bytes_sent_per_iter']:.0f} bytes/iter against fp32's {exact['bytes_sent_per_iter']:.0f} "
               f"(x{ratio:.3f}); train loss {r['train_loss']:.6f}, fp32 {exact['train_loss']:.6f}")
@@ -168,3 +171,5 @@ def test_np3_wire16(args, tmp):
                                       "--wire", "int8"], "--wire int8")
     expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "fcnet", "--synthetic", "--iterations", "1",
                                       "--wire", "bf16", "--scheme", "sfb"], "--wire bf16")
+    expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "fcnet", "--synthetic", "--iterations", "1",
+                                      "--error-feedback"], "--error-feedback keeps")

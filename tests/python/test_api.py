@@ -153,6 +153,8 @@ def test_bad_input_is_one_clear_error():
         poseidon.DistributedModel(net, optimizer, wire="int8")
     with pytest.raises(ValueError, match="wire=bf16 halves .* scheme=allreduce has none"):
         poseidon.DistributedModel(net, optimizer, wire="bf16", scheme="allreduce")
+    with pytest.raises(ValueError, match="error_feedback=True keeps .* wire=fp32 rounds nothing: use wire=bf16"):
+        poseidon.DistributedModel(net, optimizer, error_feedback=True)
     with pytest.raises(ValueError, match="under 1mbit"):
         poseidon.DistributedModel(net, optimizer, max_bandwidth=200)
     for bad in (0, "many", 1.5):
@@ -168,9 +170,10 @@ def test_bad_input_is_one_clear_error():
     by_host = poseidon.DistributedModel(net, optimizer, devices_per_node="host")
     assert by_host.options.devices_per_node == 0
     by_host.close()
-    budgeted = poseidon.DistributedModel(net, optimizer, send_order="fifo", max_bandwidth="200mbit", wire="bf16")
+    budgeted = poseidon.DistributedModel(net, optimizer, send_order="fifo", max_bandwidth="200mbit", wire="bf16",
+                                         error_feedback=True)
     assert budgeted.options.max_bandwidth == 25e6 and budgeted.options.send_order == "fifo"
-    assert budgeted.options.wire == "bf16"
+    assert budgeted.options.wire == "bf16" and budgeted.options.error_feedback
     budgeted.close()
     model = poseidon.DistributedModel(net, optimizer)
     with pytest.raises(ValueError, match="already wrapped"):

@@ -47,10 +47,31 @@ Replica makeReplica(const ModelInfo& m, int rank) {
   return r;
 }
 
+namespace {
+
+// x rounded as the wire rounds it; with error feedback x + residual is, and the residual
+// becomes what that rounding lost.
+void roundWithFeedback(WireFormat wire, bool feedback, std::vector<float>& x, std::vector<float>& residual) {
+  if (feedback) {
+    for (std::size_t i = 0; i < x.size(); ++i) residual[i] += x[i];
+    x = residual;
+  }
+  roundThrough(wire, x.data(), x.data(), x.size());
+  if (feedback) {
+    for (std::size_t i = 0; i < x.size(); ++i) residual[i] -= x[i];
+  }
+}
+
+}  // namespace
+
 std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int workers, const Options& o,
                                                        int iterations) {
   Replica r = makeReplica(m, 0);
   std::vector<std::vector<std::vector<float>>> momentum = r.grads;
+  // Error feedback: each worker's push residual and each step's update residual, by tensor.
+  std::vector<std::vector<std::vector<std::vector<float>>>> pushed(workers, r.grads);
+  std::vector<std::vector<std::vector<float>>> updated = r.grads;
+  const WireFormat wire = parseWireFormat(o.wire);
   for (int it = 0; it < iterations; ++it) {
     for (std::size_t l = 0; l < m.layers.size(); ++l) {
       for (std::size_t t = 0; t < r.params[l].size(); ++t) {
@@ -59,7 +80,7 @@ std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int w
         std::vector<const float*> ptrs;
         for (int w = 0; w < workers; ++w) {
           for (std::size_t i = 0; i < v.size(); ++i) g[w][i] = v[i] - target(w, r.base[l][t] + i);
-          roundThrough(parseWireFormat(o.wire), g[w].data(), g[w].data(), g[w].size());
+          roundWithFeedback(wire, o.error_feedback, g[w], pushed[w][l][t]);
           ptrs.push_back(g[w].data());
         }
         const std::vector<float> before = v;
@@ -68,7 +89,7 @@ std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int w
         if (o.wire == "fp32") continue;
         // A 16-bit wire's update comes back rounded: old + the rounded update.
         for (std::size_t i = 0; i < v.size(); ++i) v[i] -= before[i];
-        roundThrough(parseWireFormat(o.wire), v.data(), v.data(), v.size());
+        roundWithFeedback(wire, o.error_feedback, v, updated[l][t]);
         for (std::size_t i = 0; i < v.size(); ++i) v[i] += before[i];
       }
     }

@@ -33,7 +33,8 @@ Replica makeReplica(const ModelInfo& m, int rank);
 // params[l][t] after `iterations` of mean-gradient SGD with o's lr, momentum and decay;
 // o.wire "bf16" or "fp16": each worker's gradient and each step's update rounded as the
 // wire rounds them, one tensor at a time (fp16's scale is per KV pair: exact where each
-// tensor is one pair); BSP server mode.
+// tensor is one pair); BSP server mode. o.error_feedback: each rounding's residual is
+// added to the next push (by worker) or update, as the wire's error feedback does.
 std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int workers, const Options& o,
                                                        int iterations);
 

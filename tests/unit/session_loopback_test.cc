@@ -21,6 +21,7 @@ struct Config {
   std::int64_t pair_bytes = 512;  // small pairs: every layer is cut into several
   bool replicas_equal = false;    // every rank starts from rank 0's values, told so
   std::string wire = "fp32";      // 16 bits: the reference rounds each gradient as the wire does
+  bool error_feedback = false;    // and carries each rounding's residual to the next
 };
 
 constexpr int kIterations = 6;
@@ -38,13 +39,20 @@ void trainAndCompare(const Config& c) {
   o.replicas_equal = c.replicas_equal;
   o.scheme = "ps";
   o.wire = c.wire;
+  o.error_feedback = c.error_feedback;
   o.timeout = std::chrono::milliseconds(20000);
   const int workers = c.ranks - c.server_ranks;
   const auto want = toy::reference(model, workers, o, kIterations);
   if (c.wire != "fp32") {  // the rounding shows: the exact run ends elsewhere
     Options exact = o;
     exact.wire = "fp32";
+    exact.error_feedback = false;
     EXPECT_NE(toy::reference(model, workers, exact, kIterations), want);
+  }
+  if (c.error_feedback) {  // and so does the feedback
+    Options plain = o;
+    plain.error_feedback = false;
+    EXPECT_NE(toy::reference(model, workers, plain, kIterations), want);
   }
 
   testing::runRanks(c.ranks, [&](Transport& transport, int rank) {
@@ -86,6 +94,13 @@ TEST(SessionLoopback, LargePairsOneShardPerLayer) { trainAndCompare({3, true, 0,
 TEST(SessionLoopback, Bf16PushesMatchTheRoundedReference) { trainAndCompare({3, true, 0, 0, 512, false, "bf16"}); }
 TEST(SessionLoopback, Bf16PushesFromAWorkerWithoutAShard) { trainAndCompare({3, true, 1, 0, 512, false, "bf16"}); }
 TEST(SessionLoopback, Fp16PushesMatchTheRoundedReference) { trainAndCompare({3, true, 0, 0, 1 << 20, false, "fp16"}); }
+// Error feedback: each worker's residual per pair, each shard's per update, as the reference.
+TEST(SessionLoopback, Bf16WithErrorFeedbackMatchesTheReference) {
+  trainAndCompare({3, true, 0, 0, 512, false, "bf16", true});
+}
+TEST(SessionLoopback, Fp16WithErrorFeedbackFromAWorkerWithoutAShard) {
+  trainAndCompare({3, true, 1, 0, 1 << 20, false, "fp16", true});
+}
 TEST(SessionLoopback, ReplicasAlreadyEqual) { trainAndCompare({3, true, 0, 0, 512, true}); }
 
 TEST(SessionLoopback, ReplicasSaidEqualThatDifferFailAtStartup) {
