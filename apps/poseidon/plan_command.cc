@@ -85,6 +85,7 @@ sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& mo
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
+  c.wire = parseWireFormat(o.wire);
   return sim::scheduleOf(model, c);
 }
 
@@ -154,6 +155,9 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s, for the SFB reconstruction time");
+  cmd->add_option("--wire", o.wire,
+                  "How PS layers travel: fp32, or bf16/fp16 (half their bytes; SFB and allreduce stay fp32)")
+      ->capture_default_str();
   cmd->add_option("--host-cores", o.host_cores,
                   "With --cost-model schedule: bound each simulated iteration by a "
                   "host's cores, shared by its nodes' compute, reconstruction and communication (0: not modelled)")
@@ -198,6 +202,8 @@ PlanRequest planRequest(const PlanOptions& o) {
   req.batch = o.batch;
   if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "bandwidth");
   req.rates.gemm_flops_per_s = o.gflops * 1e9;
+  const WireFormat wire = parseWireFormat(o.wire);
+  req.ps_wire_share = CostModel::psWireShare(wire, wire);  // BSP server mode: pushes and updates alike
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");
   }
@@ -317,6 +323,7 @@ void printJson(const PlanOptions& o, const ModelInfo& model, int servers, const 
   j["colocated"] = o.servers == 0;
   j["batch"] = o.batch;
   j["cost_model"] = costRuleName(req.rule);
+  j["wire"] = o.wire;
   j["layers"] = std::move(layers);
   j["total_ps_floats"] = t.ps;
   j["total_sfb_floats"] = t.sfb;

@@ -24,6 +24,7 @@ struct PlanOptions {
   double host_cores = 0;  // the schedule rule's host CPU bound (0: not modelled)
   int nodes_per_host = 1;
   std::string stack_rate = "0";
+  std::string wire = "fp32";  // how PS layers travel
   bool json = false;
 };
 

@@ -127,6 +127,7 @@ Plan makePlan(const SimulateOptions& o) {
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
+  c.wire = parseWireFormat(o.wire);
   if (c.host_cores == 0 && (o.nodes_per_host != 1 || c.stack_bytes_per_s > 0)) {
     throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
   }
@@ -265,6 +266,10 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
                   "Bytes the host's communication moves per CPU second (network stack, "
                   "MPI, copy and server threads; sender's and receiver's work together; "
                   "bench/simulator/simulator_vs_lab.py measures it); 0: free")
+      ->capture_default_str();
+  cmd->add_option("--wire", o.wire,
+                  "How PS pushes and fresh values travel: fp32, or bf16/fp16 (half their bytes; SFB factors stay "
+                  "fp32)")
       ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.kv_pair_bytes, "Largest KV pair of the information book")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Iterations simulated; the first warms up")->capture_default_str();

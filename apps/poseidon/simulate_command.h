@@ -33,6 +33,7 @@ struct SimulateOptions {
   double host_cores = 0;  // 0: the host CPU is no bound
   int nodes_per_host = 1;
   std::string stack_rate = "0";
+  std::string wire = "fp32";  // how PS layers travel
   std::string reconstruct = "device";
   std::string cost_model = "bytes";
   long long kv_pair_bytes = kDefaultPairBytes;

@@ -10,7 +10,8 @@ poseidon.init() makes for itself, so the comparison is like for like.
 Per model and bandwidth: medians of --repeats rounds, each system's images/s, Poseidon over
 DDP and over the best DDP variant, and Poseidon against its bound: the throughput of an
 iteration that takes the larger of the compute-only time and Poseidon's bytes sent per
-iteration (per rank, measured) over the link rate. Writes papers-models.{md,csv,png} into
+iteration (per rank, measured) over the link rate. With poseidon-bf16 among --systems, the
+same for it (its own bytes, so its own bound). Writes papers-models.{md,csv,png} into
 --out.
   sudo bench/papers/papers_models_vs_ddp.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
 On a GPU (--device cuda): every rank shares the host's GPU (each its own CUDA context, so the
@@ -76,7 +77,7 @@ def main():
 
 def measure(a, model, bw, systems):
     seen = {s: [] for s in systems}
-    sent = []
+    sent = {}
     for r in range(a.repeats):
         for i, system in enumerate(systems):
             flags = ["--device", a.device, "--port", str(29600 + 10 * r + i)]
@@ -87,28 +88,40 @@ def measure(a, model, bw, systems):
                 print(f"{model} {bw} round {r + 1} {system:13s} FAILED: {e}", flush=True)
                 continue
             seen[system].append(j["images_per_s"])
-            if system == "poseidon":
-                sent.append(j["bytes_sent_per_iter"])
+            if system in ("poseidon", "poseidon-bf16"):
+                sent.setdefault(system, []).append(j["bytes_sent_per_iter"])
             mode = f" (mode {j['mode']})" if "mode" in j else ""
             print(f"{model} {bw} round {r + 1} {system:13s} {j['images_per_s']:.2f} images/s{mode}", flush=True)
     row = {"model": model, "link": bw, "rounds": a.repeats}
     seen = {s: v for s, v in seen.items() if v}  # a system that failed every round has no figure
     row.update({s: median(v) for s, v in seen.items()})
     row["paired"] = paired(seen)
+    variants = [row[s] for s in VARIANTS if s in row]
     if "poseidon" in row and "ddp" in row:
-        variants = [row[s] for s in ("ddp", "ddp-fp16", "ddp-powersgd") if s in row]
         row["vs_ddp"] = row["poseidon"] / row["ddp"]
-        row["vs_best_ddp"] = row["poseidon"] / max(variants)
-    if "compute" in row and sent:
-        row["bytes_per_iter"] = median(sent)
-        compute_s = a.ranks * 32 / row["compute"]
-        row["bound"] = a.ranks * 32 / max(compute_s, row["bytes_per_iter"] / bytes_per_s(bw))
-        row["of_bound"] = row["poseidon"] / row["bound"]
+    for system, prefix in (("poseidon", ""), ("poseidon-bf16", "bf16_")):
+        if system in row and variants:
+            row[prefix + "vs_best_ddp"] = row[system] / max(variants)
+        if "compute" in row and sent.get(system):
+            row[prefix + "bytes_per_iter"] = median(sent[system])
+            compute_s = a.ranks * 32 / row["compute"]
+            row[prefix + "bound"] = a.ranks * 32 / max(compute_s, row[prefix + "bytes_per_iter"] / bytes_per_s(bw))
+            row[prefix + "of_bound"] = row[system] / row[prefix + "bound"]
     return row
 
 
-COLUMNS = ("vs_ddp", "vs_best_ddp", "bound", "of_bound")
+# The columns after the systems' images/s: key and title; the bf16_ ones with poseidon-bf16.
+TITLES = {"vs_ddp": "vs DDP", "vs_best_ddp": "vs best DDP", "bound": "bound", "of_bound": "of bound",
+          "bf16_vs_best_ddp": "bf16 vs best DDP", "bf16_bound": "bf16 bound", "bf16_of_bound": "bf16 of bound"}
 VARIANTS = ("ddp", "ddp-fp16", "ddp-powersgd")
+
+
+def columns(systems):
+    return [k for k in TITLES if not k.startswith("bf16_") or "poseidon-bf16" in systems]
+
+
+def titles(systems):
+    return " | ".join(TITLES[k] for k in columns(systems))
 
 
 def paired(seen):
@@ -130,9 +143,9 @@ def cell(row, key):
     v = row.get(key)
     if v is None:
         return "-"
-    if key in ("vs_ddp", "vs_best_ddp"):
+    if key.endswith("vs_ddp") or key.endswith("vs_best_ddp"):
         return f"{v:.2f}x"
-    return f"{v:.0%}" if key == "of_bound" else f"{v:.2f}"
+    return f"{v:.0%}" if key.endswith("of_bound") else f"{v:.2f}"
 
 
 def rows_from_logs(paths):
@@ -152,14 +165,16 @@ def rows_from_logs(paths):
                     rounds[key] = max(rounds.get(key, 0), int(words[3]))
                     seen.setdefault(key, {}).setdefault(words[4], []).append(float(words[5]))
                 elif line.startswith("| model |"):
-                    header = cells[2:-4]
+                    by_title = {t: k for k, t in TITLES.items()}
+                    header = [c for c in cells[2:] if c not in by_title]
+                    keys = [by_title[c] for c in cells[2:] if c in by_title]
                     systems += [s for s in header if s not in systems]
                 elif line.startswith("| ") and header:
                     key = (path, cells[0], cells[1])
                     row = {"model": cells[0], "link": cells[1], "rounds": rounds.get(key),
                            "paired": paired(seen.get(key, {}))}
                     row.update({s: float(v) for s, v in zip(header, cells[2:]) if v != "-"})
-                    for key, v in zip(COLUMNS, cells[2 + len(header):]):
+                    for key, v in zip(keys, cells[2 + len(header):]):
                         if v != "-":
                             row[key] = float(v.rstrip("x%")) / (100 if v.endswith("%") else 1)
                     rows[(row["model"], row["link"])] = row  # in the place of the first
@@ -178,15 +193,16 @@ def gpu_note():
 
 
 def print_row(row, systems):
-    print("| model | link | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |")
-    print(f"| {row['model']} | {row['link']} | " + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |",
-          flush=True)
+    print("| model | link | " + " | ".join(systems) + f" | {titles(systems)} |")
+    print(f"| {row['model']} | {row['link']} | " + " | ".join(cell(row, s) for s in systems + columns(systems))
+          + " |", flush=True)
 
 
 def write(out, rows, systems, a):
     os.makedirs(out, exist_ok=True)
     stem = os.path.join(out, "papers-models" + ("-gpu" if getattr(a, "device", "cpu") == "cuda" else ""))
-    keys = ["model", "link", "rounds"] + systems + ["bytes_per_iter"] + list(COLUMNS)
+    keys = ["model", "link", "rounds"] + systems + ["bytes_per_iter"] + columns(systems)
+    keys += ["bf16_bytes_per_iter"] if "poseidon-bf16" in systems else []
     write_csv(stem + ".csv", rows, keys)
     host = machine()
     with open(stem + ".md", "w") as f:
@@ -210,11 +226,11 @@ def write(out, rows, systems, a):
                     f"{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS {ENV.get('OPENBLAS_CORETYPE', 'as detected')} for "
                     "every system.\n\n")
         f.write(f"Made by: `{command_line()}`\n\n")
-        f.write("| model | link | rounds | " + " | ".join(systems) + " | vs DDP | vs best DDP | bound | of bound |\n")
-        f.write("|---" * (len(systems) + 7) + "|\n")
+        f.write("| model | link | rounds | " + " | ".join(systems) + f" | {titles(systems)} |\n")
+        f.write("|---" * (len(systems) + 3 + len(columns(systems))) + "|\n")
         for row in rows:
             f.write(f"| {row['model']} | {row['link']} | {row.get('rounds') or '-'} | "
-                    + " | ".join(cell(row, s) for s in systems + list(COLUMNS)) + " |\n")
+                    + " | ".join(cell(row, s) for s in systems + columns(systems)) + " |\n")
         f.write("\nPer round, where a row has more than one (Poseidon over DDP in the same round; over the "
                 "round's best DDP variant):\n\n")
         for row in rows:

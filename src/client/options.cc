@@ -85,7 +85,9 @@ void checkScheduleRule(const Options& o, SchemeMode mode) {
                            : o.shards > 0                    ? std::string("{shards}")
                            : o.staleness > 0                 ? std::string("{staleness}")
                            : o.straggler_timeout.count() > 0 ? std::string("{straggler_timeout}")
-                                                             : std::string();
+                           // A session's schedule plan simulates fp32 (`poseidon plan --wire` can do 16 bits).
+                           : o.wire != "fp32" ? opt("wire", o.wire) + " (use {cost_model=bytes} or {cost_model=time})"
+                                              : std::string();
   if (!what.empty()) {
     throw OptionError(
         "{cost_model=schedule} simulates BSP with WFBP in priority order and a shard on every node; it does not "

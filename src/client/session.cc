@@ -16,6 +16,7 @@
 #include "comm/transport.h"
 #include "common/digest.h"
 #include "common/fault.h"
+#include "coordinator/cost_model.h"
 #include "coordinator/information_book.h"
 #include "coordinator/session_planner.h"
 #include "node/device_client.h"
@@ -319,7 +320,7 @@ ClusterInfo Session::Impl::cluster() const {
 // servers hold (PS and factor push).
 std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster) {
   SessionPlan planned = planSession(control, transport.rank(), transport.size(), options, checked.mode, checked.rule,
-                                    model, cluster, nodes);
+                                    CostModel::psWireShare(checked.wire, updateWire()), model, cluster, nodes);
   rates = planned.rates;
   plan = std::move(planned.layers);
   std::vector<bool> on_ps;

@@ -77,6 +77,10 @@ double CostModel::psPushedFloats(std::int64_t numel, const ClusterInfo& cluster,
   return cluster.hasShard(rank) ? n * (cluster.shards() - 1) / cluster.shards() : n;
 }
 
+double CostModel::psWireShare(WireFormat pushes, WireFormat updates) {
+  return static_cast<double>(wireBytesPerFloat(pushes) + wireBytesPerFloat(updates)) / (2.0 * sizeof(float));
+}
+
 double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K,
                           WireFormat pushes, WireFormat updates) {
   const auto& cluster = book.cluster();

@@ -36,6 +36,9 @@ struct CostModel {
   static double psSentFloats(std::int64_t numel, const ClusterInfo& cluster, int rank);
   // The part of psSentFloats that is this rank's gradient pushes (the rest: fresh values).
   static double psPushedFloats(std::int64_t numel, const ClusterInfo& cluster, int rank);
+  // A PS layer's bytes over its fp32 bytes, pushes going as `pushes` and the values or
+  // updates coming back as `updates` (half each way): 0.5 with both in 16 bits.
+  static double psWireShare(WireFormat pushes, WireFormat updates);
 };
 
 // What the cost model says rank `rank` of the book's cluster sends per iteration for

@@ -85,7 +85,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
   for (const auto& layer : model.layers) {
     LayerPlan p;
     const std::int64_t numel = layer.numel();
-    p.ps_floats = CostModel::psFloats(numel, 1, P1, P2, role);
+    p.ps_floats = CostModel::psFloats(numel, 1, P1, P2, role) * req.ps_wire_share;
     // Factor rows per worker: an input [batch, d1, ..., N] makes batch * d1 * ... rows.
     const std::int64_t K = req.batch * layer.rows_per_example;
     const bool fc = layer.kind == LayerKind::kFC && layer.factorable && P1 > 1;
@@ -98,7 +98,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     // A synchronous step waits for its busiest node. Under PS with every rank a worker
     // that is a shard's node (2*M*N*(P1+P2-2)/P2): equal to the ring when every rank holds
     // a shard, more when shards are fewer than workers. That is where allreduce wins.
-    const double ps_busiest = CostModel::psFloats(numel, 1, P1, P2, PsRole::kServerAndWorker);
+    const double ps_busiest = CostModel::psFloats(numel, 1, P1, P2, PsRole::kServerAndWorker) * req.ps_wire_share;
     if (allreduce_ok) {
       p.allreduce_floats = CostModel::allreduceFloats(numel, 1, P1);
       const double best = p.bytes_choice == Scheme::kSFB ? p.sfb_floats : ps_busiest;
@@ -160,6 +160,9 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     } else {
       p.reason = format("bytes: sfb %.0f floats vs ps %.0f", p.sfb_floats, p.ps_floats);
       if (allreduce_ok) p.reason += format(" vs allreduce %.0f", p.allreduce_floats, 0);
+    }
+    if (req.ps_wire_share != 1.0 && req.mode == SchemeMode::kAuto && P1 > 1) {
+      p.reason += format(" (ps on a 16-bit wire: x%.2f of fp32's bytes)", req.ps_wire_share, 0);
     }
     plans.push_back(p);
   }

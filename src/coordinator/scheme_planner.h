@@ -34,6 +34,9 @@ struct PlanRequest {
   CostRule rule = CostRule::kBytes;
   std::int64_t batch = 32;  // K, per worker
   PlatformRates rates;
+  // How PS layers travel (issue 38): their floats count at this share of fp32's bytes
+  // (CostModel::psWireShare); SFB and allreduce layers stay fp32.
+  double ps_wire_share = 1.0;
 };
 
 // One plan per layer of `model`. Only FC layers can go by SFB or factor push; allreduce needs every

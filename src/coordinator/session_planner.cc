@@ -82,7 +82,8 @@ void checkPlanForSlowWorkers(const Options& options, const ModelInfo& model, con
 }  // namespace
 
 SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Options& options, SchemeMode mode,
-                        CostRule rule, const ModelInfo& model, const ClusterInfo& cluster, const NodeMap& nodes) {
+                        CostRule rule, double ps_wire_share, const ModelInfo& model, const ClusterInfo& cluster,
+                        const NodeMap& nodes) {
   const int per_node = nodes.devicesPerNode();
   SessionPlan out;
   out.rates = PlatformRates{options.bandwidth, options.gemm_flops};
@@ -91,7 +92,7 @@ SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Opti
     out.rates = measureRates(control, rank, ranks, model, cluster.workers(), options.batch * per_node, out.rates);
   }
   // SFB's K is a node's whole batch: its devices' factors travel stacked.
-  const PlanRequest request{mode, rule, options.batch, out.rates};
+  const PlanRequest request{mode, rule, options.batch, out.rates, ps_wire_share};
   out.layers = nodes.hierarchical() ? planForNodes(model, nodes.nodes(), per_node, request)
                                     : planSchemes(model, cluster, request);
   if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {

@@ -23,8 +23,10 @@ struct SessionPlan {
 };
 
 // `mode` and `rule` as checkOptions parsed them from `options`; `nodes` the devices level
-// as the session found it. Throws OptionError for a plan the options cannot train.
+// as the session found it; `ps_wire_share` PlanRequest's. Throws OptionError for a plan the
+// options cannot train.
 SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Options& options, SchemeMode mode,
-                        CostRule rule, const ModelInfo& model, const ClusterInfo& cluster, const NodeMap& nodes);
+                        CostRule rule, double ps_wire_share, const ModelInfo& model, const ClusterInfo& cluster,
+                        const NodeMap& nodes);
 
 }  // namespace poseidon

@@ -80,6 +80,7 @@ ScheduleChoice scheduleOf(const SimModel& model, const ScheduleCluster& cluster)
   c.nodes_per_host = cluster.nodes_per_host;
   c.stack_bytes_per_s = cluster.stack_bytes_per_s;
   c.pair_bytes = cluster.pair_bytes;
+  c.wire = cluster.wire;
   c.iterations = kScheduleIterations;
   return chooseBySchedule(model, c);
 }

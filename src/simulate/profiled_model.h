@@ -33,6 +33,7 @@ struct ScheduleCluster {
   int nodes_per_host = 1;
   double stack_bytes_per_s = 0;
   std::int64_t pair_bytes = kDefaultPairBytes;  // the information book's largest KV pair
+  WireFormat wire = WireFormat::kFp32;           // how PS layers travel (SimConfig::wire)
 };
 // Iterations each plan is simulated for: one to warm up, three measured.
 constexpr int kScheduleIterations = 4;

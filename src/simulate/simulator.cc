@@ -25,6 +25,8 @@ enum SimEvent {
 
 // Bytes of `floats` 32-bit floats.
 double bytesOf(double floats) { return floats * 4.0; }
+// A PS push or pull on the wire (issue 38: 2 bytes a float in 16 bits).
+double bytesOf(double floats, WireFormat wire) { return floats * static_cast<double>(wireBytesPerFloat(wire)); }
 // Seconds to process `amount` at `rate`; a rate of 0 is not modelled.
 double cost(double amount, double rate) { return rate > 0 ? amount / rate : 0.0; }
 
@@ -247,9 +249,9 @@ void Simulation::startSync(int node, int layer, int iter, double now) {
     if (pieces[k].shard == node) {
       contribute(node, pair, iter, now);
     } else {
-      const Message push{node, pieces[k].shard, bytesOf(pieces[k].floats), MessageKind::kPush, layer, pair, iter};
+      const Message push{node, pieces[k].shard, bytesOf(pieces[k].floats, c_.wire), MessageKind::kPush, layer, pair, iter};
       net_.send(now, push, events_);
-      if (iter >= 1) layer_bytes_[layer] += bytesOf(pieces[k].floats);
+      if (iter >= 1) layer_bytes_[layer] += push.bytes;
     }
   }
 }
@@ -285,7 +287,7 @@ void Simulation::contribute(int shard, int pair, int iter, double now) {
 
 void Simulation::stepped(int shard, int pair, int iter, double now) {
   const int layer = pair_layer_[pair];
-  const double bytes = bytesOf(sync_[layer].pieces[pair - pair_base_[layer]].floats);
+  const double bytes = bytesOf(sync_[layer].pieces[pair - pair_base_[layer]].floats, c_.wire);
   for (int node = 0; node < N_; ++node) {
     if (node == shard) {
       pairArrived(node, layer, iter, now);

@@ -24,6 +24,12 @@ def test_plan_worked_values(args):
           and l["cluster_factor_push_floats"] == 75497472), l
     table = plan(args, ["--model", "vgg19-22k", "--workers", "8", "--bandwidth", "1gbit", "--gflops", "50"])
     assert "21841x4096" in table and "ps_s" in table, table
+    # A 16-bit wire (issue 38) halves PS's bytes: 400 x 400 at P1 = P2 = 8, K = 32 moves SFB's
+    # 358400 floats against PS's 560000 in fp32, and 280000 in bf16.
+    for wire, ps, scheme in (("fp32", 560000, "sfb"), ("bf16", 280000, "ps")):
+        j = json.loads(plan(args, ["--layer", "400x400", "--workers", "8", "--batch", "32", "--wire", wire, "--json"]))
+        l = j["layers"][0]
+        assert j["wire"] == wire and l["ps_floats"] == ps and l["sfb_floats"] == 358400 and l["scheme"] == scheme, l
 
 
 def test_plan_bad_input(args):
@@ -31,6 +37,8 @@ def test_plan_bad_input(args):
     assert rc != 0 and "MxN" in err, err
     rc, out, err, _ = run([args.poseidon, "plan", "--cost-model", "time"])
     assert rc != 0 and "--bandwidth" in err, err
+    rc, out, err, _ = run([args.poseidon, "plan", "--wire", "int8"])
+    assert rc != 0 and "--wire int8" in err, err
 
 
 def test_np2_timeline_and_emulated_compute(args, tmp):

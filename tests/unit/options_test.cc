@@ -110,6 +110,7 @@ TEST(Options, TheScheduleRuleIsCheckedInOnePlace) {
   says([](Options& o) { o.shards = 2; }, "shards");
   says([](Options& o) { o.server_ranks = 1; }, "server_ranks");
   says([](Options& o) { o.staleness = 1; }, "staleness");
+  says([](Options& o) { o.wire = "bf16"; }, "wire=bf16 (use cost_model=bytes or cost_model=time)");
   Options ok = withPlan();
   ok.cost_model = "schedule";
   EXPECT_NO_THROW(validate(ok));

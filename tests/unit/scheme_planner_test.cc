@@ -48,6 +48,32 @@ TEST(SchemePlanner, ForcedModesAndOneWorker) {
                InputError);
 }
 
+TEST(SchemePlanner, A16BitWireCountsPsAtHalfItsBytes) {
+  // 200 x 200 on 4 workers, K = 32: SFB 2 K (P1 - 1)(M + N) = 76800 floats; PS 2 M N (P1 + P2
+  // - 2) / P2 = 120000 in fp32, 60000 in bf16, so a 16-bit wire turns the layer to PS.
+  ModelInfo model;
+  model.name = "one-fc";
+  LayerInfo fc;
+  fc.name = "fc";
+  fc.kind = LayerKind::kFC;
+  fc.M = 200;
+  fc.N = 200;
+  fc.tensors = {TensorInfo{"weight", {200, 200}}};
+  model.layers = {fc};
+  PlanRequest req{SchemeMode::kAuto, CostRule::kBytes, 32, {}};
+  const auto fp32 = planSchemes(model, ClusterInfo(4, 0, 0), req);
+  EXPECT_EQ(fp32[0].scheme, Scheme::kSFB);
+  EXPECT_EQ(fp32[0].ps_floats, 120000.0);
+  req.ps_wire_share = CostModel::psWireShare(WireFormat::kBf16, WireFormat::kBf16);
+  const auto bf16 = planSchemes(model, ClusterInfo(4, 0, 0), req);
+  EXPECT_EQ(bf16[0].scheme, Scheme::kPS);
+  EXPECT_EQ(bf16[0].ps_floats, 60000.0);
+  EXPECT_EQ(bf16[0].sfb_floats, 76800.0);
+  EXPECT_NE(bf16[0].reason.find("16-bit wire"), std::string::npos) << bf16[0].reason;
+  // Updates back in fp32 (SSP, straggler dropping, gradient mode): three quarters.
+  EXPECT_EQ(CostModel::psWireShare(WireFormat::kFp16, WireFormat::kFp32), 0.75);
+}
+
 TEST(Units, Bandwidths) {
   EXPECT_DOUBLE_EQ(parseBandwidth("1gbit", "x"), 125e6);
   EXPECT_DOUBLE_EQ(parseBandwidth("100mbit", "x"), 12.5e6);

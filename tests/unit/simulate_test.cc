@@ -40,6 +40,17 @@ TEST(Simulate, TwoNodesPsIsComputePlusBytesOverRatePlusLatency) {
   EXPECT_DOUBLE_EQ(r.layers[0].bytes_sent_per_node, 2 * kPairBytes);
 }
 
+TEST(Simulate, A16BitWireHalvesThePsBytesAndTheirTime) {
+  // The schedule above with pushes and fresh values in 16 bits: 0.5 s each way.
+  const SimModel m = model({layer("a", 2 * kPairFloats, 1.0, 2.0)});
+  SimConfig c = config(System::kWfbp, 2);
+  c.latency_s = 0.25;
+  c.wire = WireFormat::kBf16;
+  const SimResult r = simulate(m, c);
+  EXPECT_DOUBLE_EQ(r.iteration_s, 3.0 + 1.0 + 2 * 0.25);
+  EXPECT_DOUBLE_EQ(r.layers[0].bytes_sent_per_node, kPairBytes);
+}
+
 TEST(Simulate, HostCpuBoundsTheIterationWhereNodesShareCores) {
   // The schedule of the test above: 5.5 s, each node sending two pairs (4 MiB) per iteration.
   SimModel m = model({layer("a", 2 * kPairFloats, 1.0, 2.0)});
