@@ -299,7 +299,7 @@ void TrainRun::verifyReplicas(std::int64_t done) {
   const auto digests = session()->control().allgather(worker() ? session()->replicaDigest() : "", "replica check");
   for (int r = 1; r < workers_; ++r) {
     if (digests[r] != digests[0]) {
-      throw Error(detail::cat("replicated layers (SFB, allreduce) diverged by iteration ", done,
+      throw Error(detail::cat("replicated layers (SFB, allreduce, PS on a 16-bit wire) diverged by iteration ", done,
                               ": worker 0 has digest ", digests[0], ", worker ", r, " has ", digests[r]));
     }
   }

@@ -5,6 +5,7 @@
 
 #include "comm/factors.h"
 #include "comm/gradient16.h"
+#include "common/digest.h"
 #include "coordinator/cost_model.h"
 #include "poseidon/errors.h"
 #include "ps/parameter_server.h"
@@ -169,6 +170,14 @@ void PsSyncer::deliver(Message message) {
   const auto key = message.pair();
   const auto version = message.header().iteration;
   store(key, version, std::move(message));
+}
+
+void PsSyncer::addToDigest(Digest& digest) const {
+  if (wire_ == WireFormat::kFp32 || local_by_message_) return;  // fp32 values back: copies, nothing to compare
+  const auto& tensors = book_.model().layers[layer()].tensors;
+  for (std::size_t t = 0; t < params_.size(); ++t) {
+    digest.update(params_[t], static_cast<std::size_t>(tensors[t].numel()) * sizeof(float));
+  }
 }
 
 void PsSyncer::localFresh(std::uint32_t key, std::uint64_t version) { store(key, version, Message()); }

@@ -76,6 +76,9 @@ class PsSyncer final : public LayerSyncer {
   // A shard's fresh values (kParams), on the transport thread; the co-located shard's.
   void deliver(Message message) override;
   void localFresh(std::uint32_t key, std::uint64_t version) override;
+  // With 16-bit updates each worker adds them to its own copy, as SFB does: the layer's
+  // values join the digest that --verify compares (fp32 values are the servers' own copies).
+  void addToDigest(Digest& digest) const override;
 
  private:
   // Fresh values of `key` (empty: in place from the co-located shard).

@@ -157,8 +157,9 @@ def test_np3_wire16(args, tmp):
     exact, _ = train(args, 3, common + ["--save-params", f"{tmp}/fp32.bin"])
     for wire in ("bf16", "fp16", "bf16+ef"):
         feedback = ["--error-feedback"] if wire.endswith("+ef") else []
-        r, _ = train(args, 3, common + ["--wire", wire.removesuffix("+ef"), "--save-params", f"{tmp}/{wire}.bin"]
-                     + feedback)
+        # --verify 1: the replicas' digests (the 16-bit updates each worker adds) equal every step.
+        r, _ = train(args, 3, common + ["--wire", wire.removesuffix("+ef"), "--save-params", f"{tmp}/{wire}.bin",
+                                        "--verify", "1"] + feedback)
         assert r["wire"] == wire.removesuffix("+ef") and r["error_feedback"] == bool(feedback)
         ratio = r["bytes_sent_per_iter"] / exact["bytes_sent_per_iter"]
         print(f"{wire}: {r['bytes_sent_per_iter']:.0f} bytes/iter against fp32's {exact['bytes_sent_per_iter']:.0f} "

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "common/digest.h"
 #include "poseidon/errors.h"
 #include "test_ranks.h"
 #include "toy_training.h"
@@ -55,6 +58,7 @@ void trainAndCompare(const Config& c) {
     EXPECT_NE(toy::reference(model, workers, plain, kIterations), want);
   }
 
+  std::vector<std::string> digests(c.ranks);  // of the replicated state, by rank (--verify's)
   testing::runRanks(c.ranks, [&](Transport& transport, int rank) {
     toy::Replica r = toy::makeReplica(model, c.replicas_equal ? 0 : rank);
     Session session(transport, model, r.pointers(), o);
@@ -64,6 +68,8 @@ void trainAndCompare(const Config& c) {
       return;
     }
     toy::train(session, r, rank, kIterations);
+    session.waitAll();  // the last iteration's values are in
+    digests[rank] = session.replicaDigest();
     session.finish();
     for (std::size_t l = 0; l < model.layers.size(); ++l) {
       for (std::size_t t = 0; t < r.params[l].size(); ++t) {
@@ -76,6 +82,11 @@ void trainAndCompare(const Config& c) {
       }
     }
   });
+  // A 16-bit wire's updates are added by each worker to its own copy: the digest covers
+  // them (and is equal everywhere); fp32 values are the servers' copies, outside it.
+  const std::string first = digests[0];  // workers are the first ranks
+  for (int rank = 1; rank < workers; ++rank) EXPECT_EQ(digests[rank], first) << "rank " << rank;
+  EXPECT_EQ(first == Digest().hex(), c.wire == "fp32") << first;
 }
 
 TEST(SessionLoopback, OneWorkerMatchesReference) { trainAndCompare({1, true}); }
