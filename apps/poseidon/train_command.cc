@@ -76,7 +76,8 @@ void addSchemeOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate for --cost-model time, e.g. 1gbit (default: measured)");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s for --cost-model time (default: measured)");
   cmd->add_option("--verify", o.verify_every,
-                  "Every N iterations check that all workers hold identical SFB replicas (fails loudly if not)");
+                  "Every N iterations check that all workers hold identical replicas of the layers each keeps itself "
+                  "(SFB, allreduce, PS on a 16-bit wire; fails loudly if not)");
   cmd->add_flag("--no-wfbp", o.no_wfbp, "Sync all layers after the whole backward pass (no wait-free backprop)");
   cmd->add_option("--server-ranks", o.session.server_ranks, "The last N ranks only serve parameters, they do not train")
       ->capture_default_str();

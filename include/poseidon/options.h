@@ -90,8 +90,8 @@ struct Options {
   std::string wire = "fp32";
   // With a 16-bit wire: error feedback (as PowerSGD and 1-bit SGD): the part of each push
   // (and each BSP update) that rounding lost is added to the pair's next one, so it reaches
-  // the servers late instead of never. Off by default. The residuals are not checkpointed:
-  // a resumed run starts them at zero.
+  // the servers late instead of never. Off by default. The residuals are in checkpoints,
+  // and a run resumes only with the setting it was saved with.
   bool error_feedback = false;
   // Largest KV pair; tensors are cut into pairs of at most this size.
   std::int64_t kv_pair_bytes = kDefaultPairBytes;

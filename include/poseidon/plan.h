@@ -26,7 +26,8 @@ struct PlatformRates {
 struct LayerPlan {
   Scheme scheme = Scheme::kPS;
   // Per node, send + receive, as in ATC'17 Table 1 (0 for layers without the option);
-  // ps_floats in fp32 floats' worth of bytes (a 16-bit wire halves them).
+  // ps_floats in fp32 floats' worth of bytes (PlanRequest::ps_wire_share: x0.5 with 16-bit
+  // pushes and updates).
   double ps_floats = 0, sfb_floats = 0, factor_push_floats = 0, allreduce_floats = 0;
   // Predicted seconds per iteration when rates are known (else 0).
   double ps_seconds = 0, sfb_seconds = 0, allreduce_seconds = 0;

@@ -211,7 +211,7 @@ class DistributedModel(torch.nn.Module):
         the servers'; fp16 with a power-of-two scale per 2 MB piece, so nothing overflows).
     error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
         and update of the same values (as PowerSGD and 1-bit SGD), so it arrives late
-        instead of never. Off by default; not checkpointed (a resumed run starts at zero).
+        instead of never. Off by default; its residuals are checkpointed.
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
         "priority" order (lower layers first, as the next forward needs them) or "fifo";
         a sending budget such as "200mbit" (or bytes/s; 0 or None: none).

@@ -76,7 +76,8 @@ std::unique_ptr<LayerSyncer> Client::makeSyncer(int layer, Scheme scheme, Parame
       layer, book_, transport_, local_server, params, failure_,
       PsSyncerOptions{options_.timeout, options_.start_iteration, options_.staleness, options_.sgd.gradient_only,
                       options_.local_by_message, scheme == Scheme::kFactorPush,
-                      scheme == Scheme::kPS ? options_.wire : WireFormat::kFp32, options_.error_feedback});
+                      scheme == Scheme::kPS ? options_.wire : WireFormat::kFp32,
+                      scheme == Scheme::kPS ? options_.update_wire : WireFormat::kFp32, options_.error_feedback});
 }
 
 LayerSyncer& Client::syncer(int layer) const {

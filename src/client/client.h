@@ -47,7 +47,8 @@ struct ClientOptions {
   // layer's Send, and the layer's result goes back to them after its Move.
   NodeStage* node = nullptr;
   WireFormat wire = WireFormat::kFp32;  // how PS layers push gradients
-  bool error_feedback = false;          // PsSyncerOptions::error_feedback
+  WireFormat update_wire = WireFormat::kFp32;  // PsSyncerOptions::updates
+  bool error_feedback = false;                 // PsSyncerOptions::error_feedback
 };
 
 class Client : public Worker {

@@ -151,11 +151,12 @@ void checkCheckpointOptions(const std::string& dir, std::int64_t every) {
 //          optimizer state lives), batch and passes (each step's gradient, the data
 //          position), buffers, staleness (which updates a read sees), server_ranks, shards
 //          and pair (how the state is cut across the rank files), fusion (the allreduce
-//          sums' grouping, and so MPI's order of additions);
+//          sums' grouping, and so MPI's order of additions), error_feedback (its residuals
+//          are state records);
 //   out:   the plan's inputs (scheme, cost_model, bandwidth, gflops: the session compares
 //          the plan itself), how messages travel (wfbp, kvstore, devices_per_node and
 //          node_memory: the session compares the nodes it found; the send order and
-//          budget), timeouts (straggler_timeout included), start_iteration (the
+//          budget; wire: it changes each step's rounding, not what state is kept), timeouts (straggler_timeout included), start_iteration (the
 //          checkpoint's), replicas_equal (how the start makes them equal), and the
 //          front end's agreement (each front end adds its own).
 std::string runConfiguration(const Options& o, ConfigurationUse use) {
@@ -178,13 +179,14 @@ std::string runConfiguration(const Options& o, ConfigurationUse use) {
   field("shards", o.shards, true);
   field("pair", o.kv_pair_bytes, true);
   field("fusion", o.fusion_bytes, true);
+  // Named only when on, so checkpoints from before it stay resumable.
+  if (o.error_feedback) field("error_feedback", "on", true);
   field("scheme", o.scheme, false);
   field("cost_model", o.cost_model, false);
   field("bandwidth", o.bandwidth, false);
   field("gflops", o.gemm_flops, false);
   field("wfbp", o.wfbp, false);
   field("wire", o.wire, false);
-  field("error_feedback", o.error_feedback, false);
   field("kvstore", detail::cat(o.kvstore, "/", o.kvstore_comms, "/", o.kvstore_outstanding), false);
   field("devices_per_node", o.devices_per_node, false);
   field("node_memory", o.node_memory, false);

@@ -28,10 +28,15 @@ PsSyncer::PsSyncer(int layer, const InformationBook& book, Transport& transport,
       factor_push_(options.factor_push),
       wire_(options.wire),
       error_feedback_(options.error_feedback && options.wire != WireFormat::kFp32),
+      updates_(options.updates),
       rounded_(keys_.size()),
-      residual_(error_feedback_ ? keys_.size() : 0),
       slots_(keys_.size(), Slot{options.start_iteration, Message()}),
-      awaited_(options.start_iteration + 1) {}
+      awaited_(options.start_iteration + 1) {
+  // Sized now: a checkpoint restores into them before the first push.
+  for (std::size_t pos = 0; error_feedback_ && pos < keys_.size(); ++pos) {
+    residual_.emplace_back(static_cast<std::size_t>(book.pair(keys_[pos]).length));
+  }
+}
 
 void PsSyncer::expect(std::uint64_t iteration) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -99,15 +104,14 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
 Message PsSyncer::copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) {
   const auto n = static_cast<std::size_t>(book_.pair(key).length);
   const auto me = static_cast<std::uint32_t>(transport_.rank());
+  if (wire_ != WireFormat::kFp32 && !error_feedback_) return packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, src, n);
   if (wire_ != WireFormat::kFp32) {
-    const std::size_t pos = key - keys_.front();
+    Residual& residual = residual_[key - keys_.front()];
     std::lock_guard<std::mutex> lock(feedback_mu_);
-    Message m = packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, withResidual(pos, src, n), n);
-    if (error_feedback_) {
-      decoded_.resize(n);
-      unpackHalf(m, decoded_.data(), n);  // what the shard will read
-      keepResidual(pos, decoded_.data(), n);
-    }
+    Message m = packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, residual.carry(src), n);
+    decoded_.resize(n);
+    unpackHalf(m, decoded_.data(), n);  // what the shard will read
+    residual.keep(decoded_.data());
     return m;
   }
   Message m = Message::make(MsgType::kPushGrad, key, me, iteration, n * sizeof(float));
@@ -119,24 +123,21 @@ const float* PsSyncer::roundedForShard(std::uint32_t key, const float* src) {
   const std::size_t pos = key - keys_.front();
   auto& rounded = rounded_[pos];
   rounded.resize(static_cast<std::size_t>(book_.pair(key).length));
+  if (!error_feedback_) {
+    roundThrough(wire_, src, rounded.data(), rounded.size());
+    return rounded.data();
+  }
   std::lock_guard<std::mutex> lock(feedback_mu_);
-  roundThrough(wire_, withResidual(pos, src, rounded.size()), rounded.data(), rounded.size());
-  keepResidual(pos, rounded.data(), rounded.size());
+  roundThrough(wire_, residual_[pos].carry(src), rounded.data(), rounded.size());
+  residual_[pos].keep(rounded.data());
   return rounded.data();
 }
 
-const float* PsSyncer::withResidual(std::size_t pos, const float* src, std::size_t n) {
-  if (!error_feedback_) return src;
-  auto& r = residual_[pos];
-  r.resize(n, 0.0f);
-  for (std::size_t i = 0; i < n; ++i) r[i] += src[i];
-  return r.data();
-}
-
-void PsSyncer::keepResidual(std::size_t pos, const float* read, std::size_t n) {
-  if (!error_feedback_) return;
-  auto& r = residual_[pos];
-  for (std::size_t i = 0; i < n; ++i) r[i] -= read[i];
+void PsSyncer::addStateRecords(std::vector<StateRecord>& records) {
+  for (std::size_t pos = 0; pos < residual_.size(); ++pos) {
+    records.push_back(StateRecord{detail::cat("ef/pair", keys_[pos], "/push"), residual_[pos].data(),
+                                  residual_[pos].size() * sizeof(float)});
+  }
 }
 
 Message PsSyncer::packFactors(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
@@ -173,7 +174,7 @@ void PsSyncer::deliver(Message message) {
 }
 
 void PsSyncer::addToDigest(Digest& digest) const {
-  if (wire_ == WireFormat::kFp32 || local_by_message_) return;  // fp32 values back: copies, nothing to compare
+  if (updates_ == WireFormat::kFp32) return;  // fp32 values back: the servers' copies, nothing to compare
   const auto& tensors = book_.model().layers[layer()].tensors;
   for (std::size_t t = 0; t < params_.size(); ++t) {
     digest.update(params_[t], static_cast<std::size_t>(tensors[t].numel()) * sizeof(float));
@@ -200,9 +201,9 @@ void PsSyncer::store(std::uint32_t key, std::uint64_t version, Message message) 
       throw CommError(detail::cat("a 16-bit update of KV pair ", key, " carries ", message.payloadBytes(),
                                   " bytes, not the ", halfPayloadBytes(n), " of its ", n, " values"));
     }
-    if (update && (staleness_ > 0 || into_gradients_)) {
+    if (update && updates_ == WireFormat::kFp32) {
       throw CommError(detail::cat("a 16-bit update of KV pair ", key, " reached a syncer that takes ",
-                                  staleness_ > 0 ? "SSP reads" : "mean gradients"));
+                                  staleness_ > 0 ? "SSP reads" : into_gradients_ ? "mean gradients" : "fp32 values"));
     }
     Slot& slot = slots_[pos];
     if (version != slot.version + 1) {

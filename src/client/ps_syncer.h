@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "client/layer_syncer.h"
+#include "comm/error_feedback.h"
 #include "comm/transport.h"
 #include "common/half.h"
 #include "common/wait.h"
@@ -41,8 +42,12 @@ struct PsSyncerOptions {
   // Gradients pushed in 16 bits (kPushGrad16); a pair of this rank's own shard is rounded
   // alike in place.
   WireFormat wire = WireFormat::kFp32;
+  // How the shards send fresh values back: 16-bit updates (kParams16, BSP server mode with a
+  // 16-bit wire), which each worker adds to its own copy, or fp32 values.
+  WireFormat updates = WireFormat::kFp32;
   // With a 16-bit wire: what each rounding of a pair's push lost is added to its next push
-  // (error feedback, as PowerSGD and 1-bit SGD do), so nothing is lost for good.
+  // (error feedback, as PowerSGD and 1-bit SGD do; a push that straggler dropping drops
+  // loses its share too).
   bool error_feedback = false;
 };
 
@@ -79,6 +84,8 @@ class PsSyncer final : public LayerSyncer {
   // With 16-bit updates each worker adds them to its own copy, as SFB does: the layer's
   // values join the digest that --verify compares (fp32 values are the servers' own copies).
   void addToDigest(Digest& digest) const override;
+  // Error feedback's residuals (ef/pair<key>/push), so a resumed run carries on with them.
+  void addStateRecords(std::vector<StateRecord>& records) override;
 
  private:
   // Fresh values of `key` (empty: in place from the co-located shard).
@@ -91,10 +98,6 @@ class PsSyncer final : public LayerSyncer {
   Message copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src);
   // 16-bit wire: the push of `key` as the co-located shard reads it in place (rounded_).
   const float* roundedForShard(std::uint32_t key, const float* src);
-  // Error feedback (feedback_mu_ held): `src` plus the pair's residual (src itself if off),
-  // then the residual left after the shard read `read` of it.
-  const float* withResidual(std::size_t pos, const float* src, std::size_t n);
-  void keepResidual(std::size_t pos, const float* read, std::size_t n);
   // From now on Receive waits for version iteration + 1 of every pair.
   void expect(std::uint64_t iteration);
 
@@ -119,13 +122,14 @@ class PsSyncer final : public LayerSyncer {
   const bool factor_push_;
   const WireFormat wire_;
   const bool error_feedback_;
+  const WireFormat updates_;
   // 16-bit wire: the co-located shard's pairs, rounded as a message would be, read in place
   // by the shard until the pair is fresh; by position in keys_.
   std::vector<std::vector<float>> rounded_;
-  // Error feedback: each pair's push minus what its shard read (by position in keys_), and
-  // a decoded push; guarded by feedback_mu_ (SSP pushes of two iterations may overlap).
+  // Error feedback: each pair's residual (by position in keys_) and a decoded push; guarded
+  // by feedback_mu_ (SSP pushes of two iterations may overlap).
   std::mutex feedback_mu_;
-  std::vector<std::vector<float>> residual_;
+  std::vector<Residual> residual_;
   std::vector<float> decoded_;
   std::atomic<std::uint64_t> max_staleness_{0};
 

@@ -404,7 +404,7 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
       *book, network, server.get(), params, schemes,
       ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes, options.start_iteration,
                     options.staleness, separateShard(), timeline.get(), stage.get(), checked.wire,
-                    options.error_feedback},
+                    updateWire(), options.error_feedback},
       failure);
   worker = client.get();
 }
@@ -602,10 +602,11 @@ std::string Session::replicaDigest() const {
   Digest d;
   if (impl_->nodes.hierarchical()) {
     // A device holds the replicated weights but not their momentum (its leader steps): the
-    // ranks compare what all of them hold.
+    // ranks compare what all of them hold (PS layers too when their updates come in 16 bits).
     const ModelInfo& model = impl_->book->model();
+    const bool ps_replicated = impl_->updateWire() != WireFormat::kFp32;
     for (std::size_t l = 0; l < model.layers.size(); ++l) {
-      if (impl_->schemes[l] != Scheme::kSFB) continue;
+      if (impl_->schemes[l] != Scheme::kSFB && !(ps_replicated && impl_->schemes[l] == Scheme::kPS)) continue;
       for (std::size_t t = 0; t < model.layers[l].tensors.size(); ++t) {
         d.update(impl_->params[l][t], model.layers[l].tensors[t].numel() * sizeof(float));
       }

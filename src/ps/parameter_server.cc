@@ -8,6 +8,7 @@
 
 #include "comm/gradient16.h"
 #include "poseidon/errors.h"
+#include "poseidon/state_record.h"
 #include "poseidon/timeline.h"
 #include "sfb/reconstruct.h"
 
@@ -36,7 +37,19 @@ ParameterServer::ParameterServer(const InformationBook& book, Transport& transpo
   pushed_through_.assign(book.cluster().workers(), start_iteration);
   // An empty shard (a tiny model over many ranks) is always complete.
   min_version_ = book.pairsOfShard(shard_.shard()).empty() ? UINT64_MAX : start_iteration;
+  for (std::uint32_t key : book.pairsOfShard(shard_.shard())) {  // sized now: a checkpoint restores into them
+    if (error_feedback_) update_residual_.emplace(key, Residual(static_cast<std::size_t>(book.pair(key).length)));
+  }
   thread_ = std::thread([this] { runLoop(); });
+}
+
+void ParameterServer::addStateRecords(std::vector<StateRecord>& records) {
+  shard_.addStateRecords(records);
+  if (!error_feedback_) return;
+  for (std::uint32_t key : book_.pairsOfShard(shard_.shard())) {
+    Residual& r = update_residual_.at(key);
+    records.push_back(StateRecord{detail::cat("ef/pair", key, "/update"), r.data(), r.size() * sizeof(float)});
+  }
 }
 
 ParameterServer::~ParameterServer() { stop(); }
@@ -181,22 +194,14 @@ void ParameterServer::stepPair(std::uint32_t key, std::uint64_t version) {
   shard_.step(key);
   step_.resize(n);
   for (std::size_t i = 0; i < n; ++i) step_[i] = values[i] - before_[i];  // the update
-  std::vector<float>* residual = nullptr;
-  if (error_feedback_) {  // the update carries what rounding the last one lost
-    if (update_residual_.size() <= key) update_residual_.resize(key + 1);
-    residual = &update_residual_[key];
-    residual->resize(n, 0.0f);
-    for (std::size_t i = 0; i < n; ++i) step_[i] += (*residual)[i];
-    residual->assign(step_.begin(), step_.end());
-  }
+  // With error feedback the update carries what rounding the last one lost.
+  Residual* residual = error_feedback_ ? &update_residual_.at(key) : nullptr;
   Message update = packHalf(MsgType::kParams16, update_wire_, key, static_cast<std::uint32_t>(transport_.rank()),
-                            version, step_.data(), n);
+                            version, residual ? residual->carry(step_.data()) : step_.data(), n);
   // The values every worker will hold: old + the update as it reads it, the same addition
   // as a worker's Move (addUnpacked); each value goes from the new one to that once.
   unpackHalf(update, step_.data(), n);
-  if (residual != nullptr) {
-    for (std::size_t i = 0; i < n; ++i) (*residual)[i] -= step_[i];
-  }
+  if (residual != nullptr) residual->keep(step_.data());
   for (std::size_t i = 0; i < n; ++i) values[i] = before_[i] + step_[i];
   updates_[key] = std::move(update);
 }

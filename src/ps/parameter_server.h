@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "comm/error_feedback.h"
 #include "comm/transport.h"
 #include "common/half.h"
 #include "common/wait.h"
@@ -77,7 +78,8 @@ class ParameterServer {
   std::uint64_t bytesSentForLayer(int layer) const { return layer_bytes_[layer]; }
   void stop();
   // The shard's optimizer state, for checkpoints; only while no push is in flight.
-  void addStateRecords(std::vector<StateRecord>& records) { shard_.addStateRecords(records); }
+  // The shard's optimizer state, then error feedback's residuals (ef/pair<key>/update).
+  void addStateRecords(std::vector<StateRecord>& records);
 
  private:
   struct Push {
@@ -122,7 +124,7 @@ class ParameterServer {
   const std::shared_ptr<const void> values_owner_;  // ServerConfig::values_owner
   const WireFormat update_wire_;
   const bool error_feedback_;
-  std::vector<std::vector<float>> update_residual_;  // the server thread's; by key, with error feedback
+  std::unordered_map<std::uint32_t, Residual> update_residual_;  // by key, with error feedback; the server thread's
   std::vector<float> before_, step_;                 // the server thread's: a pair's values before its step, its update
   std::unordered_map<std::uint32_t, Message> updates_;  // the server thread's: each pair's last 16-bit update
   Timeline* const timeline_;

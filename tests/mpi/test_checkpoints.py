@@ -22,12 +22,13 @@ def tree_digest(folder):
 
 def test_np3_resume_exact(args):
     # A run killed after its checkpoint of iteration 10 and resumed ends with the same
-    # parameters as one that ran through, for PS, SFB and allreduce layers.
-    for scheme in ["ps", "sfb", "allreduce"]:
+    # parameters as one that ran through, for PS, SFB and allreduce layers, and PS layers on
+    # a 16-bit wire with error feedback (its residuals are in the checkpoint).
+    for scheme, extra in [("ps", []), ("sfb", []), ("allreduce", []), ("ps", ["--wire", "bf16", "--error-feedback"])]:
         tmp = tempfile.mkdtemp()
         try:
             common = ["--model", "mlp", "--iterations", "30", "--no-eval", "--json", "--seed", "9",
-                      "--scheme", scheme]
+                      "--scheme", scheme] + extra
             a, _ = train(args, 3, common)
             env = dict(ENV, POSEIDON_FAULT_EXIT="1:17")
             cmd = mpirun(3) + [args.poseidon, "train"] + common + ["--checkpoint-dir", f"{tmp}/ck",
@@ -39,8 +40,8 @@ def test_np3_resume_exact(args):
             c, out = train(args, 3, common + ["--resume", f"{tmp}/ck", "--checkpoint-dir", f"{tmp}/ck",
                                               "--checkpoint-every", "10"])
             assert "resumed from" in out and "at iteration 10" in out, out[-1500:]
-            print(f"{scheme}: uninterrupted {a['param_digest']}, resumed {c['param_digest']}")
-            assert a["param_digest"] == c["param_digest"], f"{scheme}: resumed run ends elsewhere"
+            print(f"{scheme} {' '.join(extra)}: uninterrupted {a['param_digest']}, resumed {c['param_digest']}")
+            assert a["param_digest"] == c["param_digest"], f"{scheme} {extra}: resumed run ends elsewhere"
             with open(f"{tmp}/ck/LATEST") as f:
                 assert f.read().strip() == "iter-00000030", "the resumed run saved no checkpoint at 30"
         finally:

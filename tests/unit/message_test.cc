@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/error_feedback.h"
 #include "comm/gradient16.h"
 #include "poseidon/errors.h"
 
@@ -93,6 +94,28 @@ TEST(Message, RejectsOtherVersionAndUnknownType) {
   auto t = copyOf(m, m.wireBytes());
   t[6] = 77;  // type
   EXPECT_THROW(Message::decode(std::move(t), m.wireBytes(), 1 << 20), CommError);
+}
+
+// Error feedback (comm/error_feedback.h): what bf16 loses of a value comes with the next,
+// so the sum of what arrives tracks the sum sent; an overflow leaves no residual behind.
+TEST(Residual, CarriesWhatRoundingLostAndDropsWhatOverflowed) {
+  Residual r(2);
+  const float x[2] = {1.0f + 1.0f / 512, 3.0f};  // 1 + 2^-9 rounds to 1 in bf16
+  float read[2];
+  double sent = 0, arrived = 0;
+  for (int step = 0; step < 4; ++step) {
+    roundThrough(WireFormat::kBf16, r.carry(x), read, 2);
+    r.keep(read);
+    sent += x[0];
+    arrived += read[0];
+  }
+  EXPECT_EQ(arrived, sent);  // 4 x (1 + 2^-9) = 4 + 2^-7: the last step carries what the others lost
+  EXPECT_EQ(r.data()[1], 0.0f);
+  const float overflow[2] = {INFINITY, std::nanf("")};
+  roundThrough(WireFormat::kBf16, r.carry(overflow), read, 2);
+  r.keep(read);
+  EXPECT_EQ(r.data()[0], 0.0f);
+  EXPECT_EQ(r.data()[1], 0.0f);
 }
 
 TEST(Message, RejectsLengthThatDisagreesWithBytes) {

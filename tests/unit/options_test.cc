@@ -141,6 +141,11 @@ TEST(RunConfiguration, ResumeKeepsWhatMakesTheResumeExact) {
   // What the arithmetic depends on changes it.
   o.staleness = 2;
   EXPECT_NE(runConfiguration(o, ConfigurationUse::kResume), kDefaultResume);
+  // Error feedback's residuals are in the checkpoint: on or off is kept.
+  Options feedback;
+  feedback.wire = "bf16";
+  feedback.error_feedback = true;
+  EXPECT_EQ(runConfiguration(feedback, ConfigurationUse::kResume), std::string(kDefaultResume) + " error_feedback=on");
 }
 
 TEST(RunConfiguration, StartHoldsEverythingTheRanksShare) {

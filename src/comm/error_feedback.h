@@ -1,0 +1,31 @@
+// Error feedback for a 16-bit wire (issue 38, as PowerSGD and 1-bit SGD): what rounding a
+// KV pair's values lost is added to the same pair's next values, so it reaches the receiver
+// late instead of never. One Residual per pair and direction: a worker's pushes (PsSyncer),
+// a shard's BSP updates (ParameterServer). Not thread-safe: its owner serialises use.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace poseidon {
+
+class Residual {
+ public:
+  explicit Residual(std::size_t n = 0) : r_(n, 0.0f) {}
+
+  // x + the residual, in the residual's own memory (valid until keep()).
+  const float* carry(const float* x);
+  // The receiver read `read` of carry()'s values: what it lost is the next residual. A
+  // value that was not finite (an overflowing step, as under GradScaler) leaves none, so
+  // one overflow costs one step, not every later one.
+  void keep(const float* read);
+
+  // Its memory, for checkpoints (a resumed run carries on with the same residual).
+  float* data() { return r_.data(); }
+  std::size_t size() const { return r_.size(); }
+
+ private:
+  std::vector<float> r_;
+};
+
+}  // namespace poseidon
