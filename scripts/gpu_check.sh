@@ -16,7 +16,7 @@
 #                    ip/tc, or without root, the benchmark is skipped with a message
 #   GPU_BENCH_MODELS (vgg19,resnet50)  GPU_BENCH_RATES (10gbit,25gbit)
 #   GPU_BENCH_ITERATIONS (8)           GPU_BENCH_REPEATS (1)
-#   GPU_BENCH_SYSTEMS (ddp,ddp-fp16,ddp-powersgd,poseidon,compute); add poseidon-sfb-host to
+#   GPU_BENCH_SYSTEMS (ddp,ddp-fp16,ddp-powersgd,poseidon,poseidon-bf16,compute); add poseidon-sfb-host to
 #                    measure SFB layers stepped on the host against on the GPU
 #   GPU_BENCH_TIMEOUT (0: none)  seconds the whole benchmark may take; a run cut short still
 #                    prints each system's figure as it came
@@ -81,7 +81,7 @@ if [ "$what" != tests ]; then
       --device cuda --poseidon "$build/apps/poseidon" --out "$logs" \
       --models "${GPU_BENCH_MODELS:-vgg19,resnet50}" --bandwidths "${GPU_BENCH_RATES:-10gbit,25gbit}" \
       --iterations "${GPU_BENCH_ITERATIONS:-8}" --repeats "${GPU_BENCH_REPEATS:-1}" \
-      --systems "${GPU_BENCH_SYSTEMS:-ddp,ddp-fp16,ddp-powersgd,poseidon,compute}" 2>&1 | tee "$logs/gpu-bench.log" \
+      --systems "${GPU_BENCH_SYSTEMS:-ddp,ddp-fp16,ddp-powersgd,poseidon,poseidon-bf16,compute}" 2>&1 | tee "$logs/gpu-bench.log" \
       && bench_result="done" || bench_result="cut short or failed"
     bench_result="$bench_result in $(( $(date +%s) - start )) s (log: $logs/gpu-bench.log)"
   fi
