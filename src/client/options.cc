@@ -156,9 +156,10 @@ void checkCheckpointOptions(const std::string& dir, std::int64_t every) {
 //   out:   the plan's inputs (scheme, cost_model, bandwidth, gflops: the session compares
 //          the plan itself), how messages travel (wfbp, kvstore, devices_per_node and
 //          node_memory: the session compares the nodes it found; the send order and
-//          budget; wire: it changes each step's rounding, not what state is kept), timeouts (straggler_timeout included), start_iteration (the
-//          checkpoint's), replicas_equal (how the start makes them equal), and the
-//          front end's agreement (each front end adds its own).
+//          budget; wire: it changes each step's rounding, not what state is kept),
+//          timeouts (straggler_timeout included), start_iteration (the checkpoint's),
+//          replicas_equal (how the start makes them equal), and the front end's agreement
+//          (each front end adds its own).
 std::string runConfiguration(const Options& o, ConfigurationUse use) {
   const bool all = use == ConfigurationUse::kStart;
   std::ostringstream s;

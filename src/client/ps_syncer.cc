@@ -104,8 +104,8 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
 Message PsSyncer::copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src) {
   const auto n = static_cast<std::size_t>(book_.pair(key).length);
   const auto me = static_cast<std::uint32_t>(transport_.rank());
-  if (wire_ != WireFormat::kFp32 && !error_feedback_) return packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, src, n);
   if (wire_ != WireFormat::kFp32) {
+    if (!error_feedback_) return packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, src, n);
     Residual& residual = residual_[key - keys_.front()];
     std::lock_guard<std::mutex> lock(feedback_mu_);
     Message m = packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, residual.carry(src), n);

@@ -37,8 +37,10 @@ ParameterServer::ParameterServer(const InformationBook& book, Transport& transpo
   pushed_through_.assign(book.cluster().workers(), start_iteration);
   // An empty shard (a tiny model over many ranks) is always complete.
   min_version_ = book.pairsOfShard(shard_.shard()).empty() ? UINT64_MAX : start_iteration;
-  for (std::uint32_t key : book.pairsOfShard(shard_.shard())) {  // sized now: a checkpoint restores into them
-    if (error_feedback_) update_residual_.emplace(key, Residual(static_cast<std::size_t>(book.pair(key).length)));
+  if (error_feedback_) {  // sized now: a checkpoint restores into them before the first step
+    for (std::uint32_t key : book.pairsOfShard(shard_.shard())) {
+      update_residual_.emplace(key, Residual(static_cast<std::size_t>(book.pair(key).length)));
+    }
   }
   thread_ = std::thread([this] { runLoop(); });
 }

@@ -23,10 +23,10 @@ enum SimEvent {
   kDeviceReconstructed,                 // a: node, b: layer, c: iteration
 };
 
-// Bytes of `floats` 32-bit floats.
-double bytesOf(double floats) { return floats * 4.0; }
-// A PS push or pull on the wire (issue 38: 2 bytes a float in 16 bits).
-double bytesOf(double floats, WireFormat wire) { return floats * static_cast<double>(wireBytesPerFloat(wire)); }
+// Bytes of `floats` floats as `wire` carries them (a PS push or pull in 16 bits: issue 38).
+double bytesOf(double floats, WireFormat wire = WireFormat::kFp32) {
+  return floats * static_cast<double>(wireBytesPerFloat(wire));
+}
 // Seconds to process `amount` at `rate`; a rate of 0 is not modelled.
 double cost(double amount, double rate) { return rate > 0 ? amount / rate : 0.0; }
 
@@ -249,7 +249,8 @@ void Simulation::startSync(int node, int layer, int iter, double now) {
     if (pieces[k].shard == node) {
       contribute(node, pair, iter, now);
     } else {
-      const Message push{node, pieces[k].shard, bytesOf(pieces[k].floats, c_.wire), MessageKind::kPush, layer, pair, iter};
+      const double bytes = bytesOf(pieces[k].floats, c_.wire);
+      const Message push{node, pieces[k].shard, bytes, MessageKind::kPush, layer, pair, iter};
       net_.send(now, push, events_);
       if (iter >= 1) layer_bytes_[layer] += push.bytes;
     }

@@ -119,7 +119,9 @@ TEST(SessionLoopback, Bf16WithErrorFeedbackMatchesTheReference) {
 TEST(SessionLoopback, Fp16WithErrorFeedbackFromAWorkerWithoutAShard) {
   trainAndCompare({3, true, 1, 0, 1 << 20, false, "fp16", true});
 }
-TEST(SessionLoopback, Fp16WithErrorFeedbackOnEveryShard) { trainAndCompare({3, true, 0, 0, 1 << 20, false, "fp16", true}); }
+TEST(SessionLoopback, Fp16WithErrorFeedbackOnEveryShard) {
+  trainAndCompare({3, true, 0, 0, 1 << 20, false, "fp16", true});
+}
 TEST(SessionLoopback, ReplicasAlreadyEqual) { trainAndCompare({3, true, 0, 0, 512, true}); }
 
 TEST(SessionLoopback, ReplicasSaidEqualThatDifferFailAtStartup) {
