@@ -108,11 +108,9 @@ Message PsSyncer::copyOfPush(std::uint32_t key, std::uint64_t iteration, const f
     if (!error_feedback_) return packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, src, n);
     Residual& residual = residual_[key - keys_.front()];
     std::lock_guard<std::mutex> lock(feedback_mu_);
-    Message m = packHalf(MsgType::kPushGrad16, wire_, key, me, iteration, residual.carry(src), n);
-    decoded_.resize(n);
-    unpackHalf(m, decoded_.data(), n);  // what the shard will read
-    residual.keep(decoded_.data());
-    return m;
+    // The residual keeps what the shard will read short of the carried values, chunk by chunk.
+    return packHalfReading(MsgType::kPushGrad16, wire_, key, me, iteration, residual.carry(src), n,
+                           [&](std::size_t from, const float* read, std::size_t m) { residual.keep(from, read, m); });
   }
   Message m = Message::make(MsgType::kPushGrad, key, me, iteration, n * sizeof(float));
   std::memcpy(m.floats(), src, n * sizeof(float));

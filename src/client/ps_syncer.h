@@ -126,11 +126,10 @@ class PsSyncer final : public LayerSyncer {
   // 16-bit wire: the co-located shard's pairs, rounded as a message would be, read in place
   // by the shard until the pair is fresh; by position in keys_.
   std::vector<std::vector<float>> rounded_;
-  // Error feedback: each pair's residual (by position in keys_) and a decoded push; guarded
-  // by feedback_mu_ (SSP pushes of two iterations may overlap).
+  // Error feedback: each pair's residual (by position in keys_); guarded by feedback_mu_
+  // (SSP pushes of two iterations may overlap).
   std::mutex feedback_mu_;
   std::vector<Residual> residual_;
-  std::vector<float> decoded_;
   std::atomic<std::uint64_t> max_staleness_{0};
 
   mutable std::mutex mu_;

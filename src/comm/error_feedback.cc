@@ -9,10 +9,11 @@ const float* Residual::carry(const float* x) {
   return r_.data();
 }
 
-void Residual::keep(const float* read) {
-  for (std::size_t i = 0; i < r_.size(); ++i) {
-    r_[i] -= read[i];
-    if (!std::isfinite(r_[i])) r_[i] = 0.0f;
+void Residual::keep(std::size_t from, const float* read, std::size_t m) {
+  float* r = r_.data() + from;
+  for (std::size_t i = 0; i < m; ++i) {
+    r[i] -= read[i];
+    if (!std::isfinite(r[i])) r[i] = 0.0f;
   }
 }
 

@@ -18,7 +18,9 @@ class Residual {
   // The receiver read `read` of carry()'s values: what it lost is the next residual. A
   // value that was not finite (an overflowing step, as under GradScaler) leaves none, so
   // one overflow costs one step, not every later one.
-  void keep(const float* read);
+  void keep(const float* read) { keep(0, read, r_.size()); }
+  // keep() of values [from, from + m) alone (a chunk of packHalfReading).
+  void keep(std::size_t from, const float* read, std::size_t m);
 
   // Its memory, for checkpoints (a resumed run carries on with the same residual).
   float* data() { return r_.data(); }

@@ -224,4 +224,12 @@ void fromFp16(const std::uint16_t* in, float* out, std::size_t n, float inverse_
 }
 }  // namespace half_scalar
 
+void widen(const HalfSpan& span, std::size_t from, float* out, std::size_t n) {
+  if (span.format == WireFormat::kBf16) {
+    fromBf16(span.values + from, out, n);
+  } else {
+    fromFp16(span.values + from, out, n, span.scale);
+  }
+}
+
 }  // namespace poseidon

@@ -35,6 +35,16 @@ void toFp16(const float* in, std::uint16_t* out, std::size_t n, float scale);
 // out[i] = float(in[i]) / scale
 void fromFp16(const std::uint16_t* in, float* out, std::size_t n, float scale);
 
+// 16-bit values as they arrived (a push's payload): read in place, widened a block at a
+// time where they are used, so no fp32 copy of the whole message is made.
+struct HalfSpan {
+  WireFormat format = WireFormat::kBf16;
+  float scale = 1.0f;  // fp16's: the values are half(x * scale)
+  const std::uint16_t* values = nullptr;
+};
+// out[0, n) = the span's floats [from, from + n).
+void widen(const HalfSpan& span, std::size_t from, float* out, std::size_t n);
+
 // Which code converts on this CPU: "avx2+f16c" or "scalar" (benchmarks print it).
 const char* halfKernels();
 

@@ -77,7 +77,7 @@ bool KVShard::record(std::uint32_t key, std::uint64_t iteration, int worker, Con
                         : detail::cat(" (staleness ", staleness_, " allows up to ", s.version + staleness_, ")")));
   }
   const std::size_t slot = static_cast<std::size_t>(iteration % s.pending.size());
-  if (s.pending[slot][worker].data != nullptr) {
+  if (s.pending[slot][worker].present()) {
     throw CommError(detail::cat("KV pair ", key, ": worker ", worker, " sent two updates for iteration ", iteration));
   }
   s.pending[slot][worker] = std::move(c);
@@ -95,14 +95,14 @@ int KVShard::step(std::uint32_t key) {
   PairState& s = stateOf(key);
   auto& pending = s.pending[s.slot()];
   // The updates present, in rank order: every run rounds the same way.
-  std::vector<const float*> grads;
+  std::vector<GradientView> grads;
   for (int w = 0; w < workers_; ++w) {
-    if (pending[w].data != nullptr) grads.push_back(pending[w].data);
+    if (pending[w].present()) grads.push_back(GradientView{pending[w].data, pending[w].half});
   }
   POSEIDON_ENFORCE(!grads.empty(), "a step needs at least one update");
   const int missing = workers_ - static_cast<int>(grads.size());
   dropped_ += static_cast<std::uint64_t>(missing);
-  sgdStep(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads,
+  sgdStepViews(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads,
           1.0f / static_cast<float>(grads.size() * static_cast<std::size_t>(options_.devices)), book_.pair(key).length,
           options_.at(s.version), s.version == 0);
   for (auto& p : pending) p = Contribution();

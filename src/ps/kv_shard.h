@@ -22,10 +22,13 @@ namespace poseidon {
 struct StateRecord;
 
 // A worker's gradient for one pair: a pointer into a message it arrived in (kept alive
-// here) or, for the co-located worker, straight into its engine gradient (zero copy).
+// here) or, for the co-located worker, straight into its engine gradient (zero copy); or
+// the 16-bit values of a kPushGrad16 message, read in place (data is then null).
 struct Contribution {
   const float* data = nullptr;
   Message keep_alive;
+  HalfSpan half;
+  bool present() const { return data != nullptr || half.values != nullptr; }
 };
 
 class KVShard {

@@ -126,12 +126,10 @@ void ParameterServer::applyFactors(const Push& p) {
   }
 }
 
-Contribution ParameterServer::widen(const Push& p) const {
-  const auto n = static_cast<std::size_t>(book_.pair(p.key).length);
-  Message floats = Message::make(MsgType::kPushGrad, p.key, static_cast<std::uint32_t>(p.worker), p.iteration,
-                                 n * sizeof(float));
-  unpackHalf(p.contribution.keep_alive, floats.floats(), n);
-  return Contribution{floats.floats(), floats};
+void ParameterServer::readHalf(Push& p) const {
+  const Message& pushed = p.contribution.keep_alive;
+  p.contribution.half = halfSpanOf(pushed, static_cast<std::size_t>(book_.pair(p.key).length));
+  p.contribution.data = nullptr;
 }
 
 void ParameterServer::notePush(int worker, std::uint64_t iteration) {
@@ -194,18 +192,17 @@ void ParameterServer::stepPair(std::uint32_t key, std::uint64_t version) {
   const auto n = static_cast<std::size_t>(book_.pair(key).length);
   before_.assign(values, values + n);
   shard_.step(key);
-  step_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) step_[i] = values[i] - before_[i];  // the update
+  for (std::size_t i = 0; i < n; ++i) values[i] -= before_[i];  // the update, until packed
   // With error feedback the update carries what rounding the last one lost.
   Residual* residual = error_feedback_ ? &update_residual_.at(key) : nullptr;
-  Message update = packHalf(MsgType::kParams16, update_wire_, key, static_cast<std::uint32_t>(transport_.rank()),
-                            version, residual ? residual->carry(step_.data()) : step_.data(), n);
+  const float* update = residual != nullptr ? residual->carry(values) : values;
   // The values every worker will hold: old + the update as it reads it, the same addition
-  // as a worker's Move (addUnpacked); each value goes from the new one to that once.
-  unpackHalf(update, step_.data(), n);
-  if (residual != nullptr) residual->keep(step_.data());
-  for (std::size_t i = 0; i < n; ++i) values[i] = before_[i] + step_[i];
-  updates_[key] = std::move(update);
+  // as a worker's Move (addUnpacked); written chunk by chunk as each is packed.
+  updates_[key] = packHalfReading(MsgType::kParams16, update_wire_, key, static_cast<std::uint32_t>(transport_.rank()),
+                                  version, update, n, [&](std::size_t from, const float* read, std::size_t m) {
+                                    if (residual != nullptr) residual->keep(from, read, m);
+                                    for (std::size_t j = 0; j < m; ++j) values[from + j] = before_[from + j] + read[j];
+                                  });
 }
 
 void ParameterServer::finishStep(std::uint32_t key, std::uint64_t version) {
@@ -273,7 +270,7 @@ void ParameterServer::runLoop() {
     lock.unlock();
     try {
       const Message& pushed = p.contribution.keep_alive;  // empty for the local worker's push in place
-      if (!pushed.empty() && pushed.type() == MsgType::kPushGrad16) p.contribution = widen(p);
+      if (!pushed.empty() && pushed.type() == MsgType::kPushGrad16) readHalf(p);
       if (p.factors.empty()) {
         apply(std::move(p));
       } else {

@@ -92,8 +92,8 @@ class ParameterServer {
   void runLoop();
   void apply(Push p);
   void applyFactors(const Push& p);
-  // A 16-bit push (kPushGrad16) as the fp32 contribution the shard sums.
-  Contribution widen(const Push& p) const;
+  // A 16-bit push (kPushGrad16): the shard sums its values in place (Contribution::half).
+  void readHalf(Push& p) const;
   void publish(std::uint32_t key, std::uint64_t iteration);
   // One SGD step of `key` to `version`; with 16-bit updates, also the update to publish.
   void stepPair(std::uint32_t key, std::uint64_t version);
@@ -125,7 +125,7 @@ class ParameterServer {
   const WireFormat update_wire_;
   const bool error_feedback_;
   std::unordered_map<std::uint32_t, Residual> update_residual_;  // by key, with error feedback; the server thread's
-  std::vector<float> before_, step_;                 // the server thread's: a pair's values before its step, its update
+  std::vector<float> before_;                        // the server thread's: a pair's values before its step
   std::unordered_map<std::uint32_t, Message> updates_;  // the server thread's: each pair's last 16-bit update
   Timeline* const timeline_;
   // The shard's counters, copied for readers on other threads (the shard is this thread's).

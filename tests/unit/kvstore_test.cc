@@ -51,6 +51,45 @@ TEST(Sgd, WithoutMomentumNeedsNoBuffer) {
   EXPECT_FLOAT_EQ(p[1], 2.1f);
 }
 
+// A shard sums 16-bit pushes in place (GradientView::half): the step equals, bit for bit,
+// the step over the pushes widened to fp32 first, fp32 and 16-bit contributions mixed,
+// over a length that ends inside a block.
+TEST(Sgd, SixteenBitViewsStepAsTheirWidenedCopies) {
+  const std::int64_t n = 2500;
+  for (WireFormat f : {WireFormat::kBf16, WireFormat::kFp16}) {
+    std::vector<float> g0(n), g1(n), g2(n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      g0[i] = std::cos(0.1f * i) * 1e-2f;
+      g1[i] = std::sin(0.3f * i) * 3e-2f;
+      g2[i] = std::sin(0.7f * i + 1) * 2e-3f;
+    }
+    const float scale1 = f == WireFormat::kFp16 ? fp16Scale(g1.data(), n) : 1.0f;
+    const float scale2 = f == WireFormat::kFp16 ? fp16Scale(g2.data(), n) : 1.0f;
+    std::vector<std::uint16_t> h1(n), h2(n);
+    std::vector<float> w1(n), w2(n);
+    if (f == WireFormat::kBf16) {
+      toBf16(g1.data(), h1.data(), n);
+      toBf16(g2.data(), h2.data(), n);
+    } else {
+      toFp16(g1.data(), h1.data(), n, scale1);
+      toFp16(g2.data(), h2.data(), n, scale2);
+    }
+    widen(HalfSpan{f, scale1, h1.data()}, 0, w1.data(), n);
+    widen(HalfSpan{f, scale2, h2.data()}, 0, w2.data(), n);
+    std::vector<float> p(n, 0.5f), buf(n), p_ref(n, 0.5f), buf_ref(n);
+    const SgdOptions o{0.1f, 0.9f, 0.01f};
+    for (int step = 0; step < 3; ++step) {
+      sgdStepViews(p.data(), buf.data(),
+                   {GradientView{g0.data(), {}}, GradientView{nullptr, HalfSpan{f, scale1, h1.data()}},
+                    GradientView{nullptr, HalfSpan{f, scale2, h2.data()}}},
+                   1.0f / 3, n, o, step == 0);
+      sgdStep(p_ref.data(), buf_ref.data(), {g0.data(), w1.data(), w2.data()}, 1.0f / 3, n, o, step == 0);
+    }
+    EXPECT_EQ(p, p_ref) << wireFormatName(f);
+    EXPECT_EQ(buf, buf_ref) << wireFormatName(f);
+  }
+}
+
 class ShardTest : public ::testing::Test {
  protected:
   ShardTest() {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -65,6 +66,30 @@ TEST(Message, SixteenBitGradientsRoundTripAndRefuseMalformedPayloads) {
     bad[sizeof(MessageHeader)] = 7;  // format
     EXPECT_THROW(unpackHalf(Message::decode(std::move(bad), m.wireBytes(), 1 << 20), out.data(), out.size()),
                  CommError);
+  }
+}
+
+// packHalfReading (a shard's update, an error-feedback push) writes the message packHalf
+// would and hands every value's decoding, chunk by chunk, in order, over pairs longer
+// than one chunk.
+TEST(Message, PackingWhileReadingGivesPackHalfsMessageAndItsDecoding) {
+  std::vector<float> values(10000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.37f * i) * (i % 7 == 0 ? 1e3f : 1e-3f);
+  for (WireFormat f : {WireFormat::kBf16, WireFormat::kFp16}) {
+    std::vector<float> read(values.size(), -1.0f), unpacked(values.size());
+    std::size_t next = 0;
+    Message m = packHalfReading(MsgType::kParams16, f, 3, 0, 2, values.data(), values.size(),
+                                [&](std::size_t from, const float* chunk, std::size_t n) {
+                                  EXPECT_EQ(from, next);
+                                  std::copy(chunk, chunk + n, read.begin() + from);
+                                  next = from + n;
+                                });
+    EXPECT_EQ(next, values.size());
+    Message plain = packHalf(MsgType::kParams16, f, 3, 0, 2, values.data(), values.size());
+    ASSERT_EQ(m.payloadBytes(), plain.payloadBytes());
+    EXPECT_EQ(0, std::memcmp(m.payload(), plain.payload(), m.payloadBytes()));
+    unpackHalf(m, unpacked.data(), unpacked.size());
+    EXPECT_EQ(read, unpacked);
   }
 }
 
