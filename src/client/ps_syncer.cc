@@ -162,7 +162,8 @@ void PsSyncer::SendFactors(std::uint64_t iteration, Message factors) {
 }
 
 void PsSyncer::deliver(Message message) {
-  if (message.type() != MsgType::kParams && message.type() != MsgType::kParams16) {
+  if (message.type() != MsgType::kParams && message.type() != MsgType::kParams16 &&
+      message.type() != MsgType::kMeanGrad16) {
     LayerSyncer::deliver(std::move(message));
     return;
   }
@@ -190,18 +191,24 @@ void PsSyncer::store(std::uint32_t key, std::uint64_t version, Message message) 
     }
     const auto n = static_cast<std::size_t>(book_.pair(key).length);
     const bool update = !message.empty() && message.type() == MsgType::kParams16;
-    if (!message.empty() && !update && message.floatCount() != n) {
+    const bool half = update || (!message.empty() && message.type() == MsgType::kMeanGrad16);
+    if (!message.empty() && !half && message.floatCount() != n) {
       throw CommError(detail::cat("fresh values for KV pair ", key, " carry ", message.floatCount(),
                                   " floats, the information book says ", n));
     }
     // An update adds onto the values before it: Move applies each one (BSP, no reads between).
-    if (update && message.payloadBytes() != halfPayloadBytes(n)) {
-      throw CommError(detail::cat("a 16-bit update of KV pair ", key, " carries ", message.payloadBytes(),
-                                  " bytes, not the ", halfPayloadBytes(n), " of its ", n, " values"));
+    if (half && message.payloadBytes() != halfPayloadBytes(n)) {
+      throw CommError(detail::cat("16 bits of KV pair ", key, " carry ", message.payloadBytes(), " bytes, not the ",
+                                  halfPayloadBytes(n), " of its ", n, " values"));
     }
-    if (update && updates_ == WireFormat::kFp32) {
-      throw CommError(detail::cat("a 16-bit update of KV pair ", key, " reached a syncer that takes ",
-                                  staleness_ > 0 ? "SSP reads" : into_gradients_ ? "mean gradients" : "fp32 values"));
+    // Each 16-bit kind only where the shards send it: updates in server mode, mean gradients in gradient mode.
+    if (half && (updates_ == WireFormat::kFp32 || update == into_gradients_)) {
+      const bool fp32 = updates_ == WireFormat::kFp32;
+      const std::string takes = staleness_ > 0     ? "SSP reads"
+                                : into_gradients_ ? (fp32 ? "fp32 mean gradients" : "16-bit mean gradients")
+                                                  : (fp32 ? "fp32 values" : "16-bit updates");
+      throw CommError(detail::cat("a 16-bit ", update ? "update" : "mean gradient", " of KV pair ", key,
+                                  " reached a syncer that takes ", takes));
     }
     Slot& slot = slots_[pos];
     if (version != slot.version + 1) {
@@ -314,6 +321,10 @@ void PsSyncer::Move(std::uint64_t iteration) {
     const KVPair& kv = book_.pair(keys_[i]);
     if (arrived[i].type() == MsgType::kParams16) {  // old + the shard's rounded update, as the shard holds
       addUnpacked(arrived[i], into[kv.tensor] + kv.offset, static_cast<std::size_t>(kv.length));
+      continue;
+    }
+    if (arrived[i].type() == MsgType::kMeanGrad16) {  // the one rounded mean every worker reads
+      unpackHalf(arrived[i], into[kv.tensor] + kv.offset, static_cast<std::size_t>(kv.length));
       continue;
     }
     std::memcpy(into[kv.tensor] + kv.offset, arrived[i].floats(), kv.length * sizeof(float));

@@ -42,8 +42,9 @@ struct PsSyncerOptions {
   // Gradients pushed in 16 bits (kPushGrad16); a pair of this rank's own shard is rounded
   // alike in place.
   WireFormat wire = WireFormat::kFp32;
-  // How the shards send fresh values back: 16-bit updates (kParams16, BSP server mode with a
-  // 16-bit wire), which each worker adds to its own copy, or fp32 values.
+  // How the shards send fresh values back with a 16-bit wire under BSP: in server mode
+  // updates (kParams16), which each worker adds to its own copy; in gradient mode the mean
+  // gradient (kMeanGrad16), which each worker writes into its gradient. Else fp32 values.
   WireFormat updates = WireFormat::kFp32;
   // With a 16-bit wire: what each rounding of a pair's push lost is added to its next push
   // (error feedback, as PowerSGD and 1-bit SGD do; a push that straggler dropping drops

@@ -63,6 +63,7 @@ struct Dispatch {
         return;
       case MsgType::kParams:
       case MsgType::kParams16:
+      case MsgType::kMeanGrad16:
         if (!client)
           throw CommError(detail::cat("rank ", m.header().source, " sent parameters to a rank that does not train"));
         client->onParams(std::move(m));
@@ -340,7 +341,13 @@ bool Session::Impl::separateShard() const {
   return options.staleness > 0 || options.straggler_timeout.count() > 0 || options.gradient_mode;
 }
 
-WireFormat Session::Impl::updateWire() const { return separateShard() ? WireFormat::kFp32 : checked.wire; }
+// 16 bits back under BSP only: server mode's updates are differences that each worker adds
+// to its copy, gradient mode's the mean gradient itself. SSP and straggler dropping send
+// fp32 values (a worker may skip versions, or read them while computing).
+WireFormat Session::Impl::updateWire() const {
+  const bool bsp = options.staleness == 0 && options.straggler_timeout.count() == 0;
+  return bsp ? checked.wire : WireFormat::kFp32;
+}
 
 void Session::Impl::makeServer(const ClusterInfo& cluster, const SgdOptions& sgd) {
   Transport& network = net ? *net : transport;

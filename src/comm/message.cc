@@ -47,6 +47,7 @@ KeyKind keyKind(MsgType type) {
     case MsgType::kPushGrad16:
     case MsgType::kParams:
     case MsgType::kParams16:
+    case MsgType::kMeanGrad16:
       return KeyKind::kPair;
     case MsgType::kFactors:
     case MsgType::kPushFactors:

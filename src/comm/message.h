@@ -22,11 +22,12 @@ enum class MsgType : std::uint16_t {
   kNodeParamsShared = 10,  // as kNodeParams, but the values are in the node's shared memory
   kPushGrad16 = 11,        // as kPushGrad, in 16 bits (comm/gradient16.h)
   kParams16 = 12,          // shard -> worker: a KV pair's update (new values minus old) in 16 bits
-  kLastType = kParams16,
+  kMeanGrad16 = 13,        // shard -> worker, gradient mode: a KV pair's mean gradient in 16 bits
+  kLastType = kMeanGrad16,
 };
 
 // What a header's key names, by the message's type: a KV pair of the information book
-// (kPushGrad, kPushGrad16, kParams, kParams16), a layer (kFactors, kPushFactors), a piece of a layer (the kNode*
+// (kPushGrad, kPushGrad16, kParams, kParams16, kMeanGrad16), a layer (kFactors, kPushFactors), a piece of a layer (the kNode*
 // types: node/pieces.h's PieceKey), or a control message's sequence number (kControl).
 enum class KeyKind { kPair, kLayer, kPiece, kSequence };
 KeyKind keyKind(MsgType type);

@@ -30,6 +30,7 @@ ParameterServer::ParameterServer(const InformationBook& book, Transport& transpo
       local_by_message_(config.local_by_message),
       values_owner_(config.values_owner),
       update_wire_(config.update_wire),
+      mean_gradients_(options.gradient_only),
       error_feedback_(config.error_feedback && config.update_wire != WireFormat::kFp32),
       timeline_(config.timeline) {
   const std::uint64_t start_iteration = config.start_iteration;
@@ -190,16 +191,27 @@ void ParameterServer::stepPair(std::uint32_t key, std::uint64_t version) {
   }
   float* values = shard_.mutableValues(key);
   const auto n = static_cast<std::size_t>(book_.pair(key).length);
+  Residual* residual = error_feedback_ ? &update_residual_.at(key) : nullptr;
+  const auto me = static_cast<std::uint32_t>(transport_.rank());
+  if (mean_gradients_) {  // the mean gradient itself, which every worker (this rank's too) reads from the message
+    shard_.step(key);
+    updates_[key] = residual == nullptr
+                        ? packHalf(MsgType::kMeanGrad16, update_wire_, key, me, version, values, n)
+                        : packHalfReading(MsgType::kMeanGrad16, update_wire_, key, me, version, residual->carry(values), n,
+                                          [&](std::size_t from, const float* read, std::size_t m) {
+                                            residual->keep(from, read, m);
+                                          });
+    return;
+  }
   before_.assign(values, values + n);
   shard_.step(key);
   for (std::size_t i = 0; i < n; ++i) values[i] -= before_[i];  // the update, until packed
   // With error feedback the update carries what rounding the last one lost.
-  Residual* residual = error_feedback_ ? &update_residual_.at(key) : nullptr;
   const float* update = residual != nullptr ? residual->carry(values) : values;
   // The values every worker will hold: old + the update as it reads it, the same addition
   // as a worker's Move (addUnpacked); written chunk by chunk as each is packed.
-  updates_[key] = packHalfReading(MsgType::kParams16, update_wire_, key, static_cast<std::uint32_t>(transport_.rank()),
-                                  version, update, n, [&](std::size_t from, const float* read, std::size_t m) {
+  updates_[key] = packHalfReading(MsgType::kParams16, update_wire_, key, me, version, update, n,
+                                  [&](std::size_t from, const float* read, std::size_t m) {
                                     if (residual != nullptr) residual->keep(from, read, m);
                                     for (std::size_t j = 0; j < m; ++j) values[from + j] = before_[from + j] + read[j];
                                   });

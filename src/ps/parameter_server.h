@@ -37,9 +37,11 @@ struct ServerConfig {
   // Keeps the storage's memory alive: fresh values are sent from it without a copy, and a
   // send the network has not taken when the session closes keeps it as long as it lasts.
   std::shared_ptr<const void> values_owner;
-  // 16-bit updates (BSP, server mode, the co-located worker sharing the shard's memory):
-  // each step's update goes out in 16 bits (kParams16) and the shard keeps old values +
-  // the rounded update, which is what every worker adds. fp32: fresh values as they are.
+  // A 16-bit wire under BSP. Server mode (the co-located worker sharing the shard's memory):
+  // each step's update goes out in 16 bits (kParams16) and the shard keeps old values + the
+  // rounded update, which is what every worker adds. Gradient mode (every worker reading by
+  // message): the mean gradient goes out in 16 bits (kMeanGrad16), the one rounding every
+  // worker reads. fp32: fresh values as they are.
   WireFormat update_wire = WireFormat::kFp32;
   // With a 16-bit update_wire: what rounding a pair's update lost is added to its next
   // update (error feedback), so the replicas follow the fp32 steps' sum.
@@ -123,6 +125,7 @@ class ParameterServer {
   const bool local_by_message_;
   const std::shared_ptr<const void> values_owner_;  // ServerConfig::values_owner
   const WireFormat update_wire_;
+  const bool mean_gradients_;  // gradient mode: a step's "values" are the mean gradient
   const bool error_feedback_;
   std::unordered_map<std::uint32_t, Residual> update_residual_;  // by key, with error feedback; the server thread's
   std::vector<float> before_;                        // the server thread's: a pair's values before its step

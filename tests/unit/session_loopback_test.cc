@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "comm/gradient16.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
+#include "ps/sgd.h"
 #include "test_ranks.h"
 #include "toy_training.h"
 
@@ -122,6 +124,117 @@ TEST(SessionLoopback, Fp16WithErrorFeedbackFromAWorkerWithoutAShard) {
 TEST(SessionLoopback, Fp16WithErrorFeedbackOnEveryShard) {
   trainAndCompare({3, true, 0, 0, 1 << 20, false, "fp16", true});
 }
+// Gradient mode on a 16-bit wire: the shards send the mean gradient back in 16 bits
+// (kMeanGrad16). Every worker reads the one rounding of the shard's fp32 mean, bit for bit
+// what a reference that rounds pushes and means alike computes (with error feedback, its
+// residuals too), and its own optimizer (here plain SGD) keeps the replicas equal.
+void localStep(std::vector<float>& v, const std::vector<float>& mean) {
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] -= 0.05f * mean[i];
+}
+
+using Tensors = std::vector<std::vector<std::vector<float>>>;  // [layer][tensor][value]
+
+// Each iteration's mean gradients, by layer and tensor, as the wire rounds them.
+std::vector<Tensors> referenceMeans(const ModelInfo& model, int workers, const Options& o, int iterations) {
+  const WireFormat wire = parseWireFormat(o.wire);
+  toy::Replica r = toy::makeReplica(model, 0);
+  std::vector<Tensors> pushed(workers, r.grads);  // error feedback's residuals, by worker
+  Tensors returned = r.grads;
+  std::vector<Tensors> means;
+  for (int it = 0; it < iterations; ++it) {
+    Tensors mean = r.grads;
+    for (std::size_t l = 0; l < model.layers.size(); ++l) {
+      for (std::size_t t = 0; t < r.params[l].size(); ++t) {
+        auto& v = r.params[l][t];
+        std::vector<std::vector<float>> g(workers, std::vector<float>(v.size()));
+        std::vector<const float*> ptrs;
+        for (int w = 0; w < workers; ++w) {
+          for (std::size_t i = 0; i < v.size(); ++i) g[w][i] = v[i] - toy::target(w, r.base[l][t] + i);
+          std::vector<float>& res = pushed[w][l][t];
+          if (o.error_feedback) {
+            for (std::size_t i = 0; i < v.size(); ++i) g[w][i] = res[i] += g[w][i];
+          }
+          std::vector<float> sent(v.size());
+          roundThrough(wire, g[w].data(), sent.data(), v.size());
+          if (o.error_feedback) {
+            for (std::size_t i = 0; i < v.size(); ++i) res[i] -= sent[i];
+          }
+          g[w] = sent;
+          ptrs.push_back(g[w].data());
+        }
+        std::vector<float>& m = mean[l][t];
+        SgdOptions gradient_only;
+        gradient_only.gradient_only = true;
+        sgdStep(m.data(), nullptr, ptrs, 1.0f / workers, static_cast<std::int64_t>(m.size()), gradient_only, it == 0);
+        std::vector<float>& res = returned[l][t];
+        if (o.error_feedback) {
+          for (std::size_t i = 0; i < m.size(); ++i) m[i] = res[i] += m[i];
+        }
+        std::vector<float> read(m.size());
+        roundThrough(wire, m.data(), read.data(), m.size());
+        if (o.error_feedback) {
+          for (std::size_t i = 0; i < m.size(); ++i) res[i] -= read[i];
+        }
+        m = read;
+        localStep(v, m);
+      }
+    }
+    means.push_back(mean);
+  }
+  return means;
+}
+
+void meanGradientsOnTheWire(const std::string& wire, bool feedback, int server_ranks) {
+  const ModelInfo model = toy::model();
+  Options o;
+  o.gradient_mode = true;
+  o.scheme = "ps";
+  o.wire = wire;
+  o.error_feedback = feedback;
+  o.server_ranks = server_ranks;
+  o.kv_pair_bytes = 1 << 20;  // one pair per tensor: fp16's scale is the reference's
+  o.timeout = std::chrono::milliseconds(20000);
+  const int ranks = 3, workers = ranks - server_ranks;
+  const std::vector<Tensors> want = referenceMeans(model, workers, o, kIterations);
+  Options exact = o;
+  exact.wire = "fp32";
+  exact.error_feedback = false;
+  EXPECT_NE(referenceMeans(model, workers, exact, kIterations), want);  // the rounding shows
+  testing::runRanks(ranks, [&](Transport& transport, int rank) {
+    toy::Replica r = toy::makeReplica(model, rank);
+    Session session(transport, model, r.pointers(), o);
+    if (!session.layout().worker) {
+      session.serveUntil(kIterations);
+      session.finish();
+      return;
+    }
+    for (int it = 0; it < kIterations; ++it) {
+      for (int l = static_cast<int>(model.layers.size()) - 1; l >= 0; --l) {
+        std::vector<float*> g;
+        for (std::size_t t = 0; t < r.params[l].size(); ++t) {
+          for (std::size_t i = 0; i < r.params[l][t].size(); ++i) {
+            r.grads[l][t][i] = r.params[l][t][i] - toy::target(rank, r.base[l][t] + i);
+          }
+          g.push_back(r.grads[l][t].data());
+        }
+        session.gradientsReady(l, g);
+      }
+      session.endIteration();
+      session.waitAll();  // the mean gradients are in
+      ASSERT_EQ(r.grads, want[it]) << "rank " << rank << " iteration " << it;
+      for (std::size_t l = 0; l < model.layers.size(); ++l) {
+        for (std::size_t t = 0; t < r.params[l].size(); ++t) localStep(r.params[l][t], r.grads[l][t]);
+      }
+    }
+    session.finish();
+  });
+}
+
+TEST(SessionLoopback, Bf16MeanGradientsInGradientMode) { meanGradientsOnTheWire("bf16", false, 0); }
+TEST(SessionLoopback, Fp16MeanGradientsWithErrorFeedbackAndAServerOnlyRank) {
+  meanGradientsOnTheWire("fp16", true, 1);
+}
+
 TEST(SessionLoopback, ReplicasAlreadyEqual) { trainAndCompare({3, true, 0, 0, 512, true}); }
 
 TEST(SessionLoopback, ReplicasSaidEqualThatDifferFailAtStartup) {
