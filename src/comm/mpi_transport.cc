@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstring>
 
 #include "allreduce/mpi_communicator.h"
 #include "poseidon/errors.h"
@@ -352,21 +353,22 @@ void MpiTransport::post(Outgoing& out) {
   MPI_Request req;
   // The tag is the message type; the header inside the bytes carries the rest.
   const int tag = static_cast<int>(out.message.type());
-  if (out.message.contiguous()) {
+  if (out.message.contiguous() || out.message.payloadBytes() == 0) {  // wire(): header and payload, or a header alone
     check(
         MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE, out.peer, tag, comm_, &req),
         "MPI_Isend");
   } else {
-    // Header and payload from where they are: one message on the wire, no copy here.
-    MPI_Aint where[2];
-    check(MPI_Get_address(out.message.headerBytes(), &where[0]), "MPI_Get_address");
-    check(MPI_Get_address(out.message.payload(), &where[1]), "MPI_Get_address");
-    const int lengths[2] = {static_cast<int>(sizeof(MessageHeader)), static_cast<int>(out.message.payloadBytes())};
-    MPI_Datatype type;
-    check(MPI_Type_create_hindexed(2, lengths, where, MPI_BYTE, &type), "MPI_Type_create_hindexed");
-    check(MPI_Type_commit(&type), "MPI_Type_commit");
-    check(MPI_Isend(MPI_BOTTOM, 1, type, out.peer, tag, comm_, &req), "MPI_Isend");
-    MPI_Type_free(&type);  // released by MPI once the send completes
+    // Header, then payload from where it is (kPayloadTag): the header's bytes are copied,
+    // since the message (which holds them) may be released before the header's send is.
+    auto header = std::unique_ptr<std::uint8_t[]>(new std::uint8_t[sizeof(MessageHeader)]);
+    std::memcpy(header.get(), out.message.headerBytes(), sizeof(MessageHeader));
+    check(MPI_Isend(header.get(), static_cast<int>(sizeof(MessageHeader)), MPI_BYTE, out.peer, tag, comm_, &req),
+          "MPI_Isend");
+    requests_.push_back(req);
+    in_flight_.push_back(InFlight{true, Message(), nullptr, std::move(header), 0, kHeaderPartTag, out.peer});
+    check(MPI_Isend(out.message.payload(), static_cast<int>(out.message.payloadBytes()), MPI_BYTE, out.peer,
+                    kPayloadTag, comm_, &req),
+          "MPI_Isend");
   }
   requests_.push_back(req);
   window_bytes_in_flight_ += out.window_bytes;
@@ -384,6 +386,14 @@ bool MpiTransport::probeReceives() {
     any = true;
     int count = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+    if (status.MPI_TAG == kPayloadTag) {  // its header's receive takes it; never probed alone
+      throw CommError(detail::cat("rank ", status.MPI_SOURCE, " sent a payload of ", count, " bytes without its header"));
+    }
+    if (count == static_cast<int>(sizeof(MessageHeader)) && status.MPI_TAG != kLeavingTag &&
+        status.MPI_TAG != kLeftTag) {
+      receiveSplit(handle, status.MPI_SOURCE, status.MPI_TAG);  // a header, and maybe a payload apart
+      continue;
+    }
     // Never allocate what no valid message can be: the transport fails instead (and with
     // it the job), before a hostile or corrupt length can exhaust memory.
     if (static_cast<std::size_t>(count) > max_payload_bytes_ + sizeof(MessageHeader)) {
@@ -404,6 +414,30 @@ bool MpiTransport::probeReceives() {
   }
 }
 
+void MpiTransport::receiveSplit(MPI_Message& handle, int source, int tag) {
+  MessageHeader h;
+  // Probed, so it has arrived: a 32-byte receive that completes at once.
+  check(MPI_Mrecv(&h, static_cast<int>(sizeof(h)), MPI_BYTE, &handle, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  if (h.payload_bytes > max_payload_bytes_) {
+    throw CommError(detail::cat("rank ", source, " sent a message of ", h.payload_bytes,
+                                " bytes, over the limit of ", max_payload_bytes_));
+  }
+  const std::size_t size = sizeof(h) + h.payload_bytes;
+  InFlight in{false, Message(), nullptr, std::unique_ptr<std::uint8_t[]>(new std::uint8_t[size]), size, tag, source};
+  std::memcpy(in.buffer.get(), &h, sizeof(h));
+  if (h.payload_bytes == 0) {  // a message with nothing more
+    callbacks_.on_message(Message::decode(std::move(in.buffer), size, max_payload_bytes_));
+    return;
+  }
+  // Posted before the next probe: this sender's next kPayloadTag message is this one's.
+  MPI_Request req;
+  check(MPI_Irecv(in.buffer.get() + sizeof(h), static_cast<int>(h.payload_bytes), MPI_BYTE, source, kPayloadTag, comm_,
+                  &req),
+        "MPI_Irecv");
+  requests_.push_back(req);
+  in_flight_.push_back(std::move(in));
+}
+
 bool MpiTransport::testInFlight() {
   if (requests_.empty()) return false;
   std::vector<int> done(requests_.size());
@@ -415,7 +449,9 @@ bool MpiTransport::testInFlight() {
   for (int i = 0; i < outcount; ++i) {
     InFlight& f = in_flight_[done[i]];
     const bool notice = f.tag == kLeavingTag || f.tag == kLeftTag;
-    if (f.is_send && notice) {
+    if (f.is_send && f.tag == kHeaderPartTag) {
+      f.buffer.reset();
+    } else if (f.is_send && notice) {
       f.work->markDone();
       f.buffer.reset();
     } else if (f.is_send) {

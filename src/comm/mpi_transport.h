@@ -63,6 +63,15 @@ class MpiTransport final : public Transport {
   // types) and under the MPI standard's least MPI_TAG_UB.
   static constexpr int kLeavingTag = 30000;
   static constexpr int kLeftTag = 30001;
+  // A message whose payload lives apart from its header (Message::makeExternal: a gradient
+  // or a shard's values, sent from where they are) goes as two MPI messages: its header,
+  // under its type's tag, then its payload under this tag. Two contiguous sends, so MPI
+  // sends straight from the memory; a derived datatype made OpenMPI pack the payload into
+  // its own buffers first, a copy of every byte on the MPI thread. The receiver, having the
+  // header, posts the payload's receive at once: MPI keeps one sender's messages in order.
+  static constexpr int kPayloadTag = 30002;
+  // The send of such a header: freed when done, the message's Work waits for the payload.
+  static constexpr int kHeaderPartTag = 30003;
   static constexpr std::size_t kMaxReasonBytes = 1024;  // of a leaving notice's reason
 
  private:
@@ -89,6 +98,9 @@ class MpiTransport final : public Transport {
   void post(Outgoing& out);
   void recordWait(const SendQueue<Outgoing>::Entry& e, std::chrono::steady_clock::time_point now);  // mu_ held
   bool probeReceives();
+  // A probed message of a header's size: the header, and the receive of its payload if one
+  // follows apart (kPayloadTag).
+  void receiveSplit(MPI_Message& handle, int source, int tag);
   bool testInFlight();
   bool pastStopDeadline();
   // Leaving: this rank's notices to its peers, and what a peer's notice or answer does.
