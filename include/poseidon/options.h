@@ -82,15 +82,15 @@ struct Options {
   std::int64_t fusion_bytes = kDefaultPairBytes;
   // How the parameter server's layers travel (issue 38): "fp32" (exact, the default),
   // "bf16" or "fp16" (fp16 with a per-pair power-of-two scale). Only the wire is 16 bits:
-  // the shards widen pushes to fp32 before they sum and step in fp32; in BSP server mode
-  // each step's update comes back in 16 bits and the shard keeps old + the rounded update,
-  // which is what every worker adds, so every replica stays an exact copy of the servers'
-  // (SSP, straggler dropping and gradient mode get fp32 values back). SFB, factor-push and
-  // allreduce layers stay fp32.
+  // the shards sum and step in fp32. Under BSP the way back is 16 bits too: in server mode
+  // each step's update, where the shard keeps old + the rounded update, which is what every
+  // worker adds, so every replica stays an exact copy of the servers'; in gradient mode the
+  // mean gradient, the same rounding on every rank. SSP and straggler dropping get fp32
+  // values back. SFB, factor-push and allreduce layers stay fp32.
   std::string wire = "fp32";
   // With a 16-bit wire: error feedback (as PowerSGD and 1-bit SGD): the part of each push
-  // (and each BSP update) that rounding lost is added to the pair's next one, so it reaches
-  // the servers late instead of never. Off by default. The residuals are in checkpoints,
+  // (and each BSP update or mean gradient) that rounding lost is added to the pair's next
+  // one, so it arrives late instead of never. Off by default. The residuals are in checkpoints,
   // and a run resumes only with the setting it was saved with.
   bool error_feedback = false;
   // Largest KV pair; tensors are cut into pairs of at most this size.

@@ -169,8 +169,8 @@ struct Session::Impl {
   ClusterInfo cluster() const;
   std::vector<bool> planLayers(const ModelInfo& model, const ClusterInfo& cluster);
   bool separateShard() const;
-  // How a shard's updates travel: 16 bits with a 16-bit wire when its co-located worker
-  // shares its memory (BSP, server mode); otherwise fresh values in fp32.
+  // How a shard's results travel back: with a 16-bit wire under BSP, 16-bit updates (server
+  // mode) or mean gradients (gradient mode); otherwise fp32.
   WireFormat updateWire() const;
   void makeServer(const ClusterInfo& cluster, const SgdOptions& sgd);
   void makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd);

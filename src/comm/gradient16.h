@@ -1,5 +1,6 @@
 // Floats of one KV pair in 16 bits on the wire (issue 38): a worker's gradient push
-// (MsgType::kPushGrad16) and a shard's update back (kParams16: new values minus old). The
+// (MsgType::kPushGrad16) and a shard's update back (kParams16: new values minus old) or, in
+// gradient mode, its mean gradient (kMeanGrad16). The
 // payload is the format (u32: 1 bf16, 2 fp16), fp16's power-of-two scale (f32; 1 for
 // bf16), then one u16 per float. Every sum and every optimizer step stays fp32: a shard
 // widens pushes block by block as it sums them, and rounds its update the way the workers
@@ -16,7 +17,7 @@
 
 namespace poseidon {
 
-// `format` is bf16 or fp16; `type` kPushGrad16 or kParams16.
+// `format` is bf16 or fp16; `type` kPushGrad16, kParams16 or kMeanGrad16.
 Message packHalf(MsgType type, WireFormat format, std::uint32_t key, std::uint32_t source, std::uint64_t iteration,
                  const float* values, std::size_t n);
 // packHalf, and in the same pass over the values (a chunk at a time, while it is in cache)

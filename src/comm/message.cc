@@ -80,6 +80,18 @@ Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
   }
   MessageHeader h;
   std::memcpy(&h, bytes.get(), sizeof(h));
+  checkHeader(h, max_payload_bytes);
+  if (h.payload_bytes != size - sizeof(MessageHeader)) {
+    throw CommError(detail::cat("received a message whose header announces ", h.payload_bytes,
+                                " payload bytes but carries ", size - sizeof(MessageHeader)));
+  }
+  Message m;
+  m.size_ = size;
+  m.data_ = std::shared_ptr<std::uint8_t[]>(bytes.release());
+  return m;
+}
+
+void checkHeader(const MessageHeader& h, std::size_t max_payload_bytes) {
   if (h.magic != MessageHeader::kMagic) {
     throw CommError("received bytes that are not a Poseidon message (bad magic)");
   }
@@ -91,15 +103,10 @@ Message Message::decode(std::unique_ptr<std::uint8_t[]> bytes, std::size_t size,
       h.type > static_cast<std::uint16_t>(MsgType::kLastType)) {
     throw CommError(detail::cat("received a message of unknown type ", h.type));
   }
-  if (h.payload_bytes > max_payload_bytes || h.payload_bytes != size - sizeof(MessageHeader)) {
+  if (h.payload_bytes > max_payload_bytes) {
     throw CommError(detail::cat("received a message whose header announces ", h.payload_bytes,
-                                " payload bytes but carries ", size - sizeof(MessageHeader), " (limit ",
-                                max_payload_bytes, ")"));
+                                " payload bytes, over the limit of ", max_payload_bytes));
   }
-  Message m;
-  m.size_ = size;
-  m.data_ = std::shared_ptr<std::uint8_t[]>(bytes.release());
-  return m;
 }
 
 }  // namespace poseidon

@@ -34,7 +34,8 @@ KeyKind keyKind(MsgType type);
 
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
-  static constexpr std::uint16_t kVersion = 1;
+  // 2: kMeanGrad16, and large external payloads sent apart from their header (MpiTransport).
+  static constexpr std::uint16_t kVersion = 2;
 
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;
@@ -45,6 +46,10 @@ struct MessageHeader {
   std::uint64_t payload_bytes = 0;
 };
 static_assert(sizeof(MessageHeader) == 32, "the wire header is 32 bytes");
+
+// A header's magic, version, type and payload length (at most `max_payload_bytes`), before
+// anything trusts it; CommError naming what is wrong.
+void checkHeader(const MessageHeader& h, std::size_t max_payload_bytes);
 
 // A header plus payload. Usually one contiguous buffer; a message made with makeExternal
 // instead points at a payload it borrows (engine or shard memory, sent without a copy),

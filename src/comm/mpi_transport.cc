@@ -357,22 +357,39 @@ void MpiTransport::post(Outgoing& out) {
     check(
         MPI_Isend(out.message.wire(), static_cast<int>(out.message.wireBytes()), MPI_BYTE, out.peer, tag, comm_, &req),
         "MPI_Isend");
+  } else if (out.message.payloadBytes() < kSplitBytes) {
+    // Header and payload from where they are, one message: MPI packs them (a small copy).
+    MPI_Aint where[2];
+    check(MPI_Get_address(out.message.headerBytes(), &where[0]), "MPI_Get_address");
+    check(MPI_Get_address(out.message.payload(), &where[1]), "MPI_Get_address");
+    const int lengths[2] = {static_cast<int>(sizeof(MessageHeader)), static_cast<int>(out.message.payloadBytes())};
+    MPI_Datatype type;
+    check(MPI_Type_create_hindexed(2, lengths, where, MPI_BYTE, &type), "MPI_Type_create_hindexed");
+    check(MPI_Type_commit(&type), "MPI_Type_commit");
+    check(MPI_Isend(MPI_BOTTOM, 1, type, out.peer, tag, comm_, &req), "MPI_Isend");
+    MPI_Type_free(&type);  // released by MPI once the send completes
   } else {
-    // Header, then payload from where it is (kPayloadTag): the header's bytes are copied,
-    // since the message (which holds them) may be released before the header's send is.
-    auto header = std::unique_ptr<std::uint8_t[]>(new std::uint8_t[sizeof(MessageHeader)]);
-    std::memcpy(header.get(), out.message.headerBytes(), sizeof(MessageHeader));
-    check(MPI_Isend(header.get(), static_cast<int>(sizeof(MessageHeader)), MPI_BYTE, out.peer, tag, comm_, &req),
-          "MPI_Isend");
-    requests_.push_back(req);
-    in_flight_.push_back(InFlight{true, Message(), nullptr, std::move(header), 0, kHeaderPartTag, out.peer});
-    check(MPI_Isend(out.message.payload(), static_cast<int>(out.message.payloadBytes()), MPI_BYTE, out.peer,
-                    kPayloadTag, comm_, &req),
-          "MPI_Isend");
+    req = postApart(out, tag);
   }
   requests_.push_back(req);
   window_bytes_in_flight_ += out.window_bytes;
   in_flight_.push_back(InFlight{true, std::move(out.message), std::move(out.work), nullptr, out.window_bytes});
+}
+
+MPI_Request MpiTransport::postApart(const Outgoing& out, int tag) {
+  // The header's bytes are copied: the message, which holds them, may be released (its
+  // payload sent) before the header's send is done.
+  auto header = std::unique_ptr<std::uint8_t[]>(new std::uint8_t[sizeof(MessageHeader)]);
+  std::memcpy(header.get(), out.message.headerBytes(), sizeof(MessageHeader));
+  MPI_Request req;
+  check(MPI_Isend(header.get(), static_cast<int>(sizeof(MessageHeader)), MPI_BYTE, out.peer, tag, comm_, &req),
+        "MPI_Isend");
+  requests_.push_back(req);
+  in_flight_.push_back(InFlight{true, Message(), nullptr, std::move(header), 0, kHeaderPartTag, out.peer});
+  check(MPI_Isend(out.message.payload(), static_cast<int>(out.message.payloadBytes()), MPI_BYTE, out.peer, kPayloadTag,
+                  comm_, &req),
+        "MPI_Isend");
+  return req;
 }
 
 bool MpiTransport::probeReceives() {
@@ -414,16 +431,22 @@ bool MpiTransport::probeReceives() {
   }
 }
 
+bool MpiTransport::payloadComplete(const MPI_Status& status, const InFlight& f) {
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+  return static_cast<std::size_t>(count) + sizeof(MessageHeader) == f.size;
+}
+
 void MpiTransport::receiveSplit(MPI_Message& handle, int source, int tag) {
   MessageHeader h;
   // Probed, so it has arrived: a 32-byte receive that completes at once.
   check(MPI_Mrecv(&h, static_cast<int>(sizeof(h)), MPI_BYTE, &handle, MPI_STATUS_IGNORE), "MPI_Mrecv");
-  if (h.payload_bytes > max_payload_bytes_) {
-    throw CommError(detail::cat("rank ", source, " sent a message of ", h.payload_bytes,
-                                " bytes, over the limit of ", max_payload_bytes_));
+  checkHeader(h, max_payload_bytes_);  // before its length is trusted
+  if (tag != static_cast<int>(h.type)) {
+    throw CommError(detail::cat("rank ", source, " sent a header of type ", h.type, " under tag ", tag));
   }
   const std::size_t size = sizeof(h) + h.payload_bytes;
-  InFlight in{false, Message(), nullptr, std::unique_ptr<std::uint8_t[]>(new std::uint8_t[size]), size, tag, source};
+  InFlight in{false, Message(), nullptr, std::unique_ptr<std::uint8_t[]>(new std::uint8_t[size]), size, tag, source, true};
   std::memcpy(in.buffer.get(), &h, sizeof(h));
   if (h.payload_bytes == 0) {  // a message with nothing more
     callbacks_.on_message(Message::decode(std::move(in.buffer), size, max_payload_bytes_));
@@ -441,8 +464,9 @@ void MpiTransport::receiveSplit(MPI_Message& handle, int source, int tag) {
 bool MpiTransport::testInFlight() {
   if (requests_.empty()) return false;
   std::vector<int> done(requests_.size());
+  std::vector<MPI_Status> statuses(requests_.size());
   int outcount = 0;
-  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &outcount, done.data(), MPI_STATUSES_IGNORE),
+  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &outcount, done.data(), statuses.data()),
         "MPI_Testsome");
   if (outcount <= 0) return false;
   std::size_t sent = 0;
@@ -459,6 +483,8 @@ bool MpiTransport::testInFlight() {
       f.message = Message();
       window_bytes_in_flight_ -= f.size;
       ++sent;
+    } else if (f.split && !payloadComplete(statuses[i], f)) {
+      throw CommError(detail::cat("rank ", f.source, " sent a payload shorter than its header announced"));
     } else if (notice) {
       notices_.push_back(Notice{f.source, f.tag, std::string(reinterpret_cast<const char*>(f.buffer.get()), f.size)});
     } else {
@@ -537,7 +563,7 @@ void MpiTransport::progressLoop() {
     auto error = std::current_exception();
     abandoned_ = !requests_.empty();  // MPI still holds them: kept until the job ends
     for (auto& f : in_flight_) {
-      if (f.is_send) f.work->markDone(error);
+      if (f.is_send && f.work) f.work->markDone(error);  // a header part has none
     }
     if (callbacks_.on_error) callbacks_.on_error(error);
   }

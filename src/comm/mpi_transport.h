@@ -1,7 +1,7 @@
 // Transport over MPI point-to-point messages.
 //
 // Funneled: one progress thread issues every MPI call (MPI_Isend, MPI_Improbe +
-// MPI_Imrecv, MPI_Testsome), so MPI_THREAD_SERIALIZED is enough and no MPI call ever
+// MPI_Imrecv or MPI_Mrecv + MPI_Irecv, MPI_Testsome), so MPI_THREAD_SERIALIZED is enough and no MPI call ever
 // races another. Other threads only enqueue. The thread spins (yielding) while transfers
 // are in flight and backs off to short sleeps when idle, because on an oversubscribed
 // machine a busy-polling rank steals the core its neighbours compute on.
@@ -64,12 +64,15 @@ class MpiTransport final : public Transport {
   static constexpr int kLeavingTag = 30000;
   static constexpr int kLeftTag = 30001;
   // A message whose payload lives apart from its header (Message::makeExternal: a gradient
-  // or a shard's values, sent from where they are) goes as two MPI messages: its header,
-  // under its type's tag, then its payload under this tag. Two contiguous sends, so MPI
-  // sends straight from the memory; a derived datatype made OpenMPI pack the payload into
-  // its own buffers first, a copy of every byte on the MPI thread. The receiver, having the
-  // header, posts the payload's receive at once: MPI keeps one sender's messages in order.
+  // or a shard's values, sent from where they are) of kSplitBytes or more goes as two MPI
+  // messages: its header, under its type's tag, then its payload under this tag. Two
+  // contiguous sends, so MPI sends straight from the memory; a derived datatype makes
+  // OpenMPI pack the payload into its own buffers first, a copy of every byte on the MPI
+  // thread. The receiver, having the header, posts the payload's receive before it probes
+  // again: MPI keeps one sender's messages in order. A smaller payload goes in one message
+  // (a derived datatype): its copy costs less than a second message.
   static constexpr int kPayloadTag = 30002;
+  static constexpr std::size_t kSplitBytes = 64 << 10;
   // The send of such a header: freed when done, the message's Work waits for the payload.
   static constexpr int kHeaderPartTag = 30003;
   static constexpr std::size_t kMaxReasonBytes = 1024;  // of a leaving notice's reason
@@ -85,22 +88,27 @@ class MpiTransport final : public Transport {
   struct InFlight {
     bool is_send;
     Message message;                         // a send keeps its bytes alive until done
-    std::shared_ptr<Work> work;              // sends only
-    std::unique_ptr<std::uint8_t[]> buffer;  // receives, and the leaving notices sent
+    std::shared_ptr<Work> work;              // sends only; none for a header part (kHeaderPartTag)
+    std::unique_ptr<std::uint8_t[]> buffer;  // receives, and the leaving notices and header parts sent
     std::size_t size = 0;                    // receives: bytes; sends: bytes counted in the window
     int tag = 0;                             // receives: a message's type, or kLeavingTag / kLeftTag
     int source = -1;                         // receives
+    bool split = false;                      // a receive of a payload apart: its header is in buffer
   };
 
   void runLoop();
   void progressLoop();
   bool postSends();
   void post(Outgoing& out);
+  // Header and payload as two messages (kSplitBytes or more, apart): the payload's request.
+  MPI_Request postApart(const Outgoing& out, int tag);
   void recordWait(const SendQueue<Outgoing>::Entry& e, std::chrono::steady_clock::time_point now);  // mu_ held
   bool probeReceives();
   // A probed message of a header's size: the header, and the receive of its payload if one
   // follows apart (kPayloadTag).
   void receiveSplit(MPI_Message& handle, int source, int tag);
+  // A payload received apart filled the size its header announced.
+  bool payloadComplete(const MPI_Status& status, const InFlight& f);
   bool testInFlight();
   bool pastStopDeadline();
   // Leaving: this rank's notices to its peers, and what a peer's notice or answer does.
