@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,12 +67,12 @@ struct Pair {
 };
 
 Message stepBefore(Pair& p, std::vector<float>& before, std::vector<float>& update) {
-  std::vector<std::vector<float>> widened;
+  std::vector<std::unique_ptr<float[]>> widened;
   std::vector<const float*> grads = {p.local.data()};
   for (const Message& m : p.pushes) {
-    widened.emplace_back(p.n);  // the fp32 message ParameterServer::widen made per push
-    unpackHalf(m, widened.back().data(), p.n);
-    grads.push_back(widened.back().data());
+    widened.emplace_back(new float[p.n]);  // the fp32 message ParameterServer::widen made per push (not zeroed)
+    unpackHalf(m, widened.back().get(), p.n);
+    grads.push_back(widened.back().get());
   }
   before.assign(p.values.begin(), p.values.end());
   sgdStep(p.values.data(), p.momentum.data(), grads, 1.0f / kWorkers, static_cast<std::int64_t>(p.n), p.options,

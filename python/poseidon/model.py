@@ -209,7 +209,7 @@ class DistributedModel(torch.nn.Module):
         "fp16" (half the bytes, as DDP's bf16/fp16 compression hooks: gradients and each
         step's update in 16 bits, sums and steps in fp32, every replica an exact copy of
         the servers'; in gradient mode the mean gradient comes back in 16 bits, the same
-        rounding on every rank; fp16 with a power-of-two scale per 2 MB piece, so nothing
+        bits on every rank; fp16 with a power-of-two scale per 2 MB piece, so nothing
         overflows).
     error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
         and update of the same values (as PowerSGD and 1-bit SGD), so it arrives late

@@ -448,7 +448,7 @@ void MpiTransport::receiveSplit(MPI_Message& handle, int source, int tag) {
   const std::size_t size = sizeof(h) + h.payload_bytes;
   InFlight in{false, Message(), nullptr, std::unique_ptr<std::uint8_t[]>(new std::uint8_t[size]), size, tag, source, true};
   std::memcpy(in.buffer.get(), &h, sizeof(h));
-  if (h.payload_bytes == 0) {  // a message with nothing more
+  if (h.payload_bytes == 0) {  // a message with nothing more: delivered now, as once its receive completed
     callbacks_.on_message(Message::decode(std::move(in.buffer), size, max_payload_bytes_));
     return;
   }

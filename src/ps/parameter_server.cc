@@ -205,7 +205,9 @@ void ParameterServer::stepPair(std::uint32_t key, std::uint64_t version) {
   }
   before_.assign(values, values + n);
   shard_.step(key);
-  for (std::size_t i = 0; i < n; ++i) values[i] -= before_[i];  // the update, until packed
+  // The update, in the values' own memory until packed (the co-located worker reads none of
+  // it before publish: BSP); each chunk becomes before + the update as read once packed.
+  for (std::size_t i = 0; i < n; ++i) values[i] -= before_[i];
   // With error feedback the update carries what rounding the last one lost.
   const float* update = residual != nullptr ? residual->carry(values) : values;
   // The values every worker will hold: old + the update as it reads it, the same addition

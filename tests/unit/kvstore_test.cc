@@ -76,17 +76,25 @@ TEST(Sgd, SixteenBitViewsStepAsTheirWidenedCopies) {
     }
     widen(HalfSpan{f, scale1, h1.data()}, 0, w1.data(), n);
     widen(HalfSpan{f, scale2, h2.data()}, 0, w2.data(), n);
-    std::vector<float> p(n, 0.5f), buf(n), p_ref(n, 0.5f), buf_ref(n);
+    const GradientView fp32{g0.data(), {}};
+    const GradientView half1{nullptr, HalfSpan{f, scale1, h1.data()}};
+    const GradientView half2{nullptr, HalfSpan{f, scale2, h2.data()}};
     const SgdOptions o{0.1f, 0.9f, 0.01f};
-    for (int step = 0; step < 3; ++step) {
-      sgdStepViews(p.data(), buf.data(),
-                   {GradientView{g0.data(), {}}, GradientView{nullptr, HalfSpan{f, scale1, h1.data()}},
-                    GradientView{nullptr, HalfSpan{f, scale2, h2.data()}}},
-                   1.0f / 3, n, o, step == 0);
-      sgdStep(p_ref.data(), buf_ref.data(), {g0.data(), w1.data(), w2.data()}, 1.0f / 3, n, o, step == 0);
+    // fp32 first, then 16-bit first (the block is widened straight into the sum).
+    for (bool half_first : {false, true}) {
+      std::vector<float> p(n, 0.5f), buf(n), p_ref(n, 0.5f), buf_ref(n);
+      for (int step = 0; step < 3; ++step) {
+        if (half_first) {
+          sgdStepViews(p.data(), buf.data(), {half1, fp32, half2}, 1.0f / 3, n, o, step == 0);
+          sgdStep(p_ref.data(), buf_ref.data(), {w1.data(), g0.data(), w2.data()}, 1.0f / 3, n, o, step == 0);
+        } else {
+          sgdStepViews(p.data(), buf.data(), {fp32, half1, half2}, 1.0f / 3, n, o, step == 0);
+          sgdStep(p_ref.data(), buf_ref.data(), {g0.data(), w1.data(), w2.data()}, 1.0f / 3, n, o, step == 0);
+        }
+      }
+      EXPECT_EQ(p, p_ref) << wireFormatName(f) << (half_first ? ", 16 bits first" : "");
+      EXPECT_EQ(buf, buf_ref) << wireFormatName(f) << (half_first ? ", 16 bits first" : "");
     }
-    EXPECT_EQ(p, p_ref) << wireFormatName(f);
-    EXPECT_EQ(buf, buf_ref) << wireFormatName(f);
   }
 }
 

@@ -90,6 +90,14 @@ TEST(Message, PackingWhileReadingGivesPackHalfsMessageAndItsDecoding) {
     EXPECT_EQ(0, std::memcmp(m.payload(), plain.payload(), m.payloadBytes()));
     unpackHalf(m, unpacked.data(), unpacked.size());
     EXPECT_EQ(read, unpacked);
+    // In place, as a shard packs its update: the callback overwrites what was just packed
+    // (with values far larger, which a scale taken after the first chunk would clip).
+    std::vector<float> overwritten = values;
+    Message aliased = packHalfReading(MsgType::kParams16, f, 3, 0, 2, overwritten.data(), overwritten.size(),
+                                      [&](std::size_t from, const float*, std::size_t n) {
+                                        std::fill(overwritten.begin() + from, overwritten.begin() + from + n, 1e9f);
+                                      });
+    EXPECT_EQ(0, std::memcmp(aliased.payload(), plain.payload(), plain.payloadBytes())) << wireFormatName(f);
   }
 }
 

@@ -221,7 +221,7 @@ void meanGradientsOnTheWire(const std::string& wire, bool feedback, int server_r
       }
       session.endIteration();
       session.waitAll();  // the mean gradients are in
-      ASSERT_EQ(r.grads, want[it]) << "rank " << rank << " iteration " << it;
+      EXPECT_EQ(r.grads, want[it]) << "rank " << rank << " iteration " << it;  // EXPECT: the others go on
       for (std::size_t l = 0; l < model.layers.size(); ++l) {
         for (std::size_t t = 0; t < r.params[l].size(); ++t) localStep(r.params[l][t], r.grads[l][t]);
       }
