@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,21 +15,10 @@
 #include <vector>
 
 #include "common/half.h"
+#include "timing.h"
 
-namespace {
-
-double seconds(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using poseidon::bench::median;
+using poseidon::bench::seconds;
 
 int main(int argc, char** argv) {
   std::int64_t floats = 25'600'000;  // ResNet-50's parameters

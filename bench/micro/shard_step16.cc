@@ -13,8 +13,6 @@
 // pack and keep chunk by chunk (now).
 //
 //   build/bench/shard_step16 [--floats N] [--rounds R]
-#include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,22 +25,15 @@
 #include "comm/error_feedback.h"
 #include "comm/gradient16.h"
 #include "ps/sgd.h"
+#include "timing.h"
 
 namespace poseidon {
 namespace {
 
 constexpr int kWorkers = 4;
 
-double seconds(const std::function<void()>& f) {
-  const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
+using bench::seconds;
 
 // One pair's shard state and the pushes of one step.
 struct Pair {

@@ -47,10 +47,6 @@ Replica makeReplica(const ModelInfo& m, int rank) {
   return r;
 }
 
-namespace {
-
-// x rounded as the wire rounds it; with error feedback x + residual is, and the residual
-// becomes what that rounding lost.
 void roundWithFeedback(WireFormat wire, bool feedback, std::vector<float>& x, std::vector<float>& residual) {
   if (feedback) {
     for (std::size_t i = 0; i < x.size(); ++i) residual[i] += x[i];
@@ -62,7 +58,6 @@ void roundWithFeedback(WireFormat wire, bool feedback, std::vector<float>& x, st
   }
 }
 
-}  // namespace
 
 std::vector<std::vector<std::vector<float>>> reference(const ModelInfo& m, int workers, const Options& o,
                                                        int iterations) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "common/half.h"
 #include "poseidon/model_info.h"
 #include "poseidon/options.h"
 
@@ -29,6 +30,10 @@ struct Replica {
 
 // Rank 0 holds initial(); the others garbage, so the session's broadcast must fix them.
 Replica makeReplica(const ModelInfo& m, int rank);
+
+// x rounded as the wire rounds it; with error feedback x + residual is, and the residual
+// becomes what that rounding lost.
+void roundWithFeedback(WireFormat wire, bool feedback, std::vector<float>& x, std::vector<float>& residual);
 
 // params[l][t] after `iterations` of mean-gradient SGD with o's lr, momentum and decay;
 // o.wire "bf16" or "fp16": each worker's gradient and each step's update rounded as the

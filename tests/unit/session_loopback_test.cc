@@ -150,32 +150,14 @@ std::vector<Tensors> referenceMeans(const ModelInfo& model, int workers, const O
         std::vector<const float*> ptrs;
         for (int w = 0; w < workers; ++w) {
           for (std::size_t i = 0; i < v.size(); ++i) g[w][i] = v[i] - toy::target(w, r.base[l][t] + i);
-          std::vector<float>& res = pushed[w][l][t];
-          if (o.error_feedback) {
-            for (std::size_t i = 0; i < v.size(); ++i) g[w][i] = res[i] += g[w][i];
-          }
-          std::vector<float> sent(v.size());
-          roundThrough(wire, g[w].data(), sent.data(), v.size());
-          if (o.error_feedback) {
-            for (std::size_t i = 0; i < v.size(); ++i) res[i] -= sent[i];
-          }
-          g[w] = sent;
+          toy::roundWithFeedback(wire, o.error_feedback, g[w], pushed[w][l][t]);
           ptrs.push_back(g[w].data());
         }
         std::vector<float>& m = mean[l][t];
         SgdOptions gradient_only;
         gradient_only.gradient_only = true;
         sgdStep(m.data(), nullptr, ptrs, 1.0f / workers, static_cast<std::int64_t>(m.size()), gradient_only, it == 0);
-        std::vector<float>& res = returned[l][t];
-        if (o.error_feedback) {
-          for (std::size_t i = 0; i < m.size(); ++i) m[i] = res[i] += m[i];
-        }
-        std::vector<float> read(m.size());
-        roundThrough(wire, m.data(), read.data(), m.size());
-        if (o.error_feedback) {
-          for (std::size_t i = 0; i < m.size(); ++i) res[i] -= read[i];
-        }
-        m = read;
+        toy::roundWithFeedback(wire, o.error_feedback, m, returned[l][t]);
         localStep(v, m);
       }
     }
