@@ -204,6 +204,7 @@ PlanRequest planRequest(const PlanOptions& o) {
   req.rates.gemm_flops_per_s = o.gflops * 1e9;
   const WireFormat wire = parseWireFormat(o.wire);
   req.ps_wire_share = CostModel::psWireShare(wire, wire);  // BSP server mode: pushes and updates alike
+  req.allreduce_on_ties = req.rule != CostRule::kSchedule && o.nodes == 0;  // as a flat BSP session plans
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");
   }

@@ -18,7 +18,8 @@ and watches every torch function call. From it Poseidon learns, per layer:
 What it cannot vouch for goes the safe way: a layer used outside its module's forward is
 waited for before the whole forward; a Linear whose forward does not run, whose parameters
 another module reads, that runs inside torch.utils.checkpoint (its forward runs again
-in backward) or under autocast (half-precision output) goes by PS, not by factors. DistributedModel.describe() shows each decision.
+in backward) or under autocast (half-precision output) goes by PS (or allreduce, under
+auto), not by factors. DistributedModel.describe() shows each decision.
 """
 from dataclasses import dataclass
 

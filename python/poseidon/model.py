@@ -189,8 +189,10 @@ class DistributedModel(torch.nn.Module):
     """Wraps `module` (any torch.nn.Module) for data-parallel training; see the module text.
 
     optimizer: the torch.optim optimizer of module's parameters.
-    scheme: per-layer synchronisation: "auto" (HybComm's cheapest per layer), "ps",
-        "sfb" (FC layers by sufficient factors, others by PS) or "allreduce".
+    scheme: per-layer synchronisation: "auto" (HybComm's cheapest per layer; where PS
+        and allreduce move as many bytes, allreduce, whose buckets fuse small layers, unless
+        staleness or straggler_timeout needs PS), "ps", "sfb" (FC layers by sufficient
+        factors, others by PS) or "allreduce".
     mode: where the optimizer runs: "auto", "server" or "gradient".
     cost_model: how "auto" compares schemes: "bytes" (the paper's rule), "time", or
         "schedule": the SFB/PS plan whose simulated iteration, WFBP's overlap included, is

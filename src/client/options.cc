@@ -153,8 +153,9 @@ void checkCheckpointOptions(const std::string& dir, std::int64_t every) {
 //          and pair (how the state is cut across the rank files), fusion (the allreduce
 //          sums' grouping, and so MPI's order of additions), error_feedback (its residuals
 //          are state records);
-//   out:   the plan's inputs (scheme, cost_model, bandwidth, gflops: the session compares
-//          the plan itself), how messages travel (wfbp, kvstore, devices_per_node and
+//   out:   the plan's inputs (scheme, cost_model, bandwidth, gflops, and wire, staleness
+//          and straggler_timeout where they change the plan: the session compares the plan
+//          itself), how messages travel (wfbp, kvstore, devices_per_node and
 //          node_memory: the session compares the nodes it found; the send order and
 //          budget; wire: it changes each step's rounding, not what state is kept),
 //          timeouts (straggler_timeout included), start_iteration (the checkpoint's),

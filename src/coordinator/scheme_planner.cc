@@ -58,6 +58,10 @@ const char* costRuleName(CostRule rule) {
 
 namespace {
 
+// Whether allreduce's cost `a` wins against `rival`: strictly less, or no more when ties go
+// to it (the two sides' formulas may differ in the last bits for equal bytes).
+bool beats(double a, double rival, bool on_tie) { return on_tie ? a <= rival * (1 + 1e-9) : a < rival; }
+
 std::string format(const char* fmt, double a, double b, double c = 0, double d = 0) {
   char buf[256];
   std::snprintf(buf, sizeof(buf), fmt, a, b, c, d);
@@ -78,6 +82,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
   }
   // The collectives run among all ranks, so every rank must train.
   const bool allreduce_ok = P1 > 1 && cluster.serverOnly() == 0;
+  const bool ties = req.allreduce_on_ties;
   if (req.mode == SchemeMode::kAllreduce && cluster.serverOnly() > 0) {
     throw OptionError("{scheme=allreduce} needs every rank to train: drop {server_ranks}");
   }
@@ -97,12 +102,13 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     }
     // A synchronous step waits for its busiest node. Under PS with every rank a worker
     // that is a shard's node (2*M*N*(P1+P2-2)/P2): equal to the ring when every rank holds
-    // a shard, more when shards are fewer than workers. That is where allreduce wins.
+    // a shard, more when shards are fewer than workers. That is where allreduce wins, and
+    // on the tie with PlanRequest::allreduce_on_ties.
     const double ps_busiest = CostModel::psFloats(numel, 1, P1, P2, PsRole::kServerAndWorker) * req.ps_wire_share;
     if (allreduce_ok) {
       p.allreduce_floats = CostModel::allreduceFloats(numel, 1, P1);
       const double best = p.bytes_choice == Scheme::kSFB ? p.sfb_floats : ps_busiest;
-      if (p.allreduce_floats < best) p.bytes_choice = Scheme::kAllreduce;
+      if (beats(p.allreduce_floats, best, ties && p.bytes_choice == Scheme::kPS)) p.bytes_choice = Scheme::kAllreduce;
     }
     if (req.rates.known()) {
       const double bw = req.rates.bandwidth_bytes_per_s;
@@ -116,7 +122,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       if (allreduce_ok) {
         p.allreduce_seconds = p.allreduce_floats / 2 * sizeof(float) / bw;
         const double rival = p.time_choice == Scheme::kSFB ? p.sfb_seconds : ps_busiest / 2 * sizeof(float) / bw;
-        if (p.allreduce_seconds < rival) p.time_choice = Scheme::kAllreduce;
+        if (beats(p.allreduce_seconds, rival, ties && p.time_choice == Scheme::kPS)) p.time_choice = Scheme::kAllreduce;
       }
     } else {
       p.time_choice = p.bytes_choice;

@@ -37,11 +37,19 @@ struct PlanRequest {
   // How PS layers travel (issue 38): their floats count at this share of fp32's bytes
   // (CostModel::psWireShare); SFB and allreduce layers stay fp32.
   double ps_wire_share = 1.0;
+  // Auto gives a layer whose allreduce moves no more bytes than PS to allreduce (a tie when
+  // every node holds a shard): its buckets fuse small layers into a few collectives where
+  // PS sends a message per pair, which costs CPU beyond the bytes (googlenet, 4 ranks at
+  // 10 gbit: 313.6 images/s against 270.4, docs/benchmarks/allreduce-on-ties.txt). Off,
+  // a tie keeps PS: SSP and straggler dropping work on PS layers only, through a node's
+  // leaders allreduce measured slower, and the simulator models PS and SFB alone.
+  bool allreduce_on_ties = false;
 };
 
 // One plan per layer of `model`. Only FC layers can go by SFB or factor push; allreduce needs every
 // rank to be a worker; with one worker every layer stays on PS (nobody to exchange with).
-// "auto" takes the cheapest; on a tie PS before SFB before allreduce.
+// "auto" takes the cheapest; on a tie PS before SFB before allreduce, but allreduce before
+// PS with PlanRequest::allreduce_on_ties.
 std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& request);
 
 // The 2015 paper's devices level: `nodes` nodes of `devices` devices each exchange as

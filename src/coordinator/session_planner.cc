@@ -92,7 +92,12 @@ SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Opti
     out.rates = measureRates(control, rank, ranks, model, cluster.workers(), options.batch * per_node, out.rates);
   }
   // SFB's K is a node's whole batch: its devices' factors travel stacked.
-  const PlanRequest request{mode, rule, options.batch, out.rates, ps_wire_share};
+  PlanRequest request{mode, rule, options.batch, out.rates, ps_wire_share};
+  // BSP without dropping, flat ranks, a per-layer rule: ties to allreduce (PlanRequest says
+  // why). Not through a node's leaders, where allreduce measured slower than PS
+  // (docs/benchmarks/nodes-hierarchical-vs-flat.txt).
+  request.allreduce_on_ties = options.staleness == 0 && options.straggler_timeout.count() == 0 &&
+                              rule != CostRule::kSchedule && !nodes.hierarchical();
   out.layers = nodes.hierarchical() ? planForNodes(model, nodes.nodes(), per_node, request)
                                     : planSchemes(model, cluster, request);
   if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {

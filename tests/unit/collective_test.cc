@@ -107,7 +107,8 @@ ModelInfo convAndFc() {
 TEST(AllreduceCost, RingFiguresAndWhenAutoPicksAllreduce) {
   // 2*M*N*(P-1)/P floats each way per worker.
   EXPECT_DOUBLE_EQ(CostModel::allreduceFloats(1000, 1, 4), 2.0 * 2 * 1000 * 3 / 4);
-  // Co-located shards move exactly as much as a ring: a tie, and auto keeps PS.
+  // Co-located shards move exactly as much as a ring: a tie, which keeps PS unless the
+  // request gives ties to allreduce (as a flat BSP session does: scheme_planner_test).
   auto even = planSchemes(convAndFc(), ClusterInfo(4, 0, 0), request(SchemeMode::kAuto));
   EXPECT_DOUBLE_EQ(even[0].allreduce_floats, even[0].ps_floats);
   EXPECT_EQ(even[0].scheme, Scheme::kPS);

@@ -74,6 +74,33 @@ TEST(SchemePlanner, A16BitWireCountsPsAtHalfItsBytes) {
   EXPECT_EQ(CostModel::psWireShare(WireFormat::kFp16, WireFormat::kFp32), 0.75);
 }
 
+TEST(SchemePlanner, TiesGoToAllreduceWhenAsked) {
+  // fcnet on 4 workers, a shard on each: the conv layers and the small FC layer cost as
+  // many bytes on PS as on allreduce. The big FC layers stay SFB, far cheaper than both.
+  PlanRequest req{SchemeMode::kAuto, CostRule::kBytes, 32, {}};
+  req.allreduce_on_ties = true;
+  const auto model = modelInfoFromSpec(builtinModel("fcnet"));
+  const auto bytes = planSchemes(model, ClusterInfo(4, 0, 0), req);
+  for (int l : {0, 1, 2, 5}) EXPECT_EQ(bytes[l].scheme, Scheme::kAllreduce) << "layer " << l;
+  EXPECT_EQ(bytes[3].scheme, Scheme::kSFB);
+  EXPECT_EQ(bytes[4].scheme, Scheme::kSFB);
+  req.rule = CostRule::kTime;
+  req.rates = PlatformRates{parseBandwidth("10gbit", "bandwidth"), 50e9};
+  const auto timed = planSchemes(model, ClusterInfo(4, 0, 0), req);
+  for (int l : {0, 1, 2}) EXPECT_EQ(timed[l].scheme, Scheme::kAllreduce) << "layer " << l;
+  // Not ties: PS with 2 shards for 4 workers costs a shard's node more (allreduce with or
+  // without the flag), and a 16-bit wire makes PS cheaper (PS with it).
+  req.rule = CostRule::kBytes;
+  req.rates = {};
+  const PlanRequest plain{SchemeMode::kAuto, CostRule::kBytes, 32, {}};
+  EXPECT_EQ(planSchemes(model, ClusterInfo(4, 0, 2), req)[0].scheme, Scheme::kAllreduce);
+  EXPECT_EQ(planSchemes(model, ClusterInfo(4, 0, 2), plain)[0].scheme, Scheme::kAllreduce);
+  req.ps_wire_share = CostModel::psWireShare(WireFormat::kBf16, WireFormat::kBf16);
+  EXPECT_EQ(planSchemes(model, ClusterInfo(4, 0, 0), req)[0].scheme, Scheme::kPS);
+  // Without the flag (SSP, straggler dropping, the simulator) a tie keeps PS.
+  EXPECT_EQ(fcnetPlan(CostRule::kBytes, {})[0].scheme, Scheme::kPS);
+}
+
 TEST(Units, Bandwidths) {
   EXPECT_DOUBLE_EQ(parseBandwidth("1gbit", "x"), 125e6);
   EXPECT_DOUBLE_EQ(parseBandwidth("100mbit", "x"), 12.5e6);
