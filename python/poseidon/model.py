@@ -212,9 +212,11 @@ class DistributedModel(torch.nn.Module):
         step's update in 16 bits, sums and steps in fp32, every replica an exact copy of
         the servers'; in gradient mode the mean gradient comes back in 16 bits, the same
         bits on every rank; fp16 with a power-of-two scale per 2 MB piece, so nothing
-        overflows).
+        overflows). Allreduce layers sum in 16 bits too: each rank's slice rounded, added
+        in fp32 by the slice's owner, the sum rounded again, the same bits on every rank
+        (in fp32 with error_feedback, which they cannot carry).
     error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
-        and update of the same values (as PowerSGD and 1-bit SGD), so it arrives late
+        and update of the same PS values (as PowerSGD and 1-bit SGD), so it arrives late
         instead of never. Off by default; its residuals are checkpointed.
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
         "priority" order (lower layers first, as the next forward needs them) or "fifo";

@@ -9,6 +9,7 @@
 
 #include "bandwidth/token_bucket.h"
 #include "comm/traffic.h"
+#include "common/half.h"
 
 namespace poseidon {
 
@@ -20,6 +21,13 @@ namespace poseidon {
 // by default. The lab's NIC counters confirm the mean (test mpi.lab_nic_bytes).
 inline std::uint64_t allreduceBytesSent(std::size_t count, int P) {
   return P <= 1 ? 0 : static_cast<std::uint64_t>(2.0 * (P - 1) / P * static_cast<double>(count) * sizeof(float));
+}
+// A 16-bit allreduce (sum16.h): an alltoall and an allgather of the buffer in 16 bits, each
+// (P-1)/P of it per rank, with a 4-byte scale per slice.
+inline std::uint64_t allreduce16BytesSent(std::size_t count, int P) {
+  return P <= 1 ? 0
+                : static_cast<std::uint64_t>(2.0 * (P - 1) / P * (static_cast<double>(count) + 2.0 * P) *
+                                             sizeof(std::uint16_t));
 }
 // A broadcast delivers the buffer to P-1 ranks: (P-1)/P of it per rank on average.
 inline std::uint64_t broadcastBytesSent(std::size_t count, int P) {
@@ -35,6 +43,19 @@ class Communicator {
   virtual void allreduceSum(const float* send, float* recv, std::size_t count) = 0;
   // data = root's data on every rank.
   virtual void broadcast(float* data, std::size_t count, int root) = 0;
+  // recv = the sum over ranks of send with 16-bit values on the wire (`format` bf16 or
+  // fp16; sum16.h: two roundings, the same bits on every rank); send == recv in place. This
+  // generic version sends every rank's whole buffer to every rank; MpiCommunicator's moves
+  // half a ring's bytes.
+  virtual void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count);
+  // The sum `wire` asks for: allreduceSum (exact) in fp32, else allreduceSum16.
+  void sum(WireFormat wire, const float* send, float* recv, std::size_t count) {
+    if (wire == WireFormat::kFp32) {
+      allreduceSum(send, recv, count);
+    } else {
+      allreduceSum16(wire, send, recv, count);
+    }
+  }
   // True once a call gave up (an error elsewhere, a timeout) on a collective MPI still
   // holds: its buffers must then outlive their owners until the job ends.
   virtual bool abandoned() const { return false; }
@@ -48,6 +69,27 @@ class Communicator {
   void paceWith(TokenBucket* budget) { budget_ = budget; }
 
  protected:
+  // While one lives, the calls it wraps count and pace nothing (a collective made of others
+  // counts once, as itself).
+  class Uncounted {
+   public:
+    explicit Uncounted(Communicator& c) : c_(c), traffic_(c.traffic_), budget_(c.budget_) {
+      c.traffic_ = nullptr;
+      c.budget_ = nullptr;
+    }
+    ~Uncounted() {
+      c_.traffic_ = traffic_;
+      c_.budget_ = budget_;
+    }
+    Uncounted(const Uncounted&) = delete;
+    Uncounted& operator=(const Uncounted&) = delete;
+
+   private:
+    Communicator& c_;
+    TrafficCounters* traffic_;
+    TokenBucket* budget_;
+  };
+
   void counted(std::uint64_t bytes) {
     if (traffic_) traffic_->countCollective(bytes);
   }

@@ -62,7 +62,7 @@ void FunnelKVStore::runLoop() {
         {
           TimelineSpan span(options_.timeline, "funnel", options_.timeline ? detail::cat("allreduce key ", key) : "",
                             "allreduce");
-          comm_->allreduceSum(r.grad, r.value, r.count);
+          comm_->sum(options_.wire, r.grad, r.value, r.count);
         }
         r.done();
       }

@@ -79,10 +79,11 @@ void KVStore::queueAllreduce(Communicator& comm, std::string track, int key, Ent
   float* value = e.value.data();
   const std::size_t n = e.value.size();
   Timeline* timeline = options_.timeline;
+  const WireFormat wire = options_.wire;
   engine_.push(
-      [&comm, grad, value, n, timeline, key, track = std::move(track)] {
+      [&comm, grad, value, n, timeline, key, wire, track = std::move(track)] {
         TimelineSpan span(timeline, track, timeline ? detail::cat("allreduce key ", key) : "", "allreduce");
-        comm.allreduceSum(grad, value, n);
+        comm.sum(wire, grad, value, n);
       },
       {grad_tag}, {e.tag, order_tag}, Engine::Kind::kComm);
 }

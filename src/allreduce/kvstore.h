@@ -39,6 +39,8 @@ struct KVStoreOptions {
   int outstanding = 2;    // concurrent: collectives in flight at most
   std::chrono::milliseconds timeout = kDefaultTimeout;
   Timeline* timeline = nullptr;  // records each collective, if set
+  // How the sums travel (issue 38): fp32 (exact), or 16 bits (Communicator::allreduceSum16).
+  WireFormat wire = WireFormat::kFp32;
 
   // Throws OptionError for settings that could deadlock or make no sense.
   void validate() const;

@@ -2,6 +2,9 @@
 
 #include <climits>
 #include <thread>
+#include <vector>
+
+#include "allreduce/sum16.h"
 
 #include "poseidon/errors.h"
 
@@ -70,6 +73,42 @@ void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
   check(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, comm_, &request), "MPI_Ibcast");
   wait(request, "MPI_Ibcast");
   counted(broadcastBytesSent(count, size_));
+}
+
+void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count) {
+  const sum16::Slices slices(count, size_);
+  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 values");
+  const std::uint64_t bytes = allreduce16BytesSent(count, size_);
+  paced(bytes, &failure_);
+  // Rank s gets slice s of every rank's contribution, in rank order.
+  std::vector<std::uint16_t> mine(slices.totalWords());
+  sum16::encode(format, send, slices, mine.data());
+  const int own = static_cast<int>(slices.words(rank_));
+  std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_, own), recv_displs(size_);
+  for (int s = 0; s < size_; ++s) {
+    send_counts[s] = static_cast<int>(slices.words(s));
+    send_displs[s] = static_cast<int>(slices.offset(s));
+    recv_displs[s] = s * own;
+  }
+  std::vector<std::uint16_t> gathered(static_cast<std::size_t>(own) * size_);
+  MPI_Request request;
+  check(MPI_Ialltoallv(mine.data(), send_counts.data(), send_displs.data(), MPI_UINT16_T, gathered.data(),
+                       recv_counts.data(), recv_displs.data(), MPI_UINT16_T, comm_, &request),
+        "MPI_Ialltoallv");
+  wait(request, "MPI_Ialltoallv (16-bit slices to their owners)");
+  std::vector<const std::uint16_t*> from;
+  for (int r = 0; r < size_; ++r) from.push_back(gathered.data() + static_cast<std::size_t>(r) * own);
+  std::vector<std::uint16_t> sum(own);
+  sum16::reduceSlice(format, from, slices.length(rank_), sum.data());
+  // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
+  check(MPI_Iallgatherv(sum.data(), own, MPI_UINT16_T, mine.data(), send_counts.data(), send_displs.data(),
+                        MPI_UINT16_T, comm_, &request),
+        "MPI_Iallgatherv");
+  wait(request, "MPI_Iallgatherv (the 16-bit sums to every rank)");
+  for (int s = 0; s < size_; ++s) {
+    sum16::decodeSlice(format, mine.data() + slices.offset(s), slices.length(s), recv + slices.begin(s));
+  }
+  counted(bytes);
 }
 
 }  // namespace poseidon

@@ -42,6 +42,7 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
       before_copy_(options.before_copy),
       after_step_(options.after_step),
       workers_(transport.size()),
+      wire_(options.kvstore.wire),
       on_done_(std::move(on_done)),
       layers_(model.layers.size()),
       // One compute thread applies the steps, one copies, the design decides the comm threads.
@@ -230,8 +231,12 @@ LayerSyncer::SendFn AllreduceSyncer::gradientsReady(std::uint64_t, std::vector<f
   return [c = &collective_, layer = layer(), grads = std::move(grads)] { c->gradientReady(layer, grads); };
 }
 
-std::uint64_t AllreduceSyncer::bytesSent() const {
-  return allreduceBytesSent(collective_.floatsOfLayer(layer()), collective_.workers()) * synced_;
+std::uint64_t AllreduceBuckets::bytesOfLayer(int layer) const {
+  // A layer's share of its bucket's collective; the 16-bit slices' scales (a few bytes per
+  // collective) are counted by the communicator, not here.
+  return allreduceBytesSent(floatsOfLayer(layer), workers_) * wireBytesPerFloat(wire_) / sizeof(float);
 }
+
+std::uint64_t AllreduceSyncer::bytesSent() const { return collective_.bytesOfLayer(layer()) * synced_; }
 
 }  // namespace poseidon

@@ -61,6 +61,8 @@ class AllreduceBuckets {
   // Floats each worker hands to allreduce per iteration for layer l.
   std::int64_t floatsOfLayer(int layer) const;
   int workers() const { return workers_; }
+  // Layer l's bytes sent per iteration, on the wire its sums travel (fp32 or 16 bits).
+  std::uint64_t bytesOfLayer(int layer) const;
   // One line for the progress output: layers, buckets, design.
   std::string summary() const;
   // Weights, biases and momentum: what every replica must agree on.
@@ -83,6 +85,7 @@ class AllreduceBuckets {
   const std::function<void(int, std::uint64_t, const std::vector<float*>&)> before_copy_;
   const std::function<void(int, std::uint64_t)> after_step_;
   const int workers_;
+  const WireFormat wire_;  // how the sums travel
   std::function<void(int)> on_done_;
   std::vector<std::unique_ptr<Layer>> layers_;    // by model layer; null if not allreduce
   std::vector<std::unique_ptr<Bucket>> buckets_;  // in back-propagation order

@@ -106,14 +106,23 @@ CheckedOptions checkOptions(const Options& o) {
   checkSlowWorkers(o, c.mode);
   c.kvstore = kvstoreOptions(o);
   c.wire = parseWireFormat(o.wire);
-  if (c.wire != WireFormat::kFp32 && c.mode != SchemeMode::kPS && c.mode != SchemeMode::kAuto) {
-    throw OptionError(opt("wire", o.wire) + " halves the gradients the parameter server's layers push; " +
-                      opt("scheme", o.scheme) + " has none: use {scheme=ps} or {scheme=auto}");
+  const bool half_schemes = c.mode == SchemeMode::kPS || c.mode == SchemeMode::kAuto || c.mode == SchemeMode::kAllreduce;
+  if (c.wire != WireFormat::kFp32 && !half_schemes) {
+    throw OptionError(opt("wire", o.wire) + " halves the gradients of parameter-server and allreduce layers; " +
+                      opt("scheme", o.scheme) + " has none: use {scheme=ps}, {scheme=allreduce} or {scheme=auto}");
   }
   if (o.error_feedback && c.wire == WireFormat::kFp32) {
     throw OptionError(std::string("{error_feedback=true}") + " keeps what a 16-bit wire's rounding loses; " +
                       opt("wire", o.wire) + " rounds nothing: use {wire=bf16} or {wire=fp16}");
   }
+  if (o.error_feedback && c.mode == SchemeMode::kAllreduce) {
+    throw OptionError(
+        "{error_feedback=true} carries residuals on parameter-server layers only, and {scheme=allreduce} has none: "
+        "use {scheme=ps} or {scheme=auto}, or drop {error_feedback}");
+  }
+  // Allreduce layers sum in 16 bits too, but carry no residual: with error feedback they
+  // stay fp32, exact (and so auto's cost model counts them).
+  c.kvstore.wire = o.error_feedback ? WireFormat::kFp32 : c.wire;
   if (c.rule == CostRule::kSchedule) {
     checkScheduleRule(o, c.mode);
     // Only a run's measured layer times can answer (Options::schedule_plan).

@@ -321,7 +321,9 @@ ClusterInfo Session::Impl::cluster() const {
 // servers hold (PS and factor push).
 std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster) {
   SessionPlan planned = planSession(control, transport.rank(), transport.size(), options, checked.mode, checked.rule,
-                                    CostModel::psWireShare(checked.wire, updateWire()), model, cluster, nodes);
+                                    WireShares{CostModel::psWireShare(checked.wire, updateWire()),
+                                               static_cast<double>(wireBytesPerFloat(checked.kvstore.wire)) / sizeof(float)},
+                                    model, cluster, nodes);
   rates = planned.rates;
   plan = std::move(planned.layers);
   std::vector<bool> on_ps;
@@ -649,7 +651,7 @@ SessionStats Session::stats() const {
     st.predicted_bytes_by_layer.push_back(
         s.layout.network_rank < 0 ? 0.0
                                   : predictedBytesSent(*s.book, s.plan[l].scheme, layer, s.layout.network_rank, K,
-                                                       s.checked.wire, s.updateWire()));
+                                                       s.checked.wire, s.updateWire(), s.checked.kvstore.wire));
   }
   if (s.client) {
     st.max_staleness_seen = s.client->maxStalenessSeen();

@@ -82,7 +82,7 @@ double CostModel::psWireShare(WireFormat pushes, WireFormat updates) {
 }
 
 double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K,
-                          WireFormat pushes, WireFormat updates) {
+                          WireFormat pushes, WireFormat updates, WireFormat sums) {
   const auto& cluster = book.cluster();
   const LayerInfo& li = book.model().layers[l];
   K *= li.rows_per_example;  // factor rows: a Linear on [B, T, N] makes B * T
@@ -93,9 +93,9 @@ double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int
     return values * static_cast<double>(wireBytesPerFloat(updates)) +
            pushed * static_cast<double>(wireBytesPerFloat(pushes));
   }
-  // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent.
+  // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent, in the sums' width.
   if (scheme == Scheme::kAllreduce)
-    return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * sizeof(float);
+    return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * static_cast<double>(wireBytesPerFloat(sums));
   // Factor push with sharded servers: the factors go to every other shard that holds a pair of
   // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
   std::vector<bool> shard_used(cluster.shards(), false);

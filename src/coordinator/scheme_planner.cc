@@ -106,7 +106,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     // on the tie with PlanRequest::allreduce_on_ties.
     const double ps_busiest = CostModel::psFloats(numel, 1, P1, P2, PsRole::kServerAndWorker) * req.ps_wire_share;
     if (allreduce_ok) {
-      p.allreduce_floats = CostModel::allreduceFloats(numel, 1, P1);
+      p.allreduce_floats = CostModel::allreduceFloats(numel, 1, P1) * req.allreduce_wire_share;
       const double best = p.bytes_choice == Scheme::kSFB ? p.sfb_floats : ps_busiest;
       if (beats(p.allreduce_floats, best, ties && p.bytes_choice == Scheme::kPS)) p.bytes_choice = Scheme::kAllreduce;
     }
@@ -168,7 +168,10 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       if (allreduce_ok) p.reason += format(" vs allreduce %.0f", p.allreduce_floats, 0);
     }
     if (req.ps_wire_share != 1.0 && req.mode == SchemeMode::kAuto && P1 > 1) {
-      p.reason += format(" (ps on a 16-bit wire: x%.2f of fp32's bytes)", req.ps_wire_share, 0);
+      p.reason += req.allreduce_wire_share != 1.0 && allreduce_ok
+                      ? format(" (ps and allreduce on a 16-bit wire: x%.2f and x%.2f of fp32's bytes)",
+                               req.ps_wire_share, req.allreduce_wire_share)
+                      : format(" (ps on a 16-bit wire: x%.2f of fp32's bytes)", req.ps_wire_share, 0);
     }
     plans.push_back(p);
   }

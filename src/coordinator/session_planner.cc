@@ -82,7 +82,7 @@ void checkPlanForSlowWorkers(const Options& options, const ModelInfo& model, con
 }  // namespace
 
 SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Options& options, SchemeMode mode,
-                        CostRule rule, double ps_wire_share, const ModelInfo& model, const ClusterInfo& cluster,
+                        CostRule rule, WireShares shares, const ModelInfo& model, const ClusterInfo& cluster,
                         const NodeMap& nodes) {
   const int per_node = nodes.devicesPerNode();
   SessionPlan out;
@@ -92,7 +92,7 @@ SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Opti
     out.rates = measureRates(control, rank, ranks, model, cluster.workers(), options.batch * per_node, out.rates);
   }
   // SFB's K is a node's whole batch: its devices' factors travel stacked.
-  PlanRequest request{mode, rule, options.batch, out.rates, ps_wire_share};
+  PlanRequest request{mode, rule, options.batch, out.rates, shares.ps, shares.allreduce};
   // BSP without dropping, flat ranks, a per-layer rule: ties to allreduce (PlanRequest says
   // why). Not through a node's leaders, where allreduce measured slower than PS
   // (docs/benchmarks/nodes-hierarchical-vs-flat.txt).

@@ -22,11 +22,17 @@ struct SessionPlan {
   std::vector<LayerPlan> layers;
 };
 
+// PlanRequest's shares of fp32's bytes for PS and allreduce layers (a 16-bit wire).
+struct WireShares {
+  double ps = 1.0;
+  double allreduce = 1.0;
+};
+
 // `mode` and `rule` as checkOptions parsed them from `options`; `nodes` the devices level
-// as the session found it; `ps_wire_share` PlanRequest's. Throws OptionError for a plan the
+// as the session found it; `shares` PlanRequest's. Throws OptionError for a plan the
 // options cannot train.
 SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Options& options, SchemeMode mode,
-                        CostRule rule, double ps_wire_share, const ModelInfo& model, const ClusterInfo& cluster,
+                        CostRule rule, WireShares shares, const ModelInfo& model, const ClusterInfo& cluster,
                         const NodeMap& nodes);
 
 }  // namespace poseidon

@@ -3,12 +3,16 @@
 // call collectives in different orders, which is how MPI would deadlock.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "allreduce/communicator.h"
 #include "allreduce/fusion.h"
 #include "allreduce/kvstore.h"
+#include "allreduce/sum16.h"
+#include "comm/gradient16.h"
 #include "comm/loopback_transport.h"
 #include "coordinator/scheme_planner.h"
 #include "kvstore_stress.h"
@@ -67,6 +71,63 @@ TEST(GroupCommunicator, OnlyTheMembersMeet) {
   EXPECT_EQ(sums, (std::vector<float>{4, 6, 4, 6}));  // 1 + 3 and 2 + 4
   EXPECT_EQ(ranks, (std::vector<int>{0, 0, 1, 1}));
   EXPECT_THROW(hub.transport(0).newGroupCommunicator({1, 2}, std::chrono::seconds(1), failure), CommError);
+}
+
+// The 16-bit allreduce (sum16.h): per slice, each rank's values rounded alone, added in
+// fp32 in rank order starting from rank 0's, the sum rounded again.
+std::vector<float> sum16Reference(WireFormat format, const std::vector<std::vector<float>>& send, std::size_t n) {
+  const std::size_t P = send.size();
+  std::vector<float> out(n);
+  for (std::size_t s = 0; s < P; ++s) {
+    const std::size_t b = n * s / P, e = n * (s + 1) / P;
+    std::vector<float> sum(e - b), rounded(e - b);
+    for (std::size_t r = 0; r < P; ++r) {
+      roundThrough(format, send[r].data() + b, rounded.data(), e - b);
+      for (std::size_t i = 0; i < e - b; ++i) sum[i] = r == 0 ? rounded[i] : sum[i] + rounded[i];
+    }
+    roundThrough(format, sum.data(), out.data() + b, e - b);
+  }
+  return out;
+}
+
+TEST(Sum16, EveryRankGetsTheRoundedSlicesRoundedSumBitForBit) {
+  constexpr int P = 3;
+  for (const WireFormat format : {WireFormat::kBf16, WireFormat::kFp16}) {
+    for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{10001}}) {
+      std::vector<std::vector<float>> send(P, std::vector<float>(n));
+      for (int r = 0; r < P; ++r) {
+        // Magnitudes from 1e-3 to 1e3, so fp16's per-slice scale matters.
+        for (std::size_t i = 0; i < n; ++i) send[r][i] = std::sin(0.37f * i + r) * std::pow(10.0f, float(i % 7) - 3);
+      }
+      LoopbackHub hub(P);
+      FailureState failure;
+      std::vector<std::vector<float>> got(P);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < P; ++r) {
+        threads.emplace_back([&, r] {
+          auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
+          got[r] = send[r];
+          comm->allreduceSum16(format, got[r].data(), got[r].data(), n);  // in place
+        });
+      }
+      for (auto& t : threads) t.join();
+      const auto want = sum16Reference(format, send, n);
+      for (int r = 0; r < P; ++r) {
+        ASSERT_EQ(std::memcmp(got[r].data(), want.data(), n * sizeof(float)), 0)
+            << wireFormatName(format) << " n=" << n << " rank " << r;
+      }
+      EXPECT_NE(want[0], send[0][0] + send[1][0] + send[2][0]) << "rounding happened";
+    }
+  }
+}
+
+TEST(Sum16, HalfTheRingsBytesAndAScalePerSlice) {
+  EXPECT_EQ(allreduce16BytesSent(1000, 4), static_cast<std::uint64_t>(2.0 * 3 / 4 * (1000 + 8) * 2));
+  EXPECT_EQ(allreduce16BytesSent(1000, 1), 0u);
+  const sum16::Slices slices(10, 3);
+  EXPECT_EQ(slices.length(0) + slices.length(1) + slices.length(2), 10u);
+  EXPECT_EQ(slices.offset(2), slices.begin(2) + 4);
+  EXPECT_EQ(slices.totalWords(), 16u);
 }
 
 TEST(KVStoreDesigns, SettingsThatCouldDeadlockAreRefused) {

@@ -1,0 +1,99 @@
+#include "allreduce/sum16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "allreduce/communicator.h"
+#include "poseidon/errors.h"
+
+namespace poseidon::sum16 {
+
+namespace {
+
+constexpr std::size_t kChunk = 4096;  // floats widened at a time through a stack buffer
+
+float scaleOf(WireFormat format, const std::uint16_t* in) {
+  float scale;
+  std::memcpy(&scale, in, sizeof(float));
+  if (format == WireFormat::kBf16 ? scale != 1.0f : !(scale > 0 && scale < 1e38f)) {
+    throw CommError(detail::cat("a 16-bit allreduce slice arrived with scale ", scale, ", which no rank writes for ",
+                                wireFormatName(format)));
+  }
+  return scale;
+}
+
+HalfSpan spanOf(WireFormat format, const std::uint16_t* in) {
+  return HalfSpan{format, scaleOf(format, in), in + Slices::kScaleWords};
+}
+
+}  // namespace
+
+void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uint16_t* out) {
+  POSEIDON_ENFORCE(format != WireFormat::kFp32, "a 16-bit allreduce needs a 16-bit format");
+  const float scale = format == WireFormat::kFp16 ? fp16Scale(values, n) : 1.0f;
+  std::memcpy(out, &scale, sizeof(float));
+  if (format == WireFormat::kBf16) {
+    toBf16(values, out + Slices::kScaleWords, n);
+  } else {
+    toFp16(values, out + Slices::kScaleWords, n, scale);
+  }
+}
+
+void encode(WireFormat format, const float* values, const Slices& slices, std::uint16_t* out) {
+  for (int s = 0; s < slices.parts(); ++s) {
+    encodeSlice(format, values + slices.begin(s), slices.length(s), out + slices.offset(s));
+  }
+}
+
+void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, float* out) {
+  widen(spanOf(format, in), 0, out, n);
+}
+
+void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
+                 std::uint16_t* out) {
+  std::vector<float> sum(n);
+  if (!from.empty()) decodeSlice(format, from[0], n, sum.data());
+  float block[kChunk];
+  for (std::size_t r = 1; r < from.size(); ++r) {
+    const HalfSpan span = spanOf(format, from[r]);
+    for (std::size_t i = 0; i < n; i += kChunk) {
+      const std::size_t c = std::min(kChunk, n - i);
+      widen(span, i, block, c);
+      for (std::size_t j = 0; j < c; ++j) sum[i + j] += block[j];
+    }
+  }
+  encodeSlice(format, sum.data(), n, out);
+}
+
+}  // namespace poseidon::sum16
+
+namespace poseidon {
+
+// The generic way, for communicators without an alltoall (the loopback): every rank's
+// encoding goes to every rank (a broadcast from each; the bits travel as floats, which a
+// copy keeps), and each rank reduces every slice itself, with the same arithmetic as an
+// owner would. MPI's override moves only the owners' shares.
+void Communicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count) {
+  const int P = size();
+  const sum16::Slices slices(count, P);
+  const std::size_t floats = (slices.totalWords() + 1) / 2;
+  std::vector<std::vector<float>> all(P, std::vector<float>(floats));
+  sum16::encode(format, send, slices, reinterpret_cast<std::uint16_t*>(all[rank()].data()));
+  {
+    const Uncounted quiet(*this);
+    for (int r = 0; r < P; ++r) broadcast(all[r].data(), floats, r);
+  }
+  std::vector<std::uint16_t> reduced(slices.totalWords());
+  for (int s = 0; s < P; ++s) {
+    std::vector<const std::uint16_t*> from;
+    for (int r = 0; r < P; ++r) from.push_back(reinterpret_cast<const std::uint16_t*>(all[r].data()) + slices.offset(s));
+    sum16::reduceSlice(format, from, slices.length(s), reduced.data() + slices.offset(s));
+  }
+  for (int s = 0; s < P; ++s) {
+    sum16::decodeSlice(format, reduced.data() + slices.offset(s), slices.length(s), recv + slices.begin(s));
+  }
+  counted(allreduce16BytesSent(count, P));
+}
+
+}  // namespace poseidon
