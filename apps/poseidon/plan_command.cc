@@ -156,7 +156,7 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
   cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s, for the SFB reconstruction time");
   cmd->add_option("--wire", o.wire,
-                  "How PS and allreduce layers travel: fp32, or bf16/fp16 (half their bytes; SFB stays fp32)")
+                  "How PS, SFB and allreduce layers travel: fp32, or bf16/fp16 (half their bytes)")
       ->capture_default_str();
   cmd->add_option("--host-cores", o.host_cores,
                   "With --cost-model schedule: bound each simulated iteration by a "
@@ -205,6 +205,7 @@ PlanRequest planRequest(const PlanOptions& o) {
   const WireFormat wire = parseWireFormat(o.wire);
   req.ps_wire_share = CostModel::psWireShare(wire, wire);  // BSP server mode: pushes and updates alike
   req.allreduce_wire_share = static_cast<double>(wireBytesPerFloat(wire)) / sizeof(float);
+  req.sfb_wire_share = req.allreduce_wire_share;
   req.allreduce_on_ties = req.rule != CostRule::kSchedule && o.nodes == 0;  // as a flat BSP session plans
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");

@@ -268,8 +268,8 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
                   "bench/simulator/simulator_vs_lab.py measures it); 0: free")
       ->capture_default_str();
   cmd->add_option("--wire", o.wire,
-                  "How PS pushes and fresh values travel: fp32, or bf16/fp16 (half their bytes; SFB factors stay "
-                  "fp32)")
+                  "How PS pushes and fresh values, and SFB factors, travel: fp32, or bf16/fp16 (half their bytes; "
+                  "allreduce layers are simulated as PS)")
       ->capture_default_str();
   cmd->add_option("--kv-pair-bytes", o.kv_pair_bytes, "Largest KV pair of the information book")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Iterations simulated; the first warms up")->capture_default_str();

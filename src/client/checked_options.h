@@ -16,6 +16,9 @@ struct CheckedOptions {
   SendOrder send_order = SendOrder::kPriority;
   KVStoreOptions kvstore;  // without its timeline, which the session adds
   WireFormat wire = WireFormat::kFp32;
+  // How SFB layers' factors travel: the wire, or fp32 with error feedback (as the
+  // allreduce layers' sums, kvstore.wire: neither carries a residual).
+  WireFormat factor_wire = WireFormat::kFp32;
 };
 
 // validate(), keeping what it parsed; throws OptionError.

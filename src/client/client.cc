@@ -69,7 +69,7 @@ std::unique_ptr<LayerSyncer> Client::makeSyncer(int layer, Scheme scheme, Parame
   if (scheme == Scheme::kAllreduce) return std::make_unique<AllreduceSyncer>(layer, *allreduce_);
   if (scheme == Scheme::kSFB) {
     return std::make_unique<SfbSyncer>(layer, book_, transport_, params, options_.sgd, options_.timeout, failure_,
-                                       options_.start_iteration);
+                                       options_.start_iteration, options_.factor_wire);
   }
   if (book_.pairsOfLayer(layer).empty()) return nullptr;  // nothing on the servers to sync
   return std::make_unique<PsSyncer>(

@@ -49,6 +49,7 @@ struct ClientOptions {
   WireFormat wire = WireFormat::kFp32;  // how PS layers push gradients
   WireFormat update_wire = WireFormat::kFp32;  // PsSyncerOptions::updates
   bool error_feedback = false;                 // PsSyncerOptions::error_feedback
+  WireFormat factor_wire = WireFormat::kFp32;  // how SFB layers' factors travel
 };
 
 class Client : public Worker {

@@ -106,10 +106,9 @@ CheckedOptions checkOptions(const Options& o) {
   checkSlowWorkers(o, c.mode);
   c.kvstore = kvstoreOptions(o);
   c.wire = parseWireFormat(o.wire);
-  const bool half_schemes = c.mode == SchemeMode::kPS || c.mode == SchemeMode::kAuto || c.mode == SchemeMode::kAllreduce;
-  if (c.wire != WireFormat::kFp32 && !half_schemes) {
-    throw OptionError(opt("wire", o.wire) + " halves the gradients of parameter-server and allreduce layers; " +
-                      opt("scheme", o.scheme) + " has none: use {scheme=ps}, {scheme=allreduce} or {scheme=auto}");
+  if (c.wire != WireFormat::kFp32 && c.mode == SchemeMode::kFactorPush) {
+    throw OptionError(opt("wire", o.wire) + " halves gradients, SFB's factors and allreduce sums; " +
+                      opt("scheme", o.scheme) + "'s factors to the shards stay fp32: use another scheme");
   }
   if (o.error_feedback && c.wire == WireFormat::kFp32) {
     throw OptionError(std::string("{error_feedback=true}") + " keeps what a 16-bit wire's rounding loses; " +
@@ -120,9 +119,10 @@ CheckedOptions checkOptions(const Options& o) {
         "{error_feedback=true} carries residuals on parameter-server layers only, and {scheme=allreduce} has none: "
         "use {scheme=ps} or {scheme=auto}, or drop {error_feedback}");
   }
-  // Allreduce layers sum in 16 bits too, but carry no residual: with error feedback they
-  // stay fp32, exact (and so auto's cost model counts them).
+  // Allreduce sums and SFB factors go in 16 bits too, but carry no residual: with error
+  // feedback they stay fp32, exact (and so auto's cost model counts them).
   c.kvstore.wire = o.error_feedback ? WireFormat::kFp32 : c.wire;
+  c.factor_wire = c.kvstore.wire;
   if (c.rule == CostRule::kSchedule) {
     checkScheduleRule(o, c.mode);
     // Only a run's measured layer times can answer (Options::schedule_plan).

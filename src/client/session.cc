@@ -74,6 +74,7 @@ struct Dispatch {
         server->onPushFactors(std::move(m));
         return;
       case MsgType::kFactors:
+      case MsgType::kFactors16:
         if (!client)
           throw CommError(detail::cat("rank ", m.header().source, " sent factors to a rank that does not train"));
         client->onFactors(std::move(m));
@@ -322,7 +323,8 @@ ClusterInfo Session::Impl::cluster() const {
 std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster) {
   SessionPlan planned = planSession(control, transport.rank(), transport.size(), options, checked.mode, checked.rule,
                                     WireShares{CostModel::psWireShare(checked.wire, updateWire()),
-                                               static_cast<double>(wireBytesPerFloat(checked.kvstore.wire)) / sizeof(float)},
+                                               static_cast<double>(wireBytesPerFloat(checked.kvstore.wire)) / sizeof(float),
+                                               static_cast<double>(wireBytesPerFloat(checked.factor_wire)) / sizeof(float)},
                                     model, cluster, nodes);
   rates = planned.rates;
   plan = std::move(planned.layers);
@@ -413,7 +415,7 @@ void Session::Impl::makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd
       *book, network, server.get(), params, schemes,
       ClientOptions{options.wfbp, options.timeout, sgd, kvstore, options.fusion_bytes, options.start_iteration,
                     options.staleness, separateShard(), timeline.get(), stage.get(), checked.wire,
-                    updateWire(), options.error_feedback},
+                    updateWire(), options.error_feedback, checked.factor_wire},
       failure);
   worker = client.get();
 }

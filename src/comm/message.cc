@@ -50,6 +50,7 @@ KeyKind keyKind(MsgType type) {
     case MsgType::kMeanGrad16:
       return KeyKind::kPair;
     case MsgType::kFactors:
+    case MsgType::kFactors16:
     case MsgType::kPushFactors:
       return KeyKind::kLayer;
     case MsgType::kControl:

@@ -23,11 +23,12 @@ enum class MsgType : std::uint16_t {
   kPushGrad16 = 11,        // as kPushGrad, in 16 bits (comm/gradient16.h)
   kParams16 = 12,          // shard -> worker: a KV pair's update (new values minus old) in 16 bits
   kMeanGrad16 = 13,        // shard -> worker, gradient mode: a KV pair's mean gradient in 16 bits
-  kLastType = kMeanGrad16,
+  kFactors16 = 14,         // as kFactors, in 16 bits (comm/factors.h)
+  kLastType = kFactors16,
 };
 
 // What a header's key names, by the message's type: a KV pair of the information book
-// (kPushGrad, kPushGrad16, kParams, kParams16, kMeanGrad16), a layer (kFactors, kPushFactors), a piece of a layer (the kNode*
+// (kPushGrad, kPushGrad16, kParams, kParams16, kMeanGrad16), a layer (kFactors, kFactors16, kPushFactors), a piece of a layer (the kNode*
 // types: node/pieces.h's PieceKey), or a control message's sequence number (kControl).
 enum class KeyKind { kPair, kLayer, kPiece, kSequence };
 KeyKind keyKind(MsgType type);
@@ -35,7 +36,8 @@ KeyKind keyKind(MsgType type);
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
   // 2: kMeanGrad16, and large external payloads sent apart from their header (MpiTransport).
-  static constexpr std::uint16_t kVersion = 2;
+  // 3: kFactors16.
+  static constexpr std::uint16_t kVersion = 3;
 
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;

@@ -82,11 +82,12 @@ double CostModel::psWireShare(WireFormat pushes, WireFormat updates) {
 }
 
 double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int rank, std::int64_t K,
-                          WireFormat pushes, WireFormat updates, WireFormat sums) {
+                          WireFormat pushes, WireFormat updates, WireFormat replicated) {
   const auto& cluster = book.cluster();
   const LayerInfo& li = book.model().layers[l];
   K *= li.rows_per_example;  // factor rows: a Linear on [B, T, N] makes B * T
-  if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * sizeof(float);
+  const auto replicated_bytes = static_cast<double>(wireBytesPerFloat(replicated));
+  if (scheme == Scheme::kSFB) return CostModel::sfbFloats(li.M, li.N, cluster.workers(), K) / 2 * replicated_bytes;
   if (scheme == Scheme::kPS) {
     const double pushed = CostModel::psPushedFloats(li.numel(), cluster, rank);
     const double values = CostModel::psSentFloats(li.numel(), cluster, rank) - pushed;
@@ -95,7 +96,7 @@ double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int
   }
   // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent, in the sums' width.
   if (scheme == Scheme::kAllreduce)
-    return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * static_cast<double>(wireBytesPerFloat(sums));
+    return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * replicated_bytes;
   // Factor push with sharded servers: the factors go to every other shard that holds a pair of
   // the layer; as a server, this rank sends its pairs' fresh values to the other workers.
   std::vector<bool> shard_used(cluster.shards(), false);

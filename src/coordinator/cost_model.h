@@ -44,9 +44,9 @@ struct CostModel {
 // What the cost model says rank `rank` of the book's cluster sends per iteration for
 // layer l under `scheme`, K examples per worker (what a report sets measured bytes beside);
 // `pushes`, `updates`: how PS layers push gradients and how their shards send updates back.
-// `sums`: how allreduce layers' sums travel.
+// `replicated`: how allreduce layers' sums and SFB layers' factors travel.
 double predictedBytesSent(const InformationBook& book, Scheme scheme, int layer, int rank, std::int64_t K,
                           WireFormat pushes = WireFormat::kFp32, WireFormat updates = WireFormat::kFp32,
-                          WireFormat sums = WireFormat::kFp32);
+                          WireFormat replicated = WireFormat::kFp32);
 
 }  // namespace poseidon

@@ -96,7 +96,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
     const bool fc = layer.kind == LayerKind::kFC && layer.factorable && P1 > 1;
     if (fc) {
       // The bias rides along with the factors (its gradient is the sum of U's rows).
-      p.sfb_floats = CostModel::sfbFloats(layer.M, layer.N, P1, K);
+      p.sfb_floats = CostModel::sfbFloats(layer.M, layer.N, P1, K) * req.sfb_wire_share;
       p.factor_push_floats = CostModel::factorPushFloats(layer.M, layer.N, K);
       p.bytes_choice = p.sfb_floats <= p.ps_floats ? Scheme::kSFB : Scheme::kPS;
     }
@@ -168,10 +168,8 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
       if (allreduce_ok) p.reason += format(" vs allreduce %.0f", p.allreduce_floats, 0);
     }
     if (req.ps_wire_share != 1.0 && req.mode == SchemeMode::kAuto && P1 > 1) {
-      p.reason += req.allreduce_wire_share != 1.0 && allreduce_ok
-                      ? format(" (ps and allreduce on a 16-bit wire: x%.2f and x%.2f of fp32's bytes)",
-                               req.ps_wire_share, req.allreduce_wire_share)
-                      : format(" (ps on a 16-bit wire: x%.2f of fp32's bytes)", req.ps_wire_share, 0);
+      p.reason += format(" (a 16-bit wire: ps x%.2f, sfb x%.2f, allreduce x%.2f of fp32's bytes)", req.ps_wire_share,
+                         req.sfb_wire_share, req.allreduce_wire_share);
     }
     plans.push_back(p);
   }

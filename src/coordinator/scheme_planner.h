@@ -35,11 +35,13 @@ struct PlanRequest {
   std::int64_t batch = 32;  // K, per worker
   PlatformRates rates;
   // How PS layers travel (issue 38): their floats count at this share of fp32's bytes
-  // (CostModel::psWireShare); SFB layers stay fp32.
+  // (CostModel::psWireShare).
   double ps_wire_share = 1.0;
   // Allreduce layers' floats count at this share of fp32's bytes (0.5 when their sums travel
   // in 16 bits: sum16.h).
   double allreduce_wire_share = 1.0;
+  // SFB layers' factors count at this share of fp32's bytes (0.5 in 16 bits: comm/factors.h).
+  double sfb_wire_share = 1.0;
   // Auto gives a layer whose allreduce moves no more bytes than PS to allreduce (a tie when
   // every node holds a shard): its buckets fuse small layers into a few collectives where
   // PS sends a message per pair, which costs CPU beyond the bytes (googlenet, 4 ranks at

@@ -26,6 +26,7 @@ struct SessionPlan {
 struct WireShares {
   double ps = 1.0;
   double allreduce = 1.0;
+  double sfb = 1.0;
 };
 
 // `mode` and `rule` as checkOptions parsed them from `options`; `nodes` the devices level

@@ -19,7 +19,7 @@ const LayerInfo& fcLayer(const InformationBook& book, int layer, const std::vect
 
 SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
                      const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
-                     std::uint64_t start_iteration)
+                     std::uint64_t start_iteration, WireFormat wire)
     : LayerSyncer(layer, schemeName(Scheme::kSFB)),
       book_(book),
       transport_(transport),
@@ -28,6 +28,7 @@ SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transpor
       failure_(failure),
       M_(fcLayer(book, layer, params).M),
       N_(fcLayer(book, layer, params).N),
+      wire_(wire),
       tensors_(params.size()),
       first_step_(start_iteration == 0),
       applied_(start_iteration),
@@ -60,6 +61,7 @@ LayerSyncer::SendFn SfbSyncer::factorsReady(std::uint64_t t, const float* U, con
 }
 
 Message SfbSyncer::factorMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
+  if (wire_ != WireFormat::kFp32) return packFactors16(wire_, layer(), transport_.rank(), iteration, U, V, K, M_, N_);
   return packFactors(MsgType::kFactors, layer(), transport_.rank(), iteration, U, V, K, M_, N_);
 }
 
@@ -71,22 +73,25 @@ void SfbSyncer::Send(std::uint64_t iteration, Message factors) {
     transport_.send(w, factors);
     bytes_sent_ += factors.wireBytes();
   }
-  deliver(std::move(factors));  // this worker's own share, in its rank's slot
+  // This worker's own share, in its rank's slot: read from the message as the peers read it
+  // (on a 16-bit wire, the same rounded factors).
+  deliver(std::move(factors));
 }
 
 void SfbSyncer::deliver(Message m) {
-  if (m.header().type != static_cast<std::uint16_t>(MsgType::kFactors)) {
+  const auto type = static_cast<MsgType>(m.header().type);
+  if (type != MsgType::kFactors && type != MsgType::kFactors16) {
     LayerSyncer::deliver(std::move(m));
     return;
   }
   const auto& h = m.header();
-  const std::size_t floats = m.floatCount();
-  const std::size_t per_row = static_cast<std::size_t>(M_ + N_);
+  // Zero rows: the worker did not use the layer this iteration (a zero contribution).
+  // Throws for a size of no whole rows, or a width other than this run's wire.
+  factorRows(m, wire_, M_, N_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Zero rows: the worker did not use the layer this iteration (a zero contribution).
-    if (h.source >= workers_.size() || floats % per_row != 0) {
-      throw CommError(detail::cat("rank ", h.source, " sent malformed factors for layer ", layer()));
+    if (h.source >= workers_.size()) {
+      throw CommError(detail::cat("rank ", h.source, " sent factors for layer ", layer(), " but is no worker"));
     }
     if (h.iteration != applied_ && h.iteration != applied_ + 1) {
       throw CommError(detail::cat("layer ", layer(), ": factors of iteration ", h.iteration, " from rank ", h.source,
@@ -133,16 +138,13 @@ void SfbSyncer::Move(std::uint64_t iteration) {
     count_[iteration % 2] = 0;
   }
   // Stack every worker's U and V in rank order: the same bytes, hence the same sums, everywhere.
-  const std::int64_t per_row = M_ + N_;
   std::int64_t rows = 0;
-  for (const auto& m : mine) rows += static_cast<std::int64_t>(m.floatCount()) / per_row;
+  for (const auto& m : mine) rows += factorRows(m, wire_, M_, N_);
   std::vector<float> U(static_cast<std::size_t>(rows * M_)), V(static_cast<std::size_t>(rows * N_));
   std::int64_t at = 0;
   for (const auto& m : mine) {
-    const std::int64_t k = static_cast<std::int64_t>(m.floatCount()) / per_row;
-    std::memcpy(U.data() + at * M_, m.floats(), k * M_ * sizeof(float));
-    std::memcpy(V.data() + at * N_, m.floats() + k * M_, k * N_ * sizeof(float));
-    at += k;
+    unpackFactors(m, wire_, M_, N_, U.data() + at * M_, V.data() + at * N_);
+    at += factorRows(m, wire_, M_, N_);
   }
   const SgdOptions o = options_.at(iteration);
   const float scale = 1.0f / static_cast<float>(static_cast<int>(workers_.size()) * o.devices);

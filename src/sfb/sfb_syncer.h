@@ -30,11 +30,12 @@ class SfbSyncer final : public LayerSyncer {
  public:
   SfbSyncer(int layer, const InformationBook& book, Transport& transport, std::vector<float*> params,
             const SgdOptions& options, std::chrono::milliseconds timeout, const FailureState& failure,
-            std::uint64_t start_iteration = 0);
+            std::uint64_t start_iteration = 0, WireFormat wire = WireFormat::kFp32);
 
   // This worker's factors: packed at once (the engine's tensors may go), sent when the sync starts.
   SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) override;
-  // Packs this worker's factors (K x M gradients at the output, K x N inputs) into a message.
+  // Packs this worker's factors (K x M gradients at the output, K x N inputs) into a message:
+  // kFactors, or kFactors16 on a 16-bit wire (comm/factors.h).
   Message factorMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const override;
   void sendFactorMessage(std::uint64_t iteration, Message factors) override { Send(iteration, std::move(factors)); }
   void Send(std::uint64_t iteration, Message factors);
@@ -64,6 +65,7 @@ class SfbSyncer final : public LayerSyncer {
   const std::chrono::milliseconds timeout_;
   const FailureState& failure_;
   const std::int64_t M_, N_;
+  const WireFormat wire_;  // how the factors travel
   const std::size_t tensors_;  // weight, and bias if any
   HostFactorApplier* host_;    // the host applier while it is the one in use, else null
   std::unique_ptr<FactorApplier> applier_;

@@ -64,8 +64,9 @@ struct SimConfig {
   int nodes_per_host = 1;
   double stack_bytes_per_s = 0;                 // 0: the stack costs no CPU
   std::int64_t pair_bytes = kDefaultPairBytes;  // the information book's largest KV pair
-  // How PS pushes and fresh values travel (issue 38: bf16/fp16 halve their bytes; servers
-  // still sum and step fp32). SFB factors stay fp32.
+  // How PS pushes and fresh values, and SFB factors between nodes, travel (issue 38:
+  // bf16/fp16 halve their bytes; servers still sum and step fp32; a node's devices hand
+  // their factors to the leader in fp32).
   WireFormat wire = WireFormat::kFp32;
   int iterations = 3;                           // simulated; the first warms up, the rest are measured
 

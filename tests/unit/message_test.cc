@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/error_feedback.h"
+#include "comm/factors.h"
 #include "comm/gradient16.h"
 #include "poseidon/errors.h"
 
@@ -67,6 +68,37 @@ TEST(Message, SixteenBitGradientsRoundTripAndRefuseMalformedPayloads) {
     EXPECT_THROW(unpackHalf(Message::decode(std::move(bad), m.wireBytes(), 1 << 20), out.data(), out.size()),
                  CommError);
   }
+}
+
+// SFB's factors in 16 bits (comm/factors.h): U and V each with their own fp16 scale, so
+// V's activations do not flush U's small output gradients; each decodes to what rounding
+// it alone gives; a message of the other width, a bad size or format is refused.
+TEST(Message, SixteenBitFactorsKeepAScaleEachAndRefuseAnotherWidth) {
+  const std::int64_t K = 2, M = 3, N = 4;
+  const std::vector<float> U = {1e-6f, -2e-6f, 3e-7f, 4e-6f, -5e-7f, 6e-6f};                  // K x M
+  const std::vector<float> V = {100.0f, -250.0f, 3.5f, 0.0f, 1000.0f, 7.0f, -8.0f, 9.25f};  // K x N
+  for (WireFormat f : {WireFormat::kBf16, WireFormat::kFp16}) {
+    Message m = packFactors16(f, 5, 1, 3, U.data(), V.data(), K, M, N);
+    EXPECT_EQ(m.type(), MsgType::kFactors16);
+    EXPECT_EQ(m.layer(), 5u);
+    EXPECT_EQ(m.payloadBytes(), 12u + 2 * K * (M + N));
+    Message d = Message::decode(copyOf(m, m.wireBytes()), m.wireBytes(), 1 << 20);
+    EXPECT_EQ(factorRows(d, f, M, N), K);
+    std::vector<float> u(U.size()), v(V.size()), ru(U.size()), rv(V.size());
+    unpackFactors(d, f, M, N, u.data(), v.data());
+    roundThrough(f, U.data(), ru.data(), U.size());
+    roundThrough(f, V.data(), rv.data(), V.size());
+    EXPECT_EQ(u, ru);
+    EXPECT_EQ(v, rv);
+    for (std::size_t i = 0; i < U.size(); ++i) EXPECT_NEAR(u[i], U[i], std::abs(U[i]) / 128) << i;
+    EXPECT_THROW(factorRows(d, f, M + 1, N), CommError);                 // no whole rows
+    EXPECT_THROW(factorRows(d, WireFormat::kFp32, M, N), CommError);     // this run sends fp32
+    const WireFormat other = f == WireFormat::kBf16 ? WireFormat::kFp16 : WireFormat::kBf16;
+    EXPECT_THROW(factorRows(d, other, M, N), CommError);                 // the other 16-bit format
+  }
+  const Message fp32 = packFactors(MsgType::kFactors, 5, 1, 3, U.data(), V.data(), K, M, N);
+  EXPECT_EQ(factorRows(fp32, WireFormat::kFp32, M, N), K);
+  EXPECT_THROW(factorRows(fp32, WireFormat::kBf16, M, N), CommError);
 }
 
 // packHalfReading (a shard's update, an error-feedback push) writes the message packHalf

@@ -50,7 +50,8 @@ TEST(SchemePlanner, ForcedModesAndOneWorker) {
 
 TEST(SchemePlanner, A16BitWireCountsPsAtHalfItsBytes) {
   // 200 x 200 on 4 workers, K = 32: SFB 2 K (P1 - 1)(M + N) = 76800 floats; PS 2 M N (P1 + P2
-  // - 2) / P2 = 120000 in fp32, 60000 in bf16, so a 16-bit wire turns the layer to PS.
+  // - 2) / P2 = 120000 in fp32, 60000 in bf16, so PS on a 16-bit wire with SFB in fp32 (as
+  // with error feedback, which keeps factors fp32) turns the layer to PS.
   ModelInfo model;
   model.name = "one-fc";
   LayerInfo fc;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "comm/gradient16.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
 #include "poseidon/session.h"
@@ -35,8 +36,10 @@ void factors(int w, int t, std::vector<float>& U, std::vector<float>& V) {
   for (auto& x : V) x = d(rng);
 }
 
-// Trains over `ranks` loopback ranks with `scheme`; returns rank 0's weight and bias.
-std::vector<float> train(int ranks, const std::string& scheme, bool wfbp) {
+// Trains over `ranks` loopback ranks with `scheme` on `wire`, each worker's factors first
+// rounded through `rounded` (fp32: as they are); returns rank 0's weight and bias.
+std::vector<float> train(int ranks, const std::string& scheme, bool wfbp, const std::string& wire = "fp32",
+                         WireFormat rounded = WireFormat::kFp32) {
   std::vector<std::vector<float>> result(ranks);
   testing::runRanks(ranks, [&](Transport& transport, int rank) {
     std::vector<float> W(M * N), b(M), gW(M * N), gb(M);
@@ -50,12 +53,15 @@ std::vector<float> train(int ranks, const std::string& scheme, bool wfbp) {
     o.momentum = 0.9f;
     o.weight_decay = 0.001f;
     o.timeout = std::chrono::milliseconds(20000);
+    o.wire = wire;
     Session session(transport, fcModel(), {{W.data(), b.data()}}, o);
     EXPECT_EQ(usesFactors(session.plan()[0].scheme), scheme == "sfb");
     std::vector<float> U, V;
     for (int t = 0; t < kIterations; ++t) {
       session.waitLayer(0);
       factors(rank, t, U, V);
+      roundThrough(rounded, U.data(), U.data(), U.size());
+      roundThrough(rounded, V.data(), V.data(), V.size());
       if (usesFactors(session.plan()[0].scheme)) {
         session.factorsReady(0, U.data(), V.data(), K);
         session.layerReleased(0);
@@ -90,6 +96,18 @@ TEST(SfbLoopback, ThreeWorkersSfbEqualsPs) {
   const auto ps = train(3, "ps", true);
   const auto sfb = train(3, "sfb", true);
   EXPECT_LE(relativeDifference(ps, sfb), 1e-5);
+}
+
+// Factors in 16 bits: every worker reconstructs from the same rounded factors, its own
+// included, bit for bit as fp32 SFB trained on factors rounded beforehand (U and V each
+// with its own fp16 scale).
+TEST(SfbLoopback, SixteenBitFactorsEqualFp32OnRoundedFactors) {
+  for (const WireFormat f : {WireFormat::kBf16, WireFormat::kFp16}) {
+    const auto wire16 = train(3, "sfb", true, wireFormatName(f));
+    const auto reference = train(3, "sfb", true, "fp32", f);
+    EXPECT_EQ(wire16, reference) << wireFormatName(f);
+    EXPECT_NE(wire16, train(3, "sfb", true)) << "rounding happened";
+  }
 }
 
 TEST(SfbLoopback, WithoutWfbpToo) {
