@@ -100,13 +100,13 @@ void addSchemeOptions(CLI::App* cmd, TrainOptions& o) {
 // The network side: the bandwidth manager, the devices level, waits for slow peers.
 void addNetworkOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--wire", o.session.wire,
-                  "How the parameter server's and allreduce layers travel: fp32 (exact), bf16 or fp16 (half the bytes: "
-                  "gradients and updates in 16 bits, sums and steps in fp32, every replica equal to the servers'; an "
-                  "allreduce's slices summed in fp32 by their owners, the same bits on every rank)")
+                  "How gradients travel: fp32 (exact), bf16 or fp16 (half the bytes: PS gradients and updates in 16 "
+                  "bits, sums and steps in fp32, every replica equal to the servers'; an allreduce's slices summed in "
+                  "fp32 by their owners; SFB factors rounded alike for every worker: the same bits on every rank)")
       ->capture_default_str();
   cmd->add_flag("--error-feedback", o.session.error_feedback,
                 "With --wire bf16|fp16: add what each rounding lost to the pair's next push and update, so it "
-                "arrives late instead of never (as PowerSGD and 1-bit SGD); allreduce layers then stay fp32");
+                "arrives late instead of never (as PowerSGD and 1-bit SGD); allreduce and SFB layers then stay fp32");
   cmd->add_option("--send-order", o.session.send_order,
                   "Bandwidth manager: the order of each rank's outgoing messages: priority (lower layers first, "
                   "as the next forward pass needs them) or fifo (in the order they were made)")

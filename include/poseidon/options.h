@@ -88,8 +88,9 @@ struct Options {
   // mean gradient, the same rounding on every rank. SSP and straggler dropping get fp32
   // values back. Allreduce layers sum in 16 bits too (each rank's slice rounded, summed in
   // fp32 by the slice's owner, the sum rounded again: the same bits on every rank), except
-  // with error_feedback, which they cannot carry: then fp32. SFB and factor-push layers
-  // stay fp32.
+  // with error_feedback, which they cannot carry: then fp32. SFB layers' factors likewise
+  // (every worker reconstructing from the same rounded factors); the 2015 paper's factor
+  // push stays fp32.
   std::string wire = "fp32";
   // With a 16-bit wire: error feedback (as PowerSGD and 1-bit SGD): the part of each push
   // (and each BSP update or mean gradient) that rounding lost is added to the pair's next

@@ -207,14 +207,15 @@ class DistributedModel(torch.nn.Module):
         marks the passes that only accumulate, as in DDP).
     fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
     staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
-    wire: how the parameter server's layers travel: "fp32" (exact, the default), "bf16" or
+    wire: how gradients travel: "fp32" (exact, the default), "bf16" or
         "fp16" (half the bytes, as DDP's bf16/fp16 compression hooks: gradients and each
         step's update in 16 bits, sums and steps in fp32, every replica an exact copy of
         the servers'; in gradient mode the mean gradient comes back in 16 bits, the same
-        bits on every rank; fp16 with a power-of-two scale per 2 MB piece, so nothing
-        overflows). Allreduce layers sum in 16 bits too: each rank's slice rounded, added
+        bits on every rank; fp16 with a power-of-two scale per 2 MB piece (per allreduce
+        slice, per SFB factor), so nothing overflows). Allreduce layers sum in 16 bits too: each rank's slice rounded, added
         in fp32 by the slice's owner, the sum rounded again, the same bits on every rank
-        (in fp32 with error_feedback, which they cannot carry).
+        (in fp32 with error_feedback, which they cannot carry); SFB layers' factors
+        likewise, every worker reconstructing from the same rounded factors.
     error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
         and update of the same PS values (as PowerSGD and 1-bit SGD), so it arrives late
         instead of never. Off by default; its residuals are checkpointed.

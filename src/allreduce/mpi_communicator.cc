@@ -1,6 +1,7 @@
 #include "allreduce/mpi_communicator.h"
 
 #include <climits>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -75,38 +76,61 @@ void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
   counted(broadcastBytesSent(count, size_));
 }
 
+namespace {
+
+// What MPI reads and writes during a 16-bit allreduce, counts and displacements included.
+struct Sum16Buffers {
+  std::vector<std::uint16_t> mine, gathered, sum;
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+
+}  // namespace
+
 void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count) {
   const sum16::Slices slices(count, size_);
-  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 values");
+  const auto own = static_cast<int>(slices.words(rank_));
+  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX) &&
+                       static_cast<std::size_t>(own) * static_cast<std::size_t>(size_) <= static_cast<std::size_t>(INT_MAX),
+                   "one 16-bit collective carries at most 2^31 values");
   const std::uint64_t bytes = allreduce16BytesSent(count, size_);
   paced(bytes, &failure_);
-  // Rank s gets slice s of every rank's contribution, in rank order.
-  std::vector<std::uint16_t> mine(slices.totalWords());
-  sum16::encode(format, send, slices, mine.data());
-  const int own = static_cast<int>(slices.words(rank_));
-  std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_, own), recv_displs(size_);
-  for (int s = 0; s < size_; ++s) {
-    send_counts[s] = static_cast<int>(slices.words(s));
-    send_displs[s] = static_cast<int>(slices.offset(s));
-    recv_displs[s] = s * own;
+  // On the heap: a call that gives up leaves them to MPI, which may still use them (wait()).
+  auto b = std::make_unique<Sum16Buffers>();
+  try {
+    // Rank s gets slice s of every rank's contribution, in rank order.
+    b->mine.resize(slices.totalWords());
+    sum16::encode(format, send, slices, b->mine.data());
+    b->send_counts.resize(size_);
+    b->send_displs.resize(size_);
+    b->recv_counts.assign(size_, own);
+    b->recv_displs.resize(size_);
+    for (int s = 0; s < size_; ++s) {
+      b->send_counts[s] = static_cast<int>(slices.words(s));
+      b->send_displs[s] = static_cast<int>(slices.offset(s));
+      b->recv_displs[s] = s * own;
+    }
+    b->gathered.resize(static_cast<std::size_t>(own) * size_);
+    MPI_Request request;
+    check(MPI_Ialltoallv(b->mine.data(), b->send_counts.data(), b->send_displs.data(), MPI_UINT16_T,
+                         b->gathered.data(), b->recv_counts.data(), b->recv_displs.data(), MPI_UINT16_T, comm_,
+                         &request),
+          "MPI_Ialltoallv");
+    wait(request, "MPI_Ialltoallv (16-bit slices to their owners)");
+    std::vector<const std::uint16_t*> from;
+    for (int r = 0; r < size_; ++r) from.push_back(b->gathered.data() + static_cast<std::size_t>(r) * own);
+    b->sum.resize(own);
+    sum16::reduceSlice(format, from, slices.length(rank_), b->sum.data());
+    // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
+    check(MPI_Iallgatherv(b->sum.data(), own, MPI_UINT16_T, b->mine.data(), b->send_counts.data(),
+                          b->send_displs.data(), MPI_UINT16_T, comm_, &request),
+          "MPI_Iallgatherv");
+    wait(request, "MPI_Iallgatherv (the 16-bit sums to every rank)");
+  } catch (...) {
+    if (abandoned_) b.release();  // deliberately leaked: MPI still holds them
+    throw;
   }
-  std::vector<std::uint16_t> gathered(static_cast<std::size_t>(own) * size_);
-  MPI_Request request;
-  check(MPI_Ialltoallv(mine.data(), send_counts.data(), send_displs.data(), MPI_UINT16_T, gathered.data(),
-                       recv_counts.data(), recv_displs.data(), MPI_UINT16_T, comm_, &request),
-        "MPI_Ialltoallv");
-  wait(request, "MPI_Ialltoallv (16-bit slices to their owners)");
-  std::vector<const std::uint16_t*> from;
-  for (int r = 0; r < size_; ++r) from.push_back(gathered.data() + static_cast<std::size_t>(r) * own);
-  std::vector<std::uint16_t> sum(own);
-  sum16::reduceSlice(format, from, slices.length(rank_), sum.data());
-  // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
-  check(MPI_Iallgatherv(sum.data(), own, MPI_UINT16_T, mine.data(), send_counts.data(), send_displs.data(),
-                        MPI_UINT16_T, comm_, &request),
-        "MPI_Iallgatherv");
-  wait(request, "MPI_Iallgatherv (the 16-bit sums to every rank)");
   for (int s = 0; s < size_; ++s) {
-    sum16::decodeSlice(format, mine.data() + slices.offset(s), slices.length(s), recv + slices.begin(s));
+    sum16::decodeSlice(format, b->mine.data() + slices.offset(s), slices.length(s), recv + slices.begin(s));
   }
   counted(bytes);
 }

@@ -73,7 +73,8 @@ namespace poseidon {
 // The generic way, for communicators without an alltoall (the loopback): every rank's
 // encoding goes to every rank (a broadcast from each; the bits travel as floats, which a
 // copy keeps), and each rank reduces every slice itself, with the same arithmetic as an
-// owner would. MPI's override moves only the owners' shares.
+// owner would. MPI's override moves only the owners' shares. Counted once as itself; not
+// paced (the loopback has no link to pace).
 void Communicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count) {
   const int P = size();
   const sum16::Slices slices(count, P);

@@ -108,7 +108,7 @@ CheckedOptions checkOptions(const Options& o) {
   c.wire = parseWireFormat(o.wire);
   if (c.wire != WireFormat::kFp32 && c.mode == SchemeMode::kFactorPush) {
     throw OptionError(opt("wire", o.wire) + " halves gradients, SFB's factors and allreduce sums; " +
-                      opt("scheme", o.scheme) + "'s factors to the shards stay fp32: use another scheme");
+                      opt("scheme", o.scheme) + "'s factors to the shards stay fp32: use {scheme=sfb} or {wire=fp32}");
   }
   if (o.error_feedback && c.wire == WireFormat::kFp32) {
     throw OptionError(std::string("{error_feedback=true}") + " keeps what a 16-bit wire's rounding loses; " +

@@ -653,7 +653,9 @@ SessionStats Session::stats() const {
     st.predicted_bytes_by_layer.push_back(
         s.layout.network_rank < 0 ? 0.0
                                   : predictedBytesSent(*s.book, s.plan[l].scheme, layer, s.layout.network_rank, K,
-                                                       s.checked.wire, s.updateWire(), s.checked.kvstore.wire));
+                                                       s.checked.wire, s.updateWire(),
+                                                       s.plan[l].scheme == Scheme::kSFB ? s.checked.factor_wire
+                                                                                        : s.checked.kvstore.wire));
   }
   if (s.client) {
     st.max_staleness_seen = s.client->maxStalenessSeen();

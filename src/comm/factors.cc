@@ -13,6 +13,7 @@ struct Prefix {
   float u_scale;
   float v_scale;
 };
+static_assert(sizeof(Prefix) == kPrefixBytes, "the prefix is copied as it lies on the wire");
 
 std::uint32_t codeOf(WireFormat format) { return format == WireFormat::kBf16 ? 1u : 2u; }
 

@@ -22,7 +22,7 @@ struct SessionPlan {
   std::vector<LayerPlan> layers;
 };
 
-// PlanRequest's shares of fp32's bytes for PS and allreduce layers (a 16-bit wire).
+// PlanRequest's shares of fp32's bytes for PS, allreduce and SFB layers (a 16-bit wire).
 struct WireShares {
   double ps = 1.0;
   double allreduce = 1.0;

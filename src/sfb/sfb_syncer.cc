@@ -56,16 +56,25 @@ bool SfbSyncer::setApplier(std::unique_ptr<FactorApplier>& applier) {
 }
 
 LayerSyncer::SendFn SfbSyncer::factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) {
-  auto message = std::make_shared<Message>(factorMessage(t, U, V, K));
+  auto message = std::make_shared<Message>(wireMessage(t, U, V, K));
   return [this, t, message] { Send(t, std::move(*message)); };
 }
 
 Message SfbSyncer::factorMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
-  if (wire_ != WireFormat::kFp32) return packFactors16(wire_, layer(), transport_.rank(), iteration, U, V, K, M_, N_);
   return packFactors(MsgType::kFactors, layer(), transport_.rank(), iteration, U, V, K, M_, N_);
 }
 
+Message SfbSyncer::wireMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const {
+  if (wire_ == WireFormat::kFp32) return factorMessage(iteration, U, V, K);
+  return packFactors16(wire_, layer(), transport_.rank(), iteration, U, V, K, M_, N_);
+}
+
 void SfbSyncer::Send(std::uint64_t iteration, Message factors) {
+  if (wire_ != WireFormat::kFp32 && factors.type() == MsgType::kFactors) {
+    // A node's stacked factors (NodeStage::stackDeviceFactors): rounded once, here.
+    const std::int64_t K = factorRows(factors, WireFormat::kFp32, M_, N_);
+    factors = wireMessage(iteration, factors.floats(), factors.floats() + K * M_, K);
+  }
   const int me = transport_.rank();
   factors.setPriority(layer());
   for (int w : workers_) {

@@ -34,10 +34,13 @@ class SfbSyncer final : public LayerSyncer {
 
   // This worker's factors: packed at once (the engine's tensors may go), sent when the sync starts.
   SendFn factorsReady(std::uint64_t t, const float* U, const float* V, std::int64_t K) override;
-  // Packs this worker's factors (K x M gradients at the output, K x N inputs) into a message:
-  // kFactors, or kFactors16 on a 16-bit wire (comm/factors.h).
+  // Packs this worker's factors (K x M gradients at the output, K x N inputs) into an fp32
+  // kFactors message: the form a node's leader stacks its devices' factors under. Send
+  // rounds such a message once on a 16-bit wire.
   Message factorMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const override;
   void sendFactorMessage(std::uint64_t iteration, Message factors) override { Send(iteration, std::move(factors)); }
+  // Sends the factors to every other worker and to this one, in the wire's width: a kFactors
+  // message is packed as kFactors16 first on a 16-bit wire.
   void Send(std::uint64_t iteration, Message factors);
   void Receive(std::uint64_t iteration) override;
   void Move(std::uint64_t iteration) override;
@@ -59,6 +62,8 @@ class SfbSyncer final : public LayerSyncer {
   void addStateRecords(std::vector<StateRecord>& records) override;
 
  private:
+  // The factors as they travel: factorMessage's, or kFactors16 on a 16-bit wire.
+  Message wireMessage(std::uint64_t iteration, const float* U, const float* V, std::int64_t K) const;
   const InformationBook& book_;
   Transport& transport_;
   const SgdOptions options_;

@@ -36,6 +36,7 @@ std::vector<Scheme> schemes(const SimModel& model, const ModelInfo& info, const 
   req.batch = c.batch;
   req.ps_wire_share = CostModel::psWireShare(c.wire, c.wire);
   req.sfb_wire_share = static_cast<double>(wireBytesPerFloat(c.wire)) / sizeof(float);
+  req.allreduce_wire_share = req.sfb_wire_share;
   std::vector<Scheme> out;
   for (const auto& p : planForNodes(info, c.nodes, c.devices_per_node, req)) {
     // Allreduce is not one of the paper's systems: with a shard on every node the planner

@@ -19,8 +19,9 @@ def seed(target, name, body):
 
 def messages():
     payload = struct.pack("<4f", 1, 2, 3, 4)
-    for msg_type in (1, 2, 3, 4, 5):
-        header = struct.pack("<IHHIIQQ", 0x4E445350, 1, msg_type, 7, 1, 3, len(payload))
+    for msg_type in (1, 2, 3, 4, 5, 14):  # 14: kFactors16
+        # Version 3, comm/message.h's: a seed of another version stops at the version check.
+        header = struct.pack("<IHHIIQQ", 0x4E445350, 3, msg_type, 7, 1, 3, len(payload))
         seed("message_fuzz", f"type-{msg_type}", header + payload)
 
 

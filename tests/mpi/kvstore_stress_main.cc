@@ -1,4 +1,4 @@
-// mpirun -np P kvstore_stress --kvstore funnel|concurrent|chained [--iterations N]
+// mpirun -np P kvstore_stress --kvstore funnel|concurrent|chained [--iterations N] [--wire fp32|bf16]
 // Real processes, real MPI collectives: every rank makes its gradients ready in its own
 // random order; the job must neither deadlock nor sum wrongly.
 #include <cstdio>
@@ -23,11 +23,14 @@ int main(int argc, char** argv) {
         o.type = parseKVStoreType(argv[i + 1]);
       else if (flag == "--iterations")
         iterations = std::atoi(argv[i + 1]);
+      else if (flag == "--wire")  // bf16: the 16-bit allreduce, checked value by value
+        o.wire = parseWireFormat(argv[i + 1]);
       else if (flag == "--comms")
         o.communicators = o.outstanding = std::atoi(argv[i + 1]);
       else
         throw InputError("unknown flag " + flag);
     }
+    if (o.wire == WireFormat::kFp16) throw InputError("--wire fp16: its scale is a slice's, which the check does not model");
     o.timeout = std::chrono::seconds(60);
     Transport& transport = runtime.transport();
     // The message transport's progress thread runs beside the collectives, as in training.

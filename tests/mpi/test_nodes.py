@@ -54,6 +54,20 @@ def test_np4_nodes_equal_flat(args, tmp):
                    f"{name}: nodes of {nodes}, bytes per node")
 
 
+def test_np4_nodes_wire16(args, tmp):
+    # The devices level on a 16-bit wire: a node's devices hand their factors and gradients
+    # to the leader in fp32; the leader sends the node's stacked factors (SFB) or its
+    # slices (allreduce) in 16 bits. Replicas agree every step (--verify 1), bytes per node
+    # are the cost model's, and the run stays near the flat fp32 one.
+    common = ["--model", "fcnet", "--iterations", "3", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+    for scheme in ("sfb", "allreduce"):
+        train(args, 4, common + ["--scheme", scheme, "--save-params", f"{tmp}/{scheme}-flat.bin"])
+        r, _ = train(args, 4, common + ["--scheme", scheme, "--wire", "bf16", "--devices-per-node", "2", "--verify", "1",
+                                        "--save-params", f"{tmp}/{scheme}-bf16.bin"])
+        within(r["bytes_sent_per_iter"], r["bytes_model_per_iter"], 0.05, f"{scheme} bf16: nodes of 2, bytes per node")
+        compare_params(f"{tmp}/{scheme}-bf16.bin", f"{tmp}/{scheme}-flat.bin", 1e-2, f"{scheme}: bf16 nodes vs fp32 flat")
+
+
 def test_bad_devices_per_node(args):
     expect_failure(args, mpirun(4) + [args.poseidon, "train", "--model", "mlp", "--synthetic", "--iterations", "2",
                                       "--devices-per-node", "3"], "split into nodes")

@@ -81,7 +81,7 @@ TEST(Message, SixteenBitFactorsKeepAScaleEachAndRefuseAnotherWidth) {
     Message m = packFactors16(f, 5, 1, 3, U.data(), V.data(), K, M, N);
     EXPECT_EQ(m.type(), MsgType::kFactors16);
     EXPECT_EQ(m.layer(), 5u);
-    EXPECT_EQ(m.payloadBytes(), 12u + 2 * K * (M + N));
+    EXPECT_EQ(m.payloadBytes(), static_cast<std::size_t>(12 + 2 * K * (M + N)));
     Message d = Message::decode(copyOf(m, m.wireBytes()), m.wireBytes(), 1 << 20);
     EXPECT_EQ(factorRows(d, f, M, N), K);
     std::vector<float> u(U.size()), v(V.size()), ru(U.size()), rv(V.size());
