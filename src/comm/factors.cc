@@ -78,18 +78,19 @@ std::int64_t factorRows(const Message& m, WireFormat format, std::int64_t M, std
   return static_cast<std::int64_t>(bytes / row);
 }
 
-void unpackFactors(const Message& m, WireFormat format, std::int64_t M, std::int64_t N, float* U, float* V) {
+std::int64_t unpackFactors(const Message& m, WireFormat format, std::int64_t M, std::int64_t N, float* U, float* V) {
   const std::int64_t K = factorRows(m, format, M, N);
   const std::size_t u = static_cast<std::size_t>(K * M), v = static_cast<std::size_t>(K * N);
   if (format == WireFormat::kFp32) {
     std::memcpy(U, m.floats(), u * sizeof(float));
     std::memcpy(V, m.floats() + u, v * sizeof(float));
-    return;
+    return K;
   }
   const Prefix p = prefixOf(m, format);
   const auto* in = reinterpret_cast<const std::uint16_t*>(m.payload() + kPrefixBytes);
   widen(HalfSpan{format, p.u_scale, in}, 0, U, u);
   widen(HalfSpan{format, p.v_scale, in + u}, 0, V, v);
+  return K;
 }
 
 }  // namespace poseidon

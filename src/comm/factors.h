@@ -33,7 +33,7 @@ Message packFactors16(WireFormat format, int layer, int source, std::uint64_t it
 // The rows K of a kFactors or kFactors16 message of an M x N layer; CommError when its size
 // fits no whole number of rows or its 16-bit format is not `format`.
 std::int64_t factorRows(const Message& m, WireFormat format, std::int64_t M, std::int64_t N);
-// Its U (K x M) and V (K x N) as floats; checked as factorRows.
-void unpackFactors(const Message& m, WireFormat format, std::int64_t M, std::int64_t N, float* U, float* V);
+// Its U (K x M) and V (K x N) as floats; returns K. Checked as factorRows.
+std::int64_t unpackFactors(const Message& m, WireFormat format, std::int64_t M, std::int64_t N, float* U, float* V);
 
 }  // namespace poseidon

@@ -152,8 +152,7 @@ void SfbSyncer::Move(std::uint64_t iteration) {
   std::vector<float> U(static_cast<std::size_t>(rows * M_)), V(static_cast<std::size_t>(rows * N_));
   std::int64_t at = 0;
   for (const auto& m : mine) {
-    unpackFactors(m, wire_, M_, N_, U.data() + at * M_, V.data() + at * N_);
-    at += factorRows(m, wire_, M_, N_);
+    at += unpackFactors(m, wire_, M_, N_, U.data() + at * M_, V.data() + at * N_);
   }
   const SgdOptions o = options_.at(iteration);
   const float scale = 1.0f / static_cast<float>(static_cast<int>(workers_.size()) * o.devices);
