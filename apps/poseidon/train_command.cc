@@ -105,8 +105,9 @@ void addNetworkOptions(CLI::App* cmd, TrainOptions& o) {
                   "fp32 by their owners; SFB factors rounded alike for every worker: the same bits on every rank)")
       ->capture_default_str();
   cmd->add_flag("--error-feedback", o.session.error_feedback,
-                "With --wire bf16|fp16: add what each rounding lost to the pair's next push and update, so it "
-                "arrives late instead of never (as PowerSGD and 1-bit SGD); allreduce and SFB layers then stay fp32");
+                "With --wire bf16|fp16: add what each rounding lost to the next push and update of the same PS "
+                "pair and the next sum of the same allreduce bucket, so it arrives late instead of never (as "
+                "PowerSGD and 1-bit SGD); SFB layers' factors then stay fp32");
   cmd->add_option("--send-order", o.session.send_order,
                   "Bandwidth manager: the order of each rank's outgoing messages: priority (lower layers first, "
                   "as the next forward pass needs them) or fifo (in the order they were made)")

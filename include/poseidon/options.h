@@ -87,16 +87,17 @@ struct Options {
   // worker adds, so every replica stays an exact copy of the servers'; in gradient mode the
   // mean gradient, the same rounding on every rank. SSP and straggler dropping get fp32
   // values back. Allreduce layers sum in 16 bits too (each rank's slice rounded, summed in
-  // fp32 by the slice's owner, the sum rounded again: the same bits on every rank), except
-  // with error_feedback, which they cannot carry: then fp32. SFB layers' factors likewise
-  // (every worker reconstructing from the same rounded factors); the 2015 paper's factor
-  // push stays fp32.
+  // fp32 by the slice's owner, the sum rounded again: the same bits on every rank). SFB
+  // layers' factors likewise (every worker reconstructing from the same rounded factors),
+  // except with error_feedback, which factors cannot carry: then fp32. The 2015 paper's
+  // factor push stays fp32.
   std::string wire = "fp32";
   // With a 16-bit wire: error feedback (as PowerSGD and 1-bit SGD): the part of each push
   // (and each BSP update or mean gradient) that rounding lost is added to the pair's next
-  // one, so it arrives late instead of never (PS layers; refused with scheme "allreduce").
-  // Off by default. The residuals are in checkpoints,
-  // and a run resumes only with the setting it was saved with.
+  // one, so it arrives late instead of never; on allreduce layers, each rank's rounding of
+  // a bucket and each owner's of its slice's sum go into the bucket's next sum. SFB factors
+  // stay fp32 with it. Off by default. The residuals are in checkpoints, and a run resumes
+  // only with the setting it was saved with.
   bool error_feedback = false;
   // Largest KV pair; tensors are cut into pairs of at most this size.
   std::int64_t kv_pair_bytes = kDefaultPairBytes;

@@ -214,11 +214,13 @@ class DistributedModel(torch.nn.Module):
         bits on every rank; fp16 with a power-of-two scale per 2 MB piece (per allreduce
         slice, per SFB factor), so nothing overflows). Allreduce layers sum in 16 bits too: each rank's slice rounded, added
         in fp32 by the slice's owner, the sum rounded again, the same bits on every rank
-        (in fp32 with error_feedback, which they cannot carry); SFB layers' factors
-        likewise, every worker reconstructing from the same rounded factors.
+        (with error_feedback, both roundings' residuals kept); SFB layers' factors
+        likewise, every worker reconstructing from the same rounded factors (in fp32 with
+        error_feedback: factors cannot carry a residual).
     error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
-        and update of the same PS values (as PowerSGD and 1-bit SGD), so it arrives late
-        instead of never. Off by default; its residuals are checkpointed.
+        and update of the same PS values, and to the next sum of the same allreduce
+        bucket (as PowerSGD and 1-bit SGD), so it arrives late instead of never. Off by
+        default; its residuals are checkpointed.
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
         "priority" order (lower layers first, as the next forward needs them) or "fifo";
         a sending budget such as "200mbit" (or bytes/s; 0 or None: none).

@@ -13,6 +13,10 @@
 
 namespace poseidon {
 
+namespace sum16 {
+struct Feedback;
+}
+
 // What one rank sends in an allreduce of `count` floats over P ranks: a ring (reduce-
 // scatter, then allgather) sends 2 (P-1)/P of the buffer from every rank, and so, on
 // average over the ranks, do the other algorithms Open MPI's libnbc picks (binomial
@@ -44,16 +48,18 @@ class Communicator {
   // data = root's data on every rank.
   virtual void broadcast(float* data, std::size_t count, int root) = 0;
   // recv = the sum over ranks of send with 16-bit values on the wire (`format` bf16 or
-  // fp16; sum16.h: two roundings, the same bits on every rank); send == recv in place. This
-  // generic version sends every rank's whole buffer to every rank; MpiCommunicator's moves
-  // half a ring's bytes.
-  virtual void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count);
+  // fp16; sum16.h: two roundings, the same bits on every rank); send == recv in place.
+  // `feedback` (or null): the buffer's residuals, carried into this call and kept from it
+  // (error feedback). This generic version sends every rank's whole buffer to every rank;
+  // MpiCommunicator's moves half a ring's bytes.
+  virtual void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
+                              sum16::Feedback* feedback);
   // The sum `wire` asks for: allreduceSum (exact) in fp32, else allreduceSum16.
-  void sum(WireFormat wire, const float* send, float* recv, std::size_t count) {
+  void sum(WireFormat wire, const float* send, float* recv, std::size_t count, sum16::Feedback* feedback = nullptr) {
     if (wire == WireFormat::kFp32) {
       allreduceSum(send, recv, count);
     } else {
-      allreduceSum16(wire, send, recv, count);
+      allreduceSum16(wire, send, recv, count, feedback);
     }
   }
   // True once a call gave up (an error elsewhere, a timeout) on a collective MPI still

@@ -30,12 +30,13 @@ void FunnelKVStore::issue(int key, Entry& e, const float* grad, Engine::Tag grad
   }
   float* value = e.value.data();
   const std::size_t n = e.value.size();
+  sum16::Feedback* feedback = e.feedback.get();
   engine_.pushAsync(
-      [this, key, grad, value, n](Engine::Done done) {
+      [this, key, grad, value, n, feedback](Engine::Done done) {
         {
           std::lock_guard<std::mutex> lock(mu_);
           POSEIDON_ENFORCE(requests_.count(key) == 0, "funnel: key ", key, " pushed twice in one round");
-          requests_[key] = Request{grad, value, n, std::move(done)};
+          requests_[key] = Request{grad, value, n, feedback, std::move(done)};
         }
         cv_.notify_all();
       },
@@ -62,7 +63,7 @@ void FunnelKVStore::runLoop() {
         {
           TimelineSpan span(options_.timeline, "funnel", options_.timeline ? detail::cat("allreduce key ", key) : "",
                             "allreduce");
-          comm_->sum(options_.wire, r.grad, r.value, r.count);
+          comm_->sum(options_.wire, r.grad, r.value, r.count, r.feedback);
         }
         r.done();
       }

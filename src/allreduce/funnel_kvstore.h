@@ -25,6 +25,7 @@ class FunnelKVStore final : public KVStore {
     const float* grad = nullptr;
     float* value = nullptr;
     std::size_t count = 0;
+    sum16::Feedback* feedback = nullptr;
     Engine::Done done;
   };
   void issue(int key, Entry& entry, const float* grad, Engine::Tag grad_tag) override;

@@ -7,6 +7,7 @@
 #include "comm/transport.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
+#include "poseidon/state_record.h"
 #include "poseidon/timeline.h"
 
 namespace poseidon {
@@ -61,8 +62,19 @@ void KVStore::init(int key, const float* value, std::size_t count) {
   Entry e;
   e.value.assign(value, value + count);
   e.tag = engine_.newTag(detail::cat("kvstore key ", key));
+  if (options_.error_feedback && options_.wire != WireFormat::kFp32) e.feedback = std::make_unique<sum16::Feedback>(count);
   initCommunicator().broadcast(e.value.data(), count, 0);
   entries_.emplace(key, std::move(e));
+}
+
+void KVStore::addStateRecords(std::vector<StateRecord>& records) {
+  for (auto& [key, e] : entries_) {
+    if (!e.feedback) continue;
+    for (auto [name, residual] : {std::pair{"sent", &e.feedback->sent}, std::pair{"sum", &e.feedback->sum}}) {
+      records.push_back(
+          StateRecord{detail::cat("ef/allreduce/key", key, "/", name), residual->data(), residual->size() * sizeof(float)});
+    }
+  }
 }
 
 void KVStore::push(int key, const float* grad, Engine::Tag grad_tag) { issue(key, entry(key), grad, grad_tag); }
@@ -80,10 +92,11 @@ void KVStore::queueAllreduce(Communicator& comm, std::string track, int key, Ent
   const std::size_t n = e.value.size();
   Timeline* timeline = options_.timeline;
   const WireFormat wire = options_.wire;
+  sum16::Feedback* feedback = e.feedback.get();
   engine_.push(
-      [&comm, grad, value, n, timeline, key, wire, track = std::move(track)] {
+      [&comm, grad, value, n, timeline, key, wire, feedback, track = std::move(track)] {
         TimelineSpan span(timeline, track, timeline ? detail::cat("allreduce key ", key) : "", "allreduce");
-        comm.sum(wire, grad, value, n);
+        comm.sum(wire, grad, value, n, feedback);
       },
       {grad_tag}, {e.tag, order_tag}, Engine::Kind::kComm);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "allreduce/communicator.h"
+#include "allreduce/sum16.h"
 #include "engine/engine.h"
 #include "poseidon/options.h"
 
@@ -27,6 +28,7 @@ namespace poseidon {
 
 class Transport;
 class Timeline;
+struct StateRecord;
 
 enum class KVStoreType { kFunnel, kConcurrent, kChained };
 // Throws OptionError on an unknown name.
@@ -41,6 +43,8 @@ struct KVStoreOptions {
   Timeline* timeline = nullptr;  // records each collective, if set
   // How the sums travel (issue 38): fp32 (exact), or 16 bits (Communicator::allreduceSum16).
   WireFormat wire = WireFormat::kFp32;
+  // On a 16-bit wire: each key keeps its roundings' residuals for its next push (sum16.h).
+  bool error_feedback = false;
 
   // Throws OptionError for settings that could deadlock or make no sense.
   void validate() const;
@@ -66,6 +70,9 @@ class KVStore {
 
   std::size_t count(int key) const;
   KVStoreType type() const { return options_.type; }
+  // Error feedback's residuals (ef/allreduce/key<k>/sent and /sum), for checkpoints: a
+  // resumed run carries on with them. None without error feedback.
+  void addStateRecords(std::vector<StateRecord>& records);
   // Stops the design's own threads (funnel); the engine must be idle.
   virtual void stop() {}
   // A communicator gave up on a collective in flight (see Communicator::abandoned).
@@ -75,6 +82,7 @@ class KVStore {
   struct Entry {
     std::vector<float> value;
     Engine::Tag tag = 0;
+    std::unique_ptr<sum16::Feedback> feedback;  // with error feedback on a 16-bit wire
   };
   KVStore(const KVStoreOptions& options, Engine& engine) : options_(options), engine_(engine) {}
   // Queues the collective that sums `grad` into `entry.value`.

@@ -86,7 +86,8 @@ struct Sum16Buffers {
 
 }  // namespace
 
-void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count) {
+void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
+                                     sum16::Feedback* feedback) {
   const sum16::Slices slices(count, size_);
   const auto own = static_cast<int>(slices.words(rank_));
   POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX) &&
@@ -99,7 +100,7 @@ void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float
   try {
     // Rank s gets slice s of every rank's contribution, in rank order.
     b->mine.resize(slices.totalWords());
-    sum16::encode(format, send, slices, b->mine.data());
+    sum16::encode(format, send, slices, b->mine.data(), feedback != nullptr ? &feedback->sent : nullptr);
     b->send_counts.resize(size_);
     b->send_displs.resize(size_);
     b->recv_counts.assign(size_, own);
@@ -119,7 +120,8 @@ void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float
     std::vector<const std::uint16_t*> from;
     for (int r = 0; r < size_; ++r) from.push_back(b->gathered.data() + static_cast<std::size_t>(r) * own);
     b->sum.resize(own);
-    sum16::reduceSlice(format, from, slices.length(rank_), b->sum.data());
+    sum16::reduceSlice(format, from, slices.length(rank_), b->sum.data(),
+                       sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(rank_)});
     // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
     check(MPI_Iallgatherv(b->sum.data(), own, MPI_UINT16_T, b->mine.data(), b->send_counts.data(),
                           b->send_displs.data(), MPI_UINT16_T, comm_, &request),

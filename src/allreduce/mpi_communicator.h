@@ -28,7 +28,8 @@ class MpiCommunicator final : public Communicator {
   void broadcast(float* data, std::size_t count, int root) override;
   // An MPI_Ialltoallv of the 16-bit slices to their owners, the owner's sum, an
   // MPI_Iallgatherv of the rounded sums (sum16.h).
-  void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count) override;
+  void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
+                      sum16::Feedback* feedback) override;
 
  private:
   void wait(MPI_Request& request, const char* what);

@@ -29,8 +29,9 @@ HalfSpan spanOf(WireFormat format, const std::uint16_t* in) {
 
 }  // namespace
 
-void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uint16_t* out) {
+void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uint16_t* out, Carried carried) {
   POSEIDON_ENFORCE(format != WireFormat::kFp32, "a 16-bit allreduce needs a 16-bit format");
+  if (carried.residual != nullptr) values = carried.residual->carry(carried.at, values, n);
   const float scale = format == WireFormat::kFp16 ? fp16Scale(values, n) : 1.0f;
   std::memcpy(out, &scale, sizeof(float));
   if (format == WireFormat::kBf16) {
@@ -38,11 +39,22 @@ void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uin
   } else {
     toFp16(values, out + Slices::kScaleWords, n, scale);
   }
+  if (carried.residual == nullptr) return;
+  // What a receiver will read, a chunk at a time: the rest of the carried values is the
+  // next residual.
+  const HalfSpan span = spanOf(format, out);
+  float block[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t c = std::min(kChunk, n - i);
+    widen(span, i, block, c);
+    carried.residual->keep(carried.at + i, block, c);
+  }
 }
 
-void encode(WireFormat format, const float* values, const Slices& slices, std::uint16_t* out) {
+void encode(WireFormat format, const float* values, const Slices& slices, std::uint16_t* out, Residual* sent) {
   for (int s = 0; s < slices.parts(); ++s) {
-    encodeSlice(format, values + slices.begin(s), slices.length(s), out + slices.offset(s));
+    encodeSlice(format, values + slices.begin(s), slices.length(s), out + slices.offset(s),
+                Carried{sent, slices.begin(s)});
   }
 }
 
@@ -51,7 +63,7 @@ void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, floa
 }
 
 void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
-                 std::uint16_t* out) {
+                 std::uint16_t* out, Carried carried) {
   std::vector<float> sum(n);
   if (!from.empty()) decodeSlice(format, from[0], n, sum.data());
   float block[kChunk];
@@ -63,7 +75,7 @@ void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& fro
       for (std::size_t j = 0; j < c; ++j) sum[i + j] += block[j];
     }
   }
-  encodeSlice(format, sum.data(), n, out);
+  encodeSlice(format, sum.data(), n, out, carried);
 }
 
 }  // namespace poseidon::sum16
@@ -74,13 +86,16 @@ namespace poseidon {
 // encoding goes to every rank (a broadcast from each; the bits travel as floats, which a
 // copy keeps), and each rank reduces every slice itself, with the same arithmetic as an
 // owner would. MPI's override moves only the owners' shares. Counted once as itself; not
-// paced (the loopback has no link to pace).
-void Communicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count) {
+// paced (the loopback has no link to pace). With feedback, each rank keeps every slice's
+// sum residual, as it reduces every slice.
+void Communicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
+                                  sum16::Feedback* feedback) {
   const int P = size();
   const sum16::Slices slices(count, P);
   const std::size_t floats = (slices.totalWords() + 1) / 2;
   std::vector<std::vector<float>> all(P, std::vector<float>(floats));
-  sum16::encode(format, send, slices, reinterpret_cast<std::uint16_t*>(all[rank()].data()));
+  sum16::encode(format, send, slices, reinterpret_cast<std::uint16_t*>(all[rank()].data()),
+                feedback != nullptr ? &feedback->sent : nullptr);
   {
     const Uncounted quiet(*this);
     for (int r = 0; r < P; ++r) broadcast(all[r].data(), floats, r);
@@ -89,7 +104,8 @@ void Communicator::allreduceSum16(WireFormat format, const float* send, float* r
   for (int s = 0; s < P; ++s) {
     std::vector<const std::uint16_t*> from;
     for (int r = 0; r < P; ++r) from.push_back(reinterpret_cast<const std::uint16_t*>(all[r].data()) + slices.offset(s));
-    sum16::reduceSlice(format, from, slices.length(s), reduced.data() + slices.offset(s));
+    sum16::reduceSlice(format, from, slices.length(s), reduced.data() + slices.offset(s),
+                       sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(s)});
   }
   for (int s = 0; s < P; ++s) {
     sum16::decodeSlice(format, reduced.data() + slices.offset(s), slices.length(s), recv + slices.begin(s));

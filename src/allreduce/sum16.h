@@ -10,12 +10,17 @@
 // scale of that slice alone, so one large gradient does not flush another's small ones)
 // then its values. Moves 2 (P-1)/P of the buffer in 16 bits per rank, as a ring in fp32
 // moves it in 32.
+//
+// With error feedback (Feedback), both roundings keep what they lost and add it to the next
+// call's values on the same buffer: each rank its contribution's, each owner its slice's
+// sum's. The bits stay the same on every rank: only the owner's sum reaches them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "comm/error_feedback.h"
 #include "common/half.h"
 
 namespace poseidon::sum16 {
@@ -40,15 +45,34 @@ class Slices {
   int P_;
 };
 
-// out[0, words) = slice's n floats, rounded (its scale first).
-void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uint16_t* out);
-// All P slices of `values`, one after another (Slices::offset).
-void encode(WireFormat format, const float* values, const Slices& slices, std::uint16_t* out);
+// One bucket's residuals, each as long as the buffer: `sent` this rank's contribution's,
+// `sum` the sums' by slice. Over MPI rank s keeps slice s of `sum` alone (the rest stays
+// 0); the generic path reduces every slice on every rank, so each keeps all of them, the
+// same values everywhere.
+struct Feedback {
+  explicit Feedback(std::size_t count) : sent(count), sum(count) {}
+  Residual sent, sum;
+};
+
+// A residual's part in one rounding: values [at, at + n) of it.
+struct Carried {
+  Residual* residual = nullptr;  // none: no error feedback
+  std::size_t at = 0;
+};
+
+// out[0, words) = slice's n floats, rounded (its scale first). With a residual, its part is
+// added first and then keeps what the rounding lost.
+void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uint16_t* out, Carried carried = {});
+// All P slices of `values`, one after another (Slices::offset); `sent` (or null) as above,
+// the whole buffer.
+void encode(WireFormat format, const float* values, const Slices& slices, std::uint16_t* out,
+            Residual* sent = nullptr);
 // out[0, n) = the encoded slice's floats. CommError for a scale no sender writes.
 void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, float* out);
 // The owner's step: `from[r]` is rank r's encoded slice (n values); `out` gets the encoded
-// sum, added in fp32 in rank order, starting from rank 0's values.
+// sum, added in fp32 in rank order, starting from rank 0's values (and the sum's residual
+// added before it is rounded, with `carried`).
 void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
-                 std::uint16_t* out);
+                 std::uint16_t* out, Carried carried = {});
 
 }  // namespace poseidon::sum16

@@ -209,6 +209,7 @@ void AllreduceBuckets::addStateRecords(std::vector<StateRecord>& records) {
                                     ParamSlice{l->id, static_cast<int>(k), 0}});
     }
   }
+  store_->addStateRecords(records);
 }
 
 void AllreduceBuckets::addToDigest(Digest& d) const {

@@ -67,7 +67,7 @@ class AllreduceBuckets {
   std::string summary() const;
   // Weights, biases and momentum: what every replica must agree on.
   void addToDigest(Digest& digest) const;
-  // The replicated optimizer state (momentum), for checkpoints.
+  // The replicated optimizer state (momentum), then the store's error feedback, for checkpoints.
   void addStateRecords(std::vector<StateRecord>& records);
   // Stops the store and the engine. The queued tasks of the iteration after the last
   // wait only for gradients that will not come, and are dropped.

@@ -16,8 +16,8 @@ struct CheckedOptions {
   SendOrder send_order = SendOrder::kPriority;
   KVStoreOptions kvstore;  // without its timeline, which the session adds
   WireFormat wire = WireFormat::kFp32;
-  // How SFB layers' factors travel: the wire, or fp32 with error feedback (as the
-  // allreduce layers' sums, kvstore.wire: neither carries a residual).
+  // How SFB layers' factors travel: the wire, or fp32 with error feedback (factors carry
+  // no residual; the allreduce layers' sums do, kvstore.error_feedback).
   WireFormat factor_wire = WireFormat::kFp32;
 };
 

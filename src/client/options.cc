@@ -114,15 +114,13 @@ CheckedOptions checkOptions(const Options& o) {
     throw OptionError(std::string("{error_feedback=true}") + " keeps what a 16-bit wire's rounding loses; " +
                       opt("wire", o.wire) + " rounds nothing: use {wire=bf16} or {wire=fp16}");
   }
-  if (o.error_feedback && c.mode == SchemeMode::kAllreduce) {
-    throw OptionError(
-        "{error_feedback=true} carries residuals on parameter-server layers only, and {scheme=allreduce} has none: "
-        "use {scheme=ps} or {scheme=auto}, or drop {error_feedback}");
-  }
-  // Allreduce sums and SFB factors go in 16 bits too, but carry no residual: with error
-  // feedback they stay fp32, exact (and so auto's cost model counts them).
-  c.kvstore.wire = o.error_feedback ? WireFormat::kFp32 : c.wire;
-  c.factor_wire = c.kvstore.wire;
+  // Allreduce sums carry their residuals too (sum16::Feedback). SFB's factors cannot: they
+  // are new rows every batch, and what rounding them loses is a dense matrix that factors
+  // would not carry. With error feedback they stay fp32, exact (so auto's cost model counts
+  // them).
+  c.kvstore.wire = c.wire;
+  c.kvstore.error_feedback = o.error_feedback;
+  c.factor_wire = o.error_feedback ? WireFormat::kFp32 : c.wire;
   if (c.rule == CostRule::kSchedule) {
     checkScheduleRule(o, c.mode);
     // Only a run's measured layer times can answer (Options::schedule_plan).

@@ -4,9 +4,10 @@
 
 namespace poseidon {
 
-const float* Residual::carry(const float* x) {
-  for (std::size_t i = 0; i < r_.size(); ++i) r_[i] += x[i];
-  return r_.data();
+const float* Residual::carry(std::size_t from, const float* x, std::size_t m) {
+  float* r = r_.data() + from;
+  for (std::size_t i = 0; i < m; ++i) r[i] += x[i];
+  return r;
 }
 
 void Residual::keep(std::size_t from, const float* read, std::size_t m) {

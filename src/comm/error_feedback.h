@@ -1,7 +1,8 @@
 // Error feedback for a 16-bit wire (issue 38, as PowerSGD and 1-bit SGD): what rounding a
 // KV pair's values lost is added to the same pair's next values, so it reaches the receiver
 // late instead of never. One Residual per pair and direction: a worker's pushes (PsSyncer),
-// a shard's BSP updates (ParameterServer). Not thread-safe: its owner serialises use.
+// a shard's BSP updates (ParameterServer); per allreduce bucket, a rank's contribution and
+// its slices' sums (sum16::Feedback). Not thread-safe: its owner serialises use.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,9 @@ class Residual {
   explicit Residual(std::size_t n = 0) : r_(n, 0.0f) {}
 
   // x + the residual, in the residual's own memory (valid until keep()).
-  const float* carry(const float* x);
+  const float* carry(const float* x) { return carry(0, x, r_.size()); }
+  // carry() of values [from, from + m) alone: x[0, m) + the residual there.
+  const float* carry(std::size_t from, const float* x, std::size_t m);
   // The receiver read `read` of carry()'s values: what it lost is the next residual. A
   // value that was not finite (an overflowing step, as under GradScaler) leaves none, so
   // one overflow costs one step, not every later one.

@@ -22,9 +22,11 @@ def tree_digest(folder):
 
 def test_np3_resume_exact(args):
     # A run killed after its checkpoint of iteration 10 and resumed ends with the same
-    # parameters as one that ran through, for PS, SFB and allreduce layers, and PS layers on
-    # a 16-bit wire with error feedback (its residuals are in the checkpoint).
-    for scheme, extra in [("ps", []), ("sfb", []), ("allreduce", []), ("ps", ["--wire", "bf16", "--error-feedback"])]:
+    # parameters as one that ran through, for PS, SFB and allreduce layers, and PS and
+    # allreduce layers on a 16-bit wire with error feedback (its residuals are in the
+    # checkpoint: the pushes' and updates', the buckets' contributions' and sums').
+    feedback = ["--wire", "bf16", "--error-feedback"]
+    for scheme, extra in [("ps", []), ("sfb", []), ("allreduce", []), ("ps", feedback), ("allreduce", feedback)]:
         tmp = tempfile.mkdtemp()
         try:
             common = ["--model", "mlp", "--iterations", "30", "--no-eval", "--json", "--seed", "9",

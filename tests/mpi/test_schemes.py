@@ -194,16 +194,22 @@ def test_np3_wire16_replicated(args, tmp, scheme):
     # reconstructing from the same rounded factors; fcnet's conv layers go by PS in 16 bits.
     # Half the fp32 bytes, as the cost model says; every rank reads the same bits (--verify 1
     # compares the replicas' digests every step), near the exact run, and reproducible.
+    # Allreduce with error feedback too (each rank's and each owner's residual kept): the
+    # same bytes, the same bits everywhere, another result.
     model = "convnet" if scheme == "allreduce" else "fcnet"
     common = ["--model", model, "--iterations", "12", "--no-eval", "--json", "--seed", "3", "--scheme", scheme]
     exact, _ = train(args, 3, common + ["--save-params", f"{tmp}/fp32.bin"])
-    for wire in ("bf16", "fp16"):
-        r, _ = train(args, 3, common + ["--wire", wire, "--save-params", f"{tmp}/{wire}.bin", "--verify", "1"])
+    wires = ("bf16", "fp16", "fp16+ef") if scheme == "allreduce" else ("bf16", "fp16")
+    for wire in wires:
+        feedback = ["--error-feedback"] if wire.endswith("+ef") else []
+        r, _ = train(args, 3, common + ["--wire", wire.removesuffix("+ef"), "--save-params", f"{tmp}/{wire}.bin",
+                                        "--verify", "1"] + feedback)
+        assert r["error_feedback"] == bool(feedback)
         check_wire16(r, exact, wire, tmp, 0.52)
     # Deterministic: the same run again ends on the same bits.
-    train(args, 3, common + ["--wire", "fp16", "--save-params", f"{tmp}/again.bin"])
-    assert open(f"{tmp}/again.bin", "rb").read() == open(f"{tmp}/fp16.bin", "rb").read(), "fp16 run not reproducible"
-    if scheme == "allreduce":
-        expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "convnet", "--synthetic", "--iterations",
-                                          "1", "--wire", "bf16", "--scheme", "allreduce", "--error-feedback"],
-                       "--error-feedback carries residuals on parameter-server layers only")
+    last = wires[-1]
+    feedback = ["--error-feedback"] if last.endswith("+ef") else []
+    train(args, 3, common + ["--wire", "fp16", "--save-params", f"{tmp}/again.bin"] + feedback)
+    assert open(f"{tmp}/again.bin", "rb").read() == open(f"{tmp}/{last}.bin", "rb").read(), f"{last} not reproducible"
+    if feedback:
+        assert open(f"{tmp}/{last}.bin", "rb").read() != open(f"{tmp}/fp16.bin", "rb").read(), "feedback changed nothing"

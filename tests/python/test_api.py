@@ -151,8 +151,6 @@ def test_bad_input_is_one_clear_error():
         poseidon.DistributedModel(net, optimizer, stack_rate="fast")
     with pytest.raises(ValueError, match="wire=int8: use fp32"):
         poseidon.DistributedModel(net, optimizer, wire="int8")
-    with pytest.raises(ValueError, match="error_feedback=True carries residuals on parameter-server layers only"):
-        poseidon.DistributedModel(net, optimizer, wire="bf16", scheme="allreduce", error_feedback=True)
     with pytest.raises(ValueError, match="error_feedback=True keeps .* wire=fp32 rounds nothing: use wire=bf16"):
         poseidon.DistributedModel(net, optimizer, error_feedback=True)
     with pytest.raises(ValueError, match="under 1mbit"):
@@ -175,6 +173,10 @@ def test_bad_input_is_one_clear_error():
     assert budgeted.options.max_bandwidth == 25e6 and budgeted.options.send_order == "fifo"
     assert budgeted.options.wire == "bf16" and budgeted.options.error_feedback
     budgeted.close()
+    # Allreduce layers carry error feedback's residuals too (refused before they did).
+    fed = poseidon.DistributedModel(net, optimizer, wire="bf16", scheme="allreduce", error_feedback=True)
+    assert fed.options.scheme == "allreduce" and fed.options.error_feedback
+    fed.close()
     model = poseidon.DistributedModel(net, optimizer)
     with pytest.raises(ValueError, match="already wrapped"):
         poseidon.DistributedModel(net, optimizer)

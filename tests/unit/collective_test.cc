@@ -107,7 +107,7 @@ TEST(Sum16, EveryRankGetsTheRoundedSlicesRoundedSumBitForBit) {
         threads.emplace_back([&, r] {
           auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
           got[r] = send[r];
-          comm->allreduceSum16(format, got[r].data(), got[r].data(), n);  // in place
+          comm->allreduceSum16(format, got[r].data(), got[r].data(), n, nullptr);  // in place
         });
       }
       for (auto& t : threads) t.join();
@@ -118,6 +118,91 @@ TEST(Sum16, EveryRankGetsTheRoundedSlicesRoundedSumBitForBit) {
       }
       EXPECT_NE(want[0], send[0][0] + send[1][0] + send[2][0]) << "rounding happened";
     }
+  }
+}
+
+// Error feedback on the 16-bit allreduce: each rank's rounding keeps its residual for the
+// same buffer's next call, and so does each slice's sum. The reference: T steps of
+// sum16Reference with the residuals carried by hand, rounding as the wire does.
+struct FeedbackReference {
+  std::vector<std::vector<float>> sent;  // by rank
+  std::vector<float> sum;
+
+  std::vector<float> step(WireFormat format, const std::vector<std::vector<float>>& send) {
+    const std::size_t P = send.size(), n = send[0].size();
+    if (sent.empty()) sent.assign(P, std::vector<float>(n, 0.0f)), sum.assign(n, 0.0f);
+    std::vector<float> out(n);
+    for (std::size_t s = 0; s < P; ++s) {
+      const std::size_t b = n * s / P, e = n * (s + 1) / P;
+      std::vector<float> total(e - b), rounded(e - b);
+      for (std::size_t r = 0; r < P; ++r) {
+        for (std::size_t i = b; i < e; ++i) sent[r][i] += send[r][i];
+        roundThrough(format, sent[r].data() + b, rounded.data(), e - b);
+        for (std::size_t i = 0; i < e - b; ++i) {
+          sent[r][b + i] -= rounded[i];
+          total[i] = r == 0 ? rounded[i] : total[i] + rounded[i];
+        }
+      }
+      for (std::size_t i = 0; i < e - b; ++i) sum[b + i] += total[i];
+      roundThrough(format, sum.data() + b, out.data() + b, e - b);
+      for (std::size_t i = b; i < e; ++i) sum[i] -= out[i];
+    }
+    return out;
+  }
+};
+
+TEST(Sum16, ErrorFeedbackCarriesBothRoundingsIntoTheNextSum) {
+  constexpr int P = 3, T = 6;
+  constexpr std::size_t n = 1001;
+  for (const WireFormat format : {WireFormat::kBf16, WireFormat::kFp16}) {
+    // Step t's values: 1 + a small part bf16 cannot hold, and magnitudes fp16's scale must span.
+    auto values = [](int t, int r, std::size_t i) {
+      return 1.0f + 1e-3f * static_cast<float>((i + r + t) % 5) + std::sin(0.37f * i + r + t) * (i % 3 == 0 ? 1e-4f : 1.0f);
+    };
+    LoopbackHub hub(P);
+    FailureState failure;
+    std::vector<std::vector<std::vector<float>>> got(T, std::vector<std::vector<float>>(P));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < P; ++r) {
+      threads.emplace_back([&, r] {
+        auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
+        sum16::Feedback feedback(n);
+        std::vector<float> send(n);
+        for (int t = 0; t < T; ++t) {
+          for (std::size_t i = 0; i < n; ++i) send[i] = values(t, r, i);
+          got[t][r].resize(n);
+          comm->allreduceSum16(format, send.data(), got[t][r].data(), n, &feedback);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    FeedbackReference reference;
+    std::vector<double> exact_total(n, 0.0), plain_total(n, 0.0), fed_total(n, 0.0);
+    for (int t = 0; t < T; ++t) {
+      std::vector<std::vector<float>> send(P, std::vector<float>(n));
+      for (int r = 0; r < P; ++r) {
+        for (std::size_t i = 0; i < n; ++i) send[r][i] = values(t, r, i);
+      }
+      const auto want = reference.step(format, send);
+      const auto plain = sum16Reference(format, send, n);
+      for (int r = 0; r < P; ++r) {
+        ASSERT_EQ(std::memcmp(got[t][r].data(), want.data(), n * sizeof(float)), 0)
+            << wireFormatName(format) << " step " << t << " rank " << r;
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        for (int r = 0; r < P; ++r) exact_total[i] += send[r][i];
+        plain_total[i] += plain[i];
+        fed_total[i] += want[i];
+      }
+    }
+    // What the feedback is for: over T steps, the sums add up to the exact ones but for the
+    // last residuals, where without it every step's rounding stays lost.
+    double fed_error = 0, plain_error = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      fed_error += std::abs(fed_total[i] - exact_total[i]);
+      plain_error += std::abs(plain_total[i] - exact_total[i]);
+    }
+    EXPECT_LT(fed_error, 0.5 * plain_error) << wireFormatName(format);
   }
 }
 
