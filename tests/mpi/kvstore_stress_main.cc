@@ -1,4 +1,5 @@
 // mpirun -np P kvstore_stress --kvstore funnel|concurrent|chained [--iterations N] [--wire fp32|bf16]
+//                             [--error-feedback 1]
 // Real processes, real MPI collectives: every rank makes its gradients ready in its own
 // random order; the job must neither deadlock nor sum wrongly.
 #include <cstdio>
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
         iterations = std::atoi(argv[i + 1]);
       else if (flag == "--wire")  // bf16: the 16-bit allreduce, checked value by value
         o.wire = parseWireFormat(argv[i + 1]);
+      else if (flag == "--error-feedback")  // with bf16: the residuals carried, checked alike
+        o.error_feedback = std::string(argv[i + 1]) == "1";
       else if (flag == "--comms")
         o.communicators = o.outstanding = std::atoi(argv[i + 1]);
       else

@@ -116,13 +116,17 @@ def test_bad_kvstore(args):
 
 # The three KVStore ordering designs under real mpirun, gradients ready in random order.
 @pytest.mark.ctest(TIMEOUT=300, SKIP_RETURN_CODE=None)
-@pytest.mark.parametrize("design", ["funnel", "concurrent", "chained", "bf16"])
+@pytest.mark.parametrize("design", ["funnel", "concurrent", "chained", "bf16", "bf16_ef"])
 def test_kvstore_stress(args, design):
     # bf16: the chained design's collectives as 16-bit allreduces (sum16.h), buffers from one
-    # value (fewer than the ranks: empty slices) to a few MB, every sum checked bit for bit.
-    flags = ["--kvstore", "chained", "--wire", "bf16"] if design == "bf16" else ["--kvstore", design]
+    # value (fewer than the ranks: empty slices) to a few MB, every sum checked bit for bit;
+    # bf16_ef: the funnel's, with error feedback (each rank's and each owner's residuals).
+    flags = {"bf16": ["--kvstore", "chained", "--wire", "bf16"],
+             "bf16_ef": ["--kvstore", "funnel", "--wire", "bf16", "--error-feedback", "1"]}.get(design,
+                                                                                          ["--kvstore", design])
     for ranks in [2, 3]:
-        cmd = mpirun(ranks) + [args.stress] + flags + ["--iterations", "150"]
+        # With error feedback fewer rounds: its values round from the first (CI's time).
+        cmd = mpirun(ranks) + [args.stress] + flags + ["--iterations", "60" if design == "bf16_ef" else "150"]
         rc, out, err, secs = run(cmd, 240)
         assert rc == 0, f"{' '.join(cmd)} exited {rc}\n{out[-2000:]}\n{err[-2000:]}"
         assert out.count("0 wrong values") == ranks, out

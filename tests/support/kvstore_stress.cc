@@ -18,8 +18,11 @@ namespace {
 // Sizes from one float to a few MB, so both latency- and bandwidth-bound collectives run.
 const std::vector<std::size_t> kSizes = {1, 7, 1000, 65536, 3, 400000, 128, 1 << 20};
 
+// Eighths: fp32 sums stay exact, while bf16 (8 significant bits) drops them from 32 up, so a
+// rank's own rounding loses something too, not only the sum's.
 float value(int rank, std::size_t key, int iteration, std::size_t i) {
-  return static_cast<float>((rank + 1) * (static_cast<int>(key) + 1) + iteration + static_cast<int>(i % 7));
+  return static_cast<float>((rank + 1) * (static_cast<int>(key) + 1) + iteration + static_cast<int>(i % 7)) +
+         0.125f * static_cast<float>((i + static_cast<std::size_t>(rank)) % 3);
 }
 
 float rounded(WireFormat wire, float x) {
@@ -38,6 +41,28 @@ float expectedSum(WireFormat wire, int P, std::size_t key, int iteration, std::s
   }
   return rounded(wire, sum);
 }
+
+// expectedSum with error feedback, one key's values over the iterations: every rank's
+// residual (this rank plays all of them) and the sums' residual, carried value by value.
+struct FeedbackReference {
+  std::vector<std::vector<float>> sent;  // by rank
+  std::vector<float> sum;
+
+  FeedbackReference(int P, std::size_t n) : sent(P, std::vector<float>(n, 0.0f)), sum(n, 0.0f) {}
+  float next(WireFormat wire, std::size_t key, int iteration, std::size_t i) {
+    float total = 0;
+    for (std::size_t r = 0; r < sent.size(); ++r) {
+      const float carried = sent[r][i] + value(static_cast<int>(r), key, iteration, i);
+      const float v = rounded(wire, carried);
+      sent[r][i] = carried - v;
+      total = r == 0 ? v : total + v;
+    }
+    const float carried = sum[i] + total;
+    const float out = rounded(wire, carried);
+    sum[i] = carried - out;
+    return out;
+  }
+};
 
 }  // namespace
 
@@ -60,6 +85,8 @@ StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& option
     std::vector<float> init(kSizes[k], static_cast<float>(rank));  // rank 0's zeros must win
     store->init(static_cast<int>(k), init.data(), init.size());
   }
+  std::vector<FeedbackReference> feedback;  // with error feedback: by key
+  for (std::size_t k = 0; options.error_feedback && k < K; ++k) feedback.emplace_back(P, kSizes[k]);
   std::atomic<std::int64_t> wrong{0};
   // init gives every rank rank 0's value (zeros).
   for (std::size_t k = 0; k < K; ++k) store->pull(static_cast<int>(k), out[k].data(), out_tag[k]);
@@ -80,7 +107,11 @@ StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& option
       engine.push(
           [&, k, it] {
             std::int64_t bad = 0;
-            for (std::size_t i = 0; i < out[k].size(); ++i) bad += out[k][i] != expectedSum(options.wire, P, k, it, i);
+            for (std::size_t i = 0; i < out[k].size(); ++i) {
+              const float want = feedback.empty() ? expectedSum(options.wire, P, k, it, i)
+                                                  : feedback[k].next(options.wire, k, it, i);
+              bad += out[k][i] != want;
+            }
             wrong += bad;
           },
           {out_tag[k]}, {}, Engine::Kind::kCompute);

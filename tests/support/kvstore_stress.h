@@ -2,8 +2,9 @@
 // real mpirun test: every iteration pushes the push/pull tasks of every key in one fixed
 // order (descending keys, as back-propagation would), then makes the keys' "gradients"
 // ready in an order and with delays drawn at random per rank and iteration, and checks
-// every pulled sum exactly (small integers, so float sums are exact; on a bf16 wire, the
-// 16-bit allreduce's roundings reproduced value by value).
+// every pulled sum exactly (small multiples of 1/8, so float sums are exact; on a bf16 wire, the
+// 16-bit allreduce's roundings reproduced value by value, with error feedback's residuals
+// too when the options ask for it).
 #pragma once
 
 #include <cstdint>
