@@ -3,7 +3,8 @@
 --workers ranks with --wire fp32 (exact), bf16 and fp16, each 16-bit wire without and with
 error feedback ("bf16+ef": --error-feedback), same seed and options; prints each test
 accuracy and its gap to fp32 (the acceptance: within 0.3 points). --scheme ps puts every
-layer through the parameter server, the layers the wire changes. Usage:
+layer through the parameter server, --scheme allreduce every layer through the 16-bit
+allreduce (with "+ef", its residuals carried too): either way every layer the wire changes. Usage:
   bench/accuracy/wire_formats.py [--models fcnet,resnet] [--workers 4] [--epochs 1] [--scheme ps]
                                  [--wires fp32,bf16,fp16,bf16+ef,fp16+ef]
 """

@@ -1,7 +1,8 @@
 """Checkpoints of a whole Python job, in the C++ core's format (src/checkpoint/):
 
     DIR/iter-<T>/rank-<r>.state   each rank's session state (parameters, the servers' values
-                                  and momentum, SFB/allreduce replicas, buffers) and, in the
+                                  and momentum, SFB/allreduce replicas, buffers, error
+                                  feedback's residuals) and, in the
                                   same checksummed file, this package's own bytes: the
                                   optimizer's state_dict (gradient mode: Adam's moments, ...),
                                   the state_dict of every checkpoint object (an LR scheduler,

@@ -155,7 +155,7 @@ TEST(Sum16, ErrorFeedbackCarriesBothRoundingsIntoTheNextSum) {
   constexpr int P = 3, T = 6;
   constexpr std::size_t n = 1001;
   for (const WireFormat format : {WireFormat::kBf16, WireFormat::kFp16}) {
-    // Step t's values: 1 + a small part bf16 cannot hold, and magnitudes fp16's scale must span.
+    // Step t's values: 1 + a small part bf16 cannot hold, some with only 1e-4 beside it.
     auto values = [](int t, int r, std::size_t i) {
       return 1.0f + 1e-3f * static_cast<float>((i + r + t) % 5) + std::sin(0.37f * i + r + t) * (i % 3 == 0 ? 1e-4f : 1.0f);
     };
@@ -170,8 +170,12 @@ TEST(Sum16, ErrorFeedbackCarriesBothRoundingsIntoTheNextSum) {
         std::vector<float> send(n);
         for (int t = 0; t < T; ++t) {
           for (std::size_t i = 0; i < n; ++i) send[i] = values(t, r, i);
-          got[t][r].resize(n);
-          comm->allreduceSum16(format, send.data(), got[t][r].data(), n, &feedback);
+          got[t][r] = send;
+          if (r == 1) {  // in place
+            comm->allreduceSum16(format, got[t][r].data(), got[t][r].data(), n, &feedback);
+          } else {
+            comm->allreduceSum16(format, send.data(), got[t][r].data(), n, &feedback);
+          }
         }
       });
     }

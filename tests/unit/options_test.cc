@@ -128,6 +128,21 @@ TEST(Options, ParsedOnce) {
   EXPECT_EQ(c.mode, SchemeMode::kAuto);
 }
 
+TEST(Options, ErrorFeedbackKeepsAllreduceSumsIn16BitsAndFactorsInFp32) {
+  Options o;
+  o.wire = "bf16";
+  const CheckedOptions plain = checkOptions(o);
+  EXPECT_EQ(plain.kvstore.wire, WireFormat::kBf16);
+  EXPECT_FALSE(plain.kvstore.error_feedback);
+  EXPECT_EQ(plain.factor_wire, WireFormat::kBf16);
+  o.error_feedback = true;
+  o.scheme = "allreduce";  // was refused before allreduce sums carried residuals
+  const CheckedOptions fed = checkOptions(o);
+  EXPECT_EQ(fed.kvstore.wire, WireFormat::kBf16);
+  EXPECT_TRUE(fed.kvstore.error_feedback);
+  EXPECT_EQ(fed.factor_wire, WireFormat::kFp32) << "factors carry no residual: fp32 with error feedback";
+}
+
 TEST(RunConfiguration, ResumeKeepsWhatMakesTheResumeExact) {
   Options o;
   EXPECT_EQ(runConfiguration(o, ConfigurationUse::kResume), kDefaultResume);
