@@ -79,8 +79,10 @@ void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
 namespace {
 
 // What MPI reads and writes during a 16-bit allreduce, counts and displacements included.
+// The words are left uninitialised: each is written (encode, MPI, reduceSlice) before it
+// is read, and zero-filling them cost as much as a conversion pass.
 struct Sum16Buffers {
-  std::vector<std::uint16_t> mine, gathered, sum;
+  std::unique_ptr<std::uint16_t[]> mine, gathered, sum;
   std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
 };
 
@@ -99,8 +101,8 @@ void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float
   auto b = std::make_unique<Sum16Buffers>();
   try {
     // Rank s gets slice s of every rank's contribution, in rank order.
-    b->mine.resize(slices.totalWords());
-    sum16::encode(format, send, slices, b->mine.data(), feedback != nullptr ? &feedback->sent : nullptr);
+    b->mine.reset(new std::uint16_t[slices.totalWords()]);
+    sum16::encode(format, send, slices, b->mine.get(), feedback != nullptr ? &feedback->sent : nullptr);
     b->send_counts.resize(size_);
     b->send_displs.resize(size_);
     b->recv_counts.assign(size_, own);
@@ -110,20 +112,20 @@ void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float
       b->send_displs[s] = static_cast<int>(slices.offset(s));
       b->recv_displs[s] = s * own;
     }
-    b->gathered.resize(static_cast<std::size_t>(own) * size_);
+    b->gathered.reset(new std::uint16_t[static_cast<std::size_t>(own) * size_]);
     MPI_Request request;
-    check(MPI_Ialltoallv(b->mine.data(), b->send_counts.data(), b->send_displs.data(), MPI_UINT16_T,
-                         b->gathered.data(), b->recv_counts.data(), b->recv_displs.data(), MPI_UINT16_T, comm_,
+    check(MPI_Ialltoallv(b->mine.get(), b->send_counts.data(), b->send_displs.data(), MPI_UINT16_T,
+                         b->gathered.get(), b->recv_counts.data(), b->recv_displs.data(), MPI_UINT16_T, comm_,
                          &request),
           "MPI_Ialltoallv");
     wait(request, "MPI_Ialltoallv (16-bit slices to their owners)");
     std::vector<const std::uint16_t*> from;
-    for (int r = 0; r < size_; ++r) from.push_back(b->gathered.data() + static_cast<std::size_t>(r) * own);
-    b->sum.resize(own);
-    sum16::reduceSlice(format, from, slices.length(rank_), b->sum.data(),
+    for (int r = 0; r < size_; ++r) from.push_back(b->gathered.get() + static_cast<std::size_t>(r) * own);
+    b->sum.reset(new std::uint16_t[own]);
+    sum16::reduceSlice(format, from, slices.length(rank_), b->sum.get(),
                        sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(rank_)});
     // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
-    check(MPI_Iallgatherv(b->sum.data(), own, MPI_UINT16_T, b->mine.data(), b->send_counts.data(),
+    check(MPI_Iallgatherv(b->sum.get(), own, MPI_UINT16_T, b->mine.get(), b->send_counts.data(),
                           b->send_displs.data(), MPI_UINT16_T, comm_, &request),
           "MPI_Iallgatherv");
     wait(request, "MPI_Iallgatherv (the 16-bit sums to every rank)");
@@ -132,7 +134,7 @@ void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float
     throw;
   }
   for (int s = 0; s < size_; ++s) {
-    sum16::decodeSlice(format, b->mine.data() + slices.offset(s), slices.length(s), recv + slices.begin(s));
+    sum16::decodeSlice(format, b->mine.get() + slices.offset(s), slices.length(s), recv + slices.begin(s));
   }
   counted(bytes);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "allreduce/communicator.h"
 #include "poseidon/errors.h"
@@ -64,8 +65,10 @@ void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, floa
 
 void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
                  std::uint16_t* out, Carried carried) {
-  std::vector<float> sum(n);
-  if (!from.empty()) decodeSlice(format, from[0], n, sum.data());
+  POSEIDON_ENFORCE(!from.empty(), "a 16-bit sum needs a rank's values");
+  // Uninitialised: rank 0's values are written over it first.
+  const std::unique_ptr<float[]> sum(new float[n]);
+  decodeSlice(format, from[0], n, sum.get());
   float block[kChunk];
   for (std::size_t r = 1; r < from.size(); ++r) {
     const HalfSpan span = spanOf(format, from[r]);
@@ -75,7 +78,7 @@ void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& fro
       for (std::size_t j = 0; j < c; ++j) sum[i + j] += block[j];
     }
   }
-  encodeSlice(format, sum.data(), n, out, carried);
+  encodeSlice(format, sum.get(), n, out, carried);
 }
 
 }  // namespace poseidon::sum16
