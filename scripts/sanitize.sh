@@ -18,6 +18,9 @@ kinds=("$@")
 [ ${#kinds[@]} -eq 0 ] && kinds=(thread address)
 
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+# nproc obeys OMP_NUM_THREADS: read the core count before setting it to 1 per rank (with it
+# set first, as run.sh exports it, the sanitizer builds ran on one core).
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 # Reports go to stderr and also set the exit status: 66 for TSan, an abort for ASan/UBSan.
 # ignore_noninstrumented_modules: memcpy and friends called from inside OpenMPI (not built
@@ -44,7 +47,7 @@ run_kind() {
   mkdir -p "$dir"
   cmake -S "$root" -B "$dir" -G Ninja -DPOSEIDON_BUILD_TORCH=OFF "-DPOSEIDON_SANITIZE=$flags" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
-  cmake --build "$dir" -j "$(nproc)" > "$dir/build.log" 2>&1 || { tail -n 60 "$dir/build.log"; exit 1; }
+  cmake --build "$dir" -j "$cores" > "$dir/build.log" 2>&1 || { tail -n 60 "$dir/build.log"; exit 1; }
   tail -n 1 "$dir/build.log"
   echo "== sanitizer $flags: threads-as-ranks suites, checkpoint and decoding tests, session smoke runs"
   (cd "$dir" && ctest --output-on-failure --no-tests=error --timeout 600 -L 'unit|sanitize')

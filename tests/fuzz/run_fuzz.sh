@@ -17,7 +17,9 @@ seconds=${2:-200}
 shift $(($# < 2 ? $# : 2))
 min_execs=${POSEIDON_FUZZ_MIN_EXECS:-1000000}
 runs=${POSEIDON_FUZZ_RUNS:-$((2 * min_execs))}
-lanes=${POSEIDON_FUZZ_JOBS:-$(nproc)}
+# Not plain nproc: it obeys OMP_NUM_THREADS, which run.sh sets to 1 (the targets then ran
+# one at a time).
+lanes=${POSEIDON_FUZZ_JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
 
 # Each target (tests/fuzz/NAME.cc) and the sources it links; the slowest first, so that
 # the lanes finish together.

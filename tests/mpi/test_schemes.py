@@ -26,8 +26,8 @@ def test_np4_fcnet_bytes(args):
 
 
 def test_np4_sfb_equals_ps(args, tmp):
-    # Exactness: SFB reconstructs the same gradient the PS aggregates (fcnet, 4 ranks, 20 iterations).
-    common = ["--model", "fcnet", "--iterations", "20", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+    # Exactness: SFB reconstructs the same gradient the PS aggregates (fcnet, 4 ranks, 10 iterations).
+    common = ["--model", "fcnet", "--iterations", "10", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
     a, _ = train(args, 4, common + ["--scheme", "sfb", "--save-params", f"{tmp}/sfb.bin"])
     b, _ = train(args, 4, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
     assert [l["scheme"] for l in a["layers"]] == ["ps", "ps", "ps", "sfb", "sfb", "sfb"], a["layers"]
@@ -77,8 +77,8 @@ def test_np3_factor_push_equals_ps(args, tmp):
 
 def test_np4_allreduce_equals_ps(args, tmp):
     # The third transport: MPI_Allreduce through the KVStore and the dependency engine, each
-    # ordering design, against the parameter server (fcnet, 4 ranks, 20 iterations).
-    common = ["--model", "fcnet", "--iterations", "20", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+    # ordering design, against the parameter server (fcnet, 4 ranks, 10 iterations).
+    common = ["--model", "fcnet", "--iterations", "10", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
     b, _ = train(args, 4, common + ["--scheme", "ps", "--save-params", f"{tmp}/ps.bin"])
     # funnel and chained: np3_convnet_allreduce_fused and the kvstore_stress cases.
     for design in ["concurrent"]:
@@ -126,7 +126,7 @@ def test_kvstore_stress(args, design):
                                                                                           ["--kvstore", design])
     for ranks in [2, 3]:
         # With error feedback fewer rounds: its values round from the first (CI's time).
-        cmd = mpirun(ranks) + [args.stress] + flags + ["--iterations", "60" if design == "bf16_ef" else "150"]
+        cmd = mpirun(ranks) + [args.stress] + flags + ["--iterations", "40" if design == "bf16_ef" else "80"]
         rc, out, err, secs = run(cmd, 240)
         assert rc == 0, f"{' '.join(cmd)} exited {rc}\n{out[-2000:]}\n{err[-2000:]}"
         assert out.count("0 wrong values") == ranks, out
@@ -173,7 +173,7 @@ def test_np3_wire16(args, tmp):
     # 16 bits on the wire (issue 38): the PS layers' pushes and their shards' updates halve,
     # as the cost model says; the run stays near the exact one, and its replicas agree (the
     # CLI compares every rank's parameter digest at the end), error feedback or not.
-    common = ["--model", "fcnet", "--iterations", "12", "--no-eval", "--json", "--seed", "3", "--scheme", "ps"]
+    common = ["--model", "fcnet", "--iterations", "6", "--no-eval", "--json", "--seed", "3", "--scheme", "ps"]
     exact, _ = train(args, 3, common + ["--save-params", f"{tmp}/fp32.bin"])
     for wire in ("bf16", "fp16", "bf16+ef"):
         feedback = ["--error-feedback"] if wire.endswith("+ef") else []
@@ -201,7 +201,7 @@ def test_np3_wire16_replicated(args, tmp, scheme):
     # Allreduce with error feedback too (each rank's and each owner's residual kept): the
     # same bytes, the same bits everywhere, another result.
     model = "convnet" if scheme == "allreduce" else "fcnet"
-    common = ["--model", model, "--iterations", "12", "--no-eval", "--json", "--seed", "3", "--scheme", scheme]
+    common = ["--model", model, "--iterations", "6", "--no-eval", "--json", "--seed", "3", "--scheme", scheme]
     exact, _ = train(args, 3, common + ["--save-params", f"{tmp}/fp32.bin"])
     wires = ("bf16", "fp16", "fp16+ef") if scheme == "allreduce" else ("bf16", "fp16")
     for wire in wires:
