@@ -44,7 +44,7 @@ logs=${GPU_CHECK_OUT:-$build}
 mkdir -p "$logs"
 start=$(date +%s)
 # Only what the check runs: the CLI and the Python package (the GPU tests are Python jobs).
-POSEIDON_PYTHON=$python POSEIDON_SKIP_APT=1 POSEIDON_BUILD_JOBS=${POSEIDON_BUILD_JOBS:-$(env -u OMP_NUM_THREADS nproc)} BUILD_DIR=$build \
+POSEIDON_PYTHON=$python POSEIDON_SKIP_APT=1 POSEIDON_BUILD_JOBS=${POSEIDON_BUILD_JOBS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)} BUILD_DIR=$build \
   POSEIDON_BUILD_TARGETS="poseidon poseidon_python" scripts/setup.sh
 echo "gpu_check: built in $(( $(date +%s) - start )) s"
 

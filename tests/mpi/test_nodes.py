@@ -25,9 +25,13 @@ def test_np4_nodes_equal_flat(args, tmp):
     # sums and stacked factors) end where the flat run ends, to float rounding (the sums
     # are grouped by node), for each scheme and in gradient mode; host grouping (all four
     # ranks on this host: one node) too; and a node's ranks passing messages instead of
-    # sharing memory. On mlp (its two Linear layers by factors under sfb): fcnet's 42 M
+    # sharing memory. A small net of fcnet's shape (a conv layer by PS, two FC layers by
+    # factors under sfb, so one iteration has both through the leaders): fcnet's 42 M
     # parameters made the 12 runs' start-up most of this test's time.
-    common = ["--model", "mlp", "--iterations", "3", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
+    net = f"{tmp}/nodes.net"
+    with open(net, "w") as f:
+        f.write("input 1 28 28\nclasses 10\nconv 16 3 pad=1\nrelu\npool 2\nflatten\nfc 256\nrelu\nfc 10\n")
+    common = ["--model-file", net, "--iterations", "3", "--no-eval", "--json", "--seed", "3", "--lr", "0.01"]
     runs = [("ps", ["--scheme", "ps"], "2"), ("sfb", ["--scheme", "sfb"], "2"),
             ("adam", ["--optimizer", "adam"], "2"), ("host", ["--scheme", "ps"], "host"),
             ("messages", ["--scheme", "ps", "--intra-node", "messages"], "2"),
@@ -44,8 +48,12 @@ def test_np4_nodes_equal_flat(args, tmp):
         # All four ranks on this host: a node's ranks share memory unless told not to.
         inside = "by messages" if name == "messages" else "by shared memory"
         assert f"inside a node {inside}" in out, f"{name}: expected 'inside a node {inside}' in:\n{out[-1500:]}"
+        if name == "sfb":
+            schemes = [l["scheme"] for l in node_report["layers"]]
+            assert schemes == ["ps", "sfb", "sfb"], f"sfb: nodes of {nodes} planned {schemes}"
         # Adam divides by sqrt(v): where a gradient is near zero, a rounding difference in
-        # the sum becomes a step difference of order lr (measured 4.4e-6 after 3 steps).
+        # the sum becomes a step difference of order lr (measured 4.4e-6 after 3 steps on
+        # fcnet, the test's model until 2026-11-28).
         tol = 2e-5 if "adam" in name else 1e-6
         compare_params(f"{tmp}/{name}-nodes.bin", flat, tol, f"{name}: nodes of {nodes} vs flat")
         if name in ("ps", "sfb", "allreduce"):

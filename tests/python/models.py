@@ -52,9 +52,9 @@ def build_model(name, classes, channels=3):
 
 
 class TinyResNet(torch.nn.Module):
-    """small_resnet's module types at width 8: a stem (Conv2d, BatchNorm), torchvision's
-    BasicBlock once as is and once downsampling (a 1x1 Conv2d + BatchNorm shortcut), a
-    Linear head. For autocast on CPUs without native bfloat16 (AVX2 only): there a bf16
+    """small_resnet's kinds of module at width 8: a stem (Conv2d, BatchNorm), torchvision's
+    BasicBlock once as is and once downsampling (a 1x1 Conv2d + BatchNorm shortcut), global
+    average pooling, a Linear head. For autocast on CPUs without native bfloat16 (AVX2 only): there a bf16
     convolution at small_resnet's width runs ~20x slower than fp32 (5.4 s against 0.29 s
     for one batch of 16 at 32x32, measured 2026-11-28), this one's in ~0.1 s."""
 
@@ -67,7 +67,7 @@ class TinyResNet(torch.nn.Module):
         shortcut = torch.nn.Sequential(torch.nn.Conv2d(width, 2 * width, 1, 2, bias=False),
                                        torch.nn.BatchNorm2d(2 * width))
         self.layer2 = block(width, 2 * width, stride=2, downsample=shortcut)
-        self.pool = torch.nn.AvgPool2d(16)
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
         self.fc = torch.nn.Linear(2 * width, classes)
 
     def forward(self, x):
