@@ -63,9 +63,41 @@ void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, floa
   widen(spanOf(format, in), 0, out, n);
 }
 
+namespace {
+
+// bf16 has no slice scale, so the owner rounds its sum a chunk at a time as it makes it:
+// one pass over the ranks' chunks, no slice-long fp32 sum written and read back. The same
+// arithmetic as the whole-slice way, value for value (rank order, one rounding each).
+void reduceSliceBf16(const std::vector<const std::uint16_t*>& from, std::size_t n, std::uint16_t* out,
+                     Carried carried) {
+  std::vector<HalfSpan> spans;
+  for (const std::uint16_t* in : from) spans.push_back(spanOf(WireFormat::kBf16, in));
+  const float one = 1.0f;
+  std::memcpy(out, &one, sizeof(float));
+  const HalfSpan written{WireFormat::kBf16, 1.0f, out + Slices::kScaleWords};
+  float sum[kChunk], block[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t c = std::min(kChunk, n - i);
+    widen(spans[0], i, sum, c);
+    for (std::size_t r = 1; r < spans.size(); ++r) {
+      widen(spans[r], i, block, c);
+      for (std::size_t j = 0; j < c; ++j) sum[j] += block[j];
+    }
+    const float* values = carried.residual != nullptr ? carried.residual->carry(carried.at + i, sum, c) : sum;
+    toBf16(values, out + Slices::kScaleWords + i, c);
+    if (carried.residual == nullptr) continue;
+    widen(written, i, block, c);
+    carried.residual->keep(carried.at + i, block, c);
+  }
+}
+
+}  // namespace
+
 void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
                  std::uint16_t* out, Carried carried) {
   POSEIDON_ENFORCE(!from.empty(), "a 16-bit sum needs a rank's values");
+  if (format == WireFormat::kBf16) return reduceSliceBf16(from, n, out, carried);
+  // fp16: the sum's scale comes from its largest value, so the whole sum first.
   // Uninitialised: rank 0's values are written over it first.
   const std::unique_ptr<float[]> sum(new float[n]);
   decodeSlice(format, from[0], n, sum.get());
