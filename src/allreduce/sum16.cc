@@ -28,6 +28,35 @@ HalfSpan spanOf(WireFormat format, const std::uint16_t* in) {
   return HalfSpan{format, scaleOf(format, in), in + Slices::kScaleWords};
 }
 
+// out[0, n) = `values` (the residual's part already carried in) rounded at `scale`; the
+// residual, if any, keeps what a receiver will not read, a chunk at a time.
+void roundKeeping(WireFormat format, float scale, const float* values, std::size_t n, std::uint16_t* out,
+                  Carried carried) {
+  if (format == WireFormat::kBf16) {
+    toBf16(values, out, n);
+  } else {
+    toFp16(values, out, n, scale);
+  }
+  if (carried.residual == nullptr) return;
+  const HalfSpan read{format, scale, out};
+  float block[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t c = std::min(kChunk, n - i);
+    widen(read, i, block, c);
+    carried.residual->keep(carried.at + i, block, c);
+  }
+}
+
+// sum[0, c) = values [i, i + c) of every rank's slice, added in fp32 in rank order.
+void sumChunk(const std::vector<HalfSpan>& ranks, std::size_t i, std::size_t c, float* sum) {
+  float block[kChunk];
+  widen(ranks[0], i, sum, c);
+  for (std::size_t r = 1; r < ranks.size(); ++r) {
+    widen(ranks[r], i, block, c);
+    for (std::size_t j = 0; j < c; ++j) sum[j] += block[j];
+  }
+}
+
 }  // namespace
 
 void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uint16_t* out, Carried carried) {
@@ -35,21 +64,7 @@ void encodeSlice(WireFormat format, const float* values, std::size_t n, std::uin
   if (carried.residual != nullptr) values = carried.residual->carry(carried.at, values, n);
   const float scale = format == WireFormat::kFp16 ? fp16Scale(values, n) : 1.0f;
   std::memcpy(out, &scale, sizeof(float));
-  if (format == WireFormat::kBf16) {
-    toBf16(values, out + Slices::kScaleWords, n);
-  } else {
-    toFp16(values, out + Slices::kScaleWords, n, scale);
-  }
-  if (carried.residual == nullptr) return;
-  // What a receiver will read, a chunk at a time: the rest of the carried values is the
-  // next residual.
-  const HalfSpan span = spanOf(format, out);
-  float block[kChunk];
-  for (std::size_t i = 0; i < n; i += kChunk) {
-    const std::size_t c = std::min(kChunk, n - i);
-    widen(span, i, block, c);
-    carried.residual->keep(carried.at + i, block, c);
-  }
+  roundKeeping(format, scale, values, n, out + Slices::kScaleWords, carried);
 }
 
 void encode(WireFormat format, const float* values, const Slices& slices, std::uint16_t* out, Residual* sent) {
@@ -63,54 +78,31 @@ void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, floa
   widen(spanOf(format, in), 0, out, n);
 }
 
-namespace {
-
-// bf16 has no slice scale, so the owner rounds its sum a chunk at a time as it makes it:
-// one pass over the ranks' chunks, no slice-long fp32 sum written and read back. The same
-// arithmetic as the whole-slice way, value for value (rank order, one rounding each).
-void reduceSliceBf16(const std::vector<const std::uint16_t*>& from, std::size_t n, std::uint16_t* out,
-                     Carried carried) {
-  std::vector<HalfSpan> spans;
-  for (const std::uint16_t* in : from) spans.push_back(spanOf(WireFormat::kBf16, in));
-  const float one = 1.0f;
-  std::memcpy(out, &one, sizeof(float));
-  const HalfSpan written{WireFormat::kBf16, 1.0f, out + Slices::kScaleWords};
-  float sum[kChunk], block[kChunk];
-  for (std::size_t i = 0; i < n; i += kChunk) {
-    const std::size_t c = std::min(kChunk, n - i);
-    widen(spans[0], i, sum, c);
-    for (std::size_t r = 1; r < spans.size(); ++r) {
-      widen(spans[r], i, block, c);
-      for (std::size_t j = 0; j < c; ++j) sum[j] += block[j];
-    }
-    const float* values = carried.residual != nullptr ? carried.residual->carry(carried.at + i, sum, c) : sum;
-    toBf16(values, out + Slices::kScaleWords + i, c);
-    if (carried.residual == nullptr) continue;
-    widen(written, i, block, c);
-    carried.residual->keep(carried.at + i, block, c);
-  }
-}
-
-}  // namespace
-
 void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
                  std::uint16_t* out, Carried carried) {
   POSEIDON_ENFORCE(!from.empty(), "a 16-bit sum needs a rank's values");
-  if (format == WireFormat::kBf16) return reduceSliceBf16(from, n, out, carried);
-  // fp16: the sum's scale comes from its largest value, so the whole sum first.
-  // Uninitialised: rank 0's values are written over it first.
-  const std::unique_ptr<float[]> sum(new float[n]);
-  decodeSlice(format, from[0], n, sum.get());
-  float block[kChunk];
-  for (std::size_t r = 1; r < from.size(); ++r) {
-    const HalfSpan span = spanOf(format, from[r]);
-    for (std::size_t i = 0; i < n; i += kChunk) {
-      const std::size_t c = std::min(kChunk, n - i);
-      widen(span, i, block, c);
-      for (std::size_t j = 0; j < c; ++j) sum[i + j] += block[j];
-    }
+  std::vector<HalfSpan> ranks;
+  for (const std::uint16_t* in : from) ranks.push_back(spanOf(format, in));
+  if (format == WireFormat::kFp16) {
+    // The sum's scale comes from its largest value: the whole sum first. Uninitialised:
+    // each chunk is written before it is read.
+    const std::unique_ptr<float[]> sum(new float[n]);
+    for (std::size_t i = 0; i < n; i += kChunk) sumChunk(ranks, i, std::min(kChunk, n - i), sum.get() + i);
+    encodeSlice(format, sum.get(), n, out, carried);
+    return;
   }
-  encodeSlice(format, sum.get(), n, out, carried);
+  // bf16 has no scale, so the sum is rounded a chunk at a time as it is made: no slice-long
+  // fp32 sum written and read back, the same arithmetic value for value.
+  const float one = 1.0f;
+  std::memcpy(out, &one, sizeof(float));
+  float sum[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t c = std::min(kChunk, n - i);
+    sumChunk(ranks, i, c, sum);
+    const Carried here{carried.residual, carried.at + i};
+    const float* values = here.residual != nullptr ? here.residual->carry(here.at, sum, c) : sum;
+    roundKeeping(format, 1.0f, values, c, out + Slices::kScaleWords + i, here);
+  }
 }
 
 }  // namespace poseidon::sum16

@@ -54,9 +54,10 @@ def build_model(name, classes, channels=3):
 class TinyResNet(torch.nn.Module):
     """small_resnet's kinds of module at width 8: a stem (Conv2d, BatchNorm), torchvision's
     BasicBlock once as is and once downsampling (a 1x1 Conv2d + BatchNorm shortcut), global
-    average pooling, a Linear head. For autocast on CPUs without native bfloat16 (AVX2 only): there a bf16
-    convolution at small_resnet's width runs ~20x slower than fp32 (5.4 s against 0.29 s
-    for one batch of 16 at 32x32, measured 2026-11-28), this one's in ~0.1 s."""
+    average pooling, a Linear head. For autocast on CPUs without native bfloat16 (AVX2
+    only): there a bf16 convolution at small_resnet's width runs ~20x slower than fp32
+    (5.4 s against 0.29 s for one batch of 16 at 32x32, measured 2026-11-28), this one's
+    in ~0.1 s."""
 
     def __init__(self, classes, channels=3, width=8):
         super().__init__()
