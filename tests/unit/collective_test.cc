@@ -18,6 +18,10 @@
 #include "kvstore_stress.h"
 #include "poseidon/errors.h"
 
+#ifndef POSEIDON_STRESS_ITERATIONS
+#define POSEIDON_STRESS_ITERATIONS 20
+#endif
+
 namespace poseidon {
 namespace {
 
@@ -30,7 +34,7 @@ void stress(KVStoreType type, int ranks, int comms, int outstanding) {
     threads.emplace_back([&, r] {
       try {
         KVStoreOptions o{type, comms, outstanding, std::chrono::seconds(30)};
-        results[r] = runKVStoreStress(hub.transport(r), o, 20, 7);
+        results[r] = runKVStoreStress(hub.transport(r), o, POSEIDON_STRESS_ITERATIONS, 7);
       } catch (...) {
         errors[r] = std::current_exception();
       }
@@ -40,7 +44,7 @@ void stress(KVStoreType type, int ranks, int comms, int outstanding) {
   for (int r = 0; r < ranks; ++r) {
     if (errors[r]) std::rethrow_exception(errors[r]);
     EXPECT_EQ(results[r].wrong_values, 0) << "rank " << r;
-    EXPECT_EQ(results[r].collectives, 8 * 20);
+    EXPECT_EQ(results[r].collectives, 8 * POSEIDON_STRESS_ITERATIONS);
   }
 }
 
