@@ -37,7 +37,8 @@ export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
 
 run_kind() {
   # ASan+UBSan at -O0: UBSan's checks make the optimiser slow (one core file: 26.6 s at
-  # -O1, 10.6 s at -O0); the whole build at -O1 took 994 CPU-s on the 2-core CI machine.
+  # -O1, 10.6 s at -O0). On the 2-core CI machine its build took 994 CPU-s at -O1 and 309
+  # at -O0, its ctest run 61 s and 148 s (the simulator's scale case 21 s and 69 s of that).
   # TSan stays at -O2: at -O1 its build saved 21 CPU-s and its tests took 172 s, not 141.
   local kind=$1 flags opt
   case "$kind" in
@@ -58,7 +59,8 @@ run_kind() {
   # simulations run the same code, and under the sanitizers it took 47-69 s of the step.
   (cd "$dir" && GTEST_FILTER=-Simulate.Vgg19_22kAt256NodesCompletes \
      ctest --output-on-failure --no-tests=error --timeout 600 -L 'unit|sanitize')
-  # 15 iterations (120 collectives) per design: at 50, one design took 31 s under ASan -O0.
+  # 15 iterations (120 collectives) per design under both sanitizers: at 50, one design
+  # took 31 s under ASan -O0.
   echo "== sanitizer $flags: the KVStore designs under stress, 2 ranks"
   for design in funnel concurrent chained; do
     mpirun -np 2 --oversubscribe "$dir/tests/kvstore_stress" --kvstore "$design" --iterations 15

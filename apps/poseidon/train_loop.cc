@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 #include "coordinator/scheme_planner.h"
@@ -404,6 +405,10 @@ int train(const TrainOptions& o, Runtime* runtime) {
 
 }  // namespace
 
+// How long a rank whose timeout names only silent shards waits before ending the job: the
+// shards' ranks hit their own deadlines within about an iteration of it (10 ms for mlp).
+constexpr std::chrono::seconds kIndirectCulpritGrace{2};
+
 int runTrain(const TrainOptions& o, int* argc, char*** argv) {
   o.validate();
   if (o.baseline) return train(o, nullptr);
@@ -416,6 +421,10 @@ int runTrain(const TrainOptions& o, int* argc, char*** argv) {
     // run into their timeouts (and MPI_Finalize would wait for them).
     // Most waits already say which rank timed out; others get this rank's number.
     const std::string message = messageWithFlags(e);  // options said as flags
+    // A rank that saw only silent shards (which may be waiting on the stalled rank too)
+    // gives the shards' own ranks a moment to end the job with the error that names it.
+    const auto* culprit = dynamic_cast<const CulpritTimeout*>(&e);
+    if (culprit && !culprit->namesWorker()) std::this_thread::sleep_for(kIndirectCulpritGrace);
     if (message.rfind("rank ", 0) == 0) {
       std::fprintf(stderr, "poseidon: error: %s\n", message.c_str());
     } else {

@@ -26,6 +26,18 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// A timeout whose message names what this rank saw go silent: workers that sent its shard
+// no update (`names_worker`: the stalled rank itself) or only the shards whose values never
+// came (which may be waiting on that rank in turn).
+class CulpritTimeout : public TimeoutError {
+ public:
+  CulpritTimeout(const std::string& what, bool names_worker) : TimeoutError(what), names_worker_(names_worker) {}
+  bool namesWorker() const { return names_worker_; }
+
+ private:
+  bool names_worker_;
+};
+
 // The transport failed or received bytes that are not a valid message.
 class CommError : public Error {
  public:

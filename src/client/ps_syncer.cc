@@ -245,6 +245,8 @@ void PsSyncer::explainTimeout(const TimeoutError& e, std::uint64_t iteration) co
 }
 
 void PsSyncer::throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const {
+  // A layer's wait and the client's may both run out on the same error: name them once.
+  if (const auto* named = dynamic_cast<const CulpritTimeout*>(&e)) throw *named;
   // The likely culprits: the workers this rank's own shard has heard nothing from, and the
   // shards (other ranks) whose fresh values for the iteration never came.
   const std::vector<int> behind = local_shard_ ? local_shard_->workersBehind(iteration) : std::vector<int>();
@@ -260,12 +262,15 @@ void PsSyncer::throwNamingCulprits(const TimeoutError& e, std::uint64_t iteratio
     why += detail::cat("; rank", behind.size() > 1 ? "s " : " ", who, " sent no update for iteration ", iteration);
   }
   std::string shards;
+  int silent_shards = 0;
   for (std::size_t r = 0; r < silent.size(); ++r) {
-    if (silent[r]) shards += detail::cat(shards.empty() ? "" : ", ", r);
+    if (silent[r]) shards += detail::cat(silent_shards++ ? ", " : "", r);
   }
-  if (!shards.empty()) why += detail::cat("; no fresh values from the shard on rank ", shards);
+  if (silent_shards) {
+    why += detail::cat("; no fresh values from the shard", silent_shards > 1 ? "s on ranks " : " on rank ", shards);
+  }
   if (why.empty()) throw e;
-  throw TimeoutError(detail::cat(e.what(), why, " (lost or stalled)"));
+  throw CulpritTimeout(detail::cat(e.what(), why, " (lost or stalled)"), !behind.empty());
 }
 
 void PsSyncer::beforeRead(std::uint64_t version, std::uint64_t t) {

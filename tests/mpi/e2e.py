@@ -9,6 +9,7 @@ differed. Bad-input cases require a non-zero exit, a clear one-line error and no
 """
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -88,6 +89,16 @@ def marked_processes(mark=None):
         except OSError:  # gone meanwhile, or not ours to read
             continue
     return found
+
+
+def names_silent_rank(line, rank):
+    """Whether an error line names `rank` as the one that went silent: "rank 1 sent no update",
+    "ranks 1, 2 sent no update", "waiting for rank 1", "no fresh values from the shards on
+    ranks 0, 1", or rank 1's own wait running out ("error: rank 1: ... did not happen within")."""
+    r = rf"\b{rank}\b"
+    return re.search(rf"ranks? [0-9, ]*{r}[0-9, ]* sent no update|waiting for rank {r}"
+                     rf"|no fresh values from the shards? on ranks? [0-9, ]*{r}"
+                     rf"|error: rank {r}: .* did not happen within", line) is not None
 
 
 def leftovers(iterations="--iterations 400"):
