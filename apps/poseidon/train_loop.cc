@@ -403,11 +403,19 @@ int train(const TrainOptions& o, Runtime* runtime) {
   return 0;
 }
 
-}  // namespace
+// A rank whose timeout names only silent shards (which may be waiting on the stalled rank
+// in turn) or every peer at once gives the ranks that saw the stalled one directly the
+// time to end the job with the error that names it: their deadlines fall within about an
+// iteration of this one's, then their teardown settles the transport for up to 2 s
+// (session.cc's kSettleLimit). Whoever calls MPI_Abort first ends every rank.
+constexpr std::chrono::seconds kIndirectWitnessGrace{3};
 
-// How long a rank whose timeout names only silent shards waits before ending the job: the
-// shards' ranks hit their own deadlines within about an iteration of it (10 ms for mlp).
-constexpr std::chrono::seconds kIndirectCulpritGrace{2};
+void letTheDirectWitnessSpeak(const std::exception& e) {
+  const auto* culprit = dynamic_cast<const CulpritTimeout*>(&e);
+  if (culprit && !culprit->namesWorker()) std::this_thread::sleep_for(kIndirectWitnessGrace);
+}
+
+}  // namespace
 
 int runTrain(const TrainOptions& o, int* argc, char*** argv) {
   o.validate();
@@ -417,14 +425,11 @@ int runTrain(const TrainOptions& o, int* argc, char*** argv) {
     return train(o, &runtime);
   } catch (const std::exception& e) {
     if (runtime.size() == 1) throw;
+    letTheDirectWitnessSpeak(e);
     // Other ranks may be waiting for this one: end the whole job now rather than let them
     // run into their timeouts (and MPI_Finalize would wait for them).
     // Most waits already say which rank timed out; others get this rank's number.
     const std::string message = messageWithFlags(e);  // options said as flags
-    // A rank that saw only silent shards (which may be waiting on the stalled rank too)
-    // gives the shards' own ranks a moment to end the job with the error that names it.
-    const auto* culprit = dynamic_cast<const CulpritTimeout*>(&e);
-    if (culprit && !culprit->namesWorker()) std::this_thread::sleep_for(kIndirectCulpritGrace);
     if (message.rfind("rank ", 0) == 0) {
       std::fprintf(stderr, "poseidon: error: %s\n", message.c_str());
     } else {

@@ -26,10 +26,11 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
-// A timeout whose message names what this rank saw go silent: workers that sent its shard
-// no update (`names_worker`: the stalled rank itself) or only the shards whose values never
-// came (which may be waiting on that rank in turn).
-class CulpritTimeout : public TimeoutError {
+// A timeout whose message names what this rank saw go silent: some of the workers that
+// should have sent it something (`names_worker`: the likely stalled rank), or only shards
+// whose values never came (which may be waiting on that rank in turn) or every peer at
+// once (this rank may be the one cut off).
+class CulpritTimeout final : public TimeoutError {
  public:
   CulpritTimeout(const std::string& what, bool names_worker) : TimeoutError(what), names_worker_(names_worker) {}
   bool namesWorker() const { return names_worker_; }

@@ -245,7 +245,8 @@ void PsSyncer::explainTimeout(const TimeoutError& e, std::uint64_t iteration) co
 }
 
 void PsSyncer::throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const {
-  // A layer's wait and the client's may both run out on the same error: name them once.
+  // The client's wait rethrows a layer's error from the shared failure flag: it is already
+  // explained, and naming the culprits again would say it twice.
   if (const auto* named = dynamic_cast<const CulpritTimeout*>(&e)) throw *named;
   // The likely culprits: the workers this rank's own shard has heard nothing from, and the
   // shards (other ranks) whose fresh values for the iteration never came.
@@ -270,7 +271,9 @@ void PsSyncer::throwNamingCulprits(const TimeoutError& e, std::uint64_t iteratio
     why += detail::cat("; no fresh values from the shard", silent_shards > 1 ? "s on ranks " : " on rank ", shards);
   }
   if (why.empty()) throw e;
-  throw CulpritTimeout(detail::cat(e.what(), why, " (lost or stalled)"), !behind.empty());
+  // Every other worker silent at once points at this rank's own link, not at theirs.
+  const bool names_worker = !behind.empty() && static_cast<int>(behind.size()) < book_.cluster().workers() - 1;
+  throw CulpritTimeout(detail::cat(e.what(), why, " (lost or stalled)"), names_worker);
 }
 
 void PsSyncer::beforeRead(std::uint64_t version, std::uint64_t t) {

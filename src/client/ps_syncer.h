@@ -92,7 +92,8 @@ class PsSyncer final : public LayerSyncer {
   // Fresh values of `key` (empty: in place from the co-located shard).
   void store(std::uint32_t key, std::uint64_t version, Message message);
   // Rethrows a wait's timeout naming the workers that sent no update for `iteration` to
-  // this rank's shard and the shards whose fresh values for it did not come. Holds mu_.
+  // this rank's shard and the shards whose fresh values for it did not come (a
+  // CulpritTimeout; one already explained passes through unchanged). Holds mu_.
   [[noreturn]] void throwNamingCulprits(const TimeoutError& e, std::uint64_t iteration) const;
   // The push of `key` for `iteration`, copied into its message (in 16 bits on a 16-bit wire).
   // With error feedback it carries the pair's residual too, and keeps what its rounding lost.

@@ -84,7 +84,8 @@ std::vector<NodeStage::Share> NodeStage::take(int layer, std::uint64_t t, MsgTyp
       for (std::size_t d = 0; d < slots.size(); ++d) {
         if (!slots[d].complete()) who += detail::cat(who.empty() ? "" : ", ", devices_[d]);
       }
-      throw TimeoutError(detail::cat(e.what(), "; not all of it from rank ", who, " of this node (lost or stalled)"));
+      throw CulpritTimeout(detail::cat(e.what(), "; not all of it from rank ", who, " of this node (lost or stalled)"),
+                           true);
     }
     // Moved out, not copied: the transport thread delivers under this lock.
     for (std::size_t d = 0; d < slots.size(); ++d) out[d] = std::exchange(slots[d], Share());
