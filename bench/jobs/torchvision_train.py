@@ -16,6 +16,11 @@ that runs inside each job. Systems:
   poseidon-bf16, poseidon-fp16  the same with wire="bf16" / "fp16": the parameter server's
                 layers in 16 bits on the wire (issue 38)
   compute       no communication at all: the compute ceiling
+  compute-traffic16  compute, while gloo moves a 16-bit sharded PS's bytes beside it: two
+                all-to-alls (push, pull) of a 16-bit buffer of every parameter each
+                iteration, waited for only at the next iteration's start. No sums, no
+                conversions, perfect overlap: the ceiling of any system that moves a
+                16-bit wire's bytes (DDP + fp16 hook moves as many) over TCP on this host
 --device cuda: each rank on the GPU of its local rank among the visible ones (several ranks
 share one GPU, each with its own CUDA context); DDP with gloo on CUDA tensors (NCCL refuses
 two ranks on one GPU).
@@ -33,7 +38,7 @@ from benchlib.env import arguments  # noqa: E402
 from benchlib.torch_loop import rank_and_size, timed_steps, traced_step, warm_median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-server", "poseidon-fifo", "poseidon-sfb-host",
-           "poseidon-bf16", "poseidon-fp16", "compute")
+           "poseidon-bf16", "poseidon-fp16", "compute", "compute-traffic16")
 
 
 def build(name):
@@ -41,6 +46,36 @@ def build(name):
     if name in ("googlenet", "inception_v3"):
         kwargs.update(aux_logits=False, init_weights=False)
     return getattr(torchvision.models, name)(**kwargs)
+
+
+class Traffic16(torch.nn.Module):
+    """The compute-traffic16 system: `net`, with a 16-bit sharded PS's traffic of all its
+    parameters (every rank sends each other rank that rank's shard of its gradients, then
+    receives that rank's shard of the update) in flight from each iteration's start to the
+    next's. No gradient feeds it and nothing waits for it sooner, so it measures what moving
+    the bytes costs the host (kernel and gloo CPU, the link) and nothing of any schedule."""
+
+    def __init__(self, net, size):
+        super().__init__()
+        self.net = net
+        n = sum(p.numel() for p in net.parameters())
+        self.send = torch.zeros(-(-n // size) * size, dtype=torch.float16)  # split evenly across the ranks
+        self.received = [torch.empty_like(self.send) for _ in range(2)]  # the pushes, then the pulls
+        self.work = []
+
+    def forward(self, x):
+        self.finish()
+        self.work = [dist.all_to_all_single(into, self.send, async_op=True) for into in self.received]
+        return self.net(x)
+
+    def finish(self):
+        for w in self.work:
+            w.wait()
+        self.work = []
+
+    def bytes_sent(self, size):
+        """Per rank and iteration: (size - 1) / size of the buffer, twice."""
+        return 2 * (size - 1) / size * self.send.numel() * self.send.element_size()
 
 
 def wrap(system, net, optimizer, a):
@@ -68,6 +103,8 @@ def wrap(system, net, optimizer, a):
         state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=4, start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powersgd.powerSGD_hook)
         return ddp
+    if system == "compute-traffic16":
+        return Traffic16(net, size)
     ddp = torch.nn.parallel.DistributedDataParallel(net)
     if system == "ddp-fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -127,6 +164,9 @@ def main():
         traced_step(model, optimizer, x, y, a.trace_out if rank == 0 else None)
         if poseidon_run:
             model.synchronize()
+    if a.system == "compute-traffic16":
+        model.finish()
+        sent = model.bytes_sent(size)
     mode = None
     if poseidon_run:
         mode = model.mode  # auto decides after the first iteration: say what it chose

@@ -33,8 +33,10 @@ from benchlib.rounds import median  # noqa: E402
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
 # Also measurable (--systems): Poseidon with SFB layers stepped on the host, not the GPU; Poseidon
 # in server mode from the first step (against mode auto's move after it); Poseidon with its PS
-# layers in 16 bits on the wire (issue 38).
-KNOWN = SYSTEMS[:4] + ("poseidon-sfb-host", "poseidon-server", "poseidon-bf16", "poseidon-fp16") + SYSTEMS[4:]
+# layers in 16 bits on the wire (issue 38); compute with a 16-bit ring allreduce's bytes moving
+# beside it, perfectly overlapped: what any system with a 16-bit wire can reach on this host.
+KNOWN = (SYSTEMS[:4] + ("poseidon-sfb-host", "poseidon-server", "poseidon-bf16", "poseidon-fp16") + SYSTEMS[4:]
+         + ("compute-traffic16",))
 
 
 def main():
@@ -107,17 +109,25 @@ def measure(a, model, bw, systems):
             compute_s = a.ranks * 32 / row["compute"]
             row[prefix + "bound"] = a.ranks * 32 / max(compute_s, row[prefix + "bytes_per_iter"] / bytes_per_s(bw))
             row[prefix + "of_bound"] = row[system] / row[prefix + "bound"]
+    if "compute-traffic16" in row and variants:
+        row["traffic16_vs_best_ddp"] = row["compute-traffic16"] / max(variants)
+        if "poseidon-bf16" in row:
+            row["bf16_of_traffic16"] = row["poseidon-bf16"] / row["compute-traffic16"]
     return row
 
 
 # The columns after the systems' images/s: key and title; the bf16_ ones with poseidon-bf16.
 TITLES = {"vs_ddp": "vs DDP", "vs_best_ddp": "vs best DDP", "bound": "bound", "of_bound": "of bound",
-          "bf16_vs_best_ddp": "bf16 vs best DDP", "bf16_bound": "bf16 bound", "bf16_of_bound": "bf16 of bound"}
+          "bf16_vs_best_ddp": "bf16 vs best DDP", "bf16_bound": "bf16 bound", "bf16_of_bound": "bf16 of bound",
+          "traffic16_vs_best_ddp": "traffic16 vs best DDP", "bf16_of_traffic16": "bf16 of traffic16"}
 VARIANTS = ("ddp", "ddp-fp16", "ddp-powersgd")
 
 
 def columns(systems):
-    return [k for k in TITLES if not k.startswith("bf16_") or "poseidon-bf16" in systems]
+    """The TITLES keys shown: a bf16_ key needs poseidon-bf16 among the systems, a traffic16 key compute-traffic16."""
+    def needs(key):
+        return (["poseidon-bf16"] if key.startswith("bf16_") else []) + (["compute-traffic16"] if "traffic16" in key else [])
+    return [k for k in TITLES if all(s in systems for s in needs(k))]
 
 
 def titles(systems):
@@ -145,7 +155,7 @@ def cell(row, key):
         return "-"
     if key.endswith("vs_ddp") or key.endswith("vs_best_ddp"):
         return f"{v:.2f}x"
-    return f"{v:.0%}" if key.endswith("of_bound") else f"{v:.2f}"
+    return f"{v:.0%}" if key.endswith("of_bound") or key.endswith("of_traffic16") else f"{v:.2f}"
 
 
 def rows_from_logs(paths):
