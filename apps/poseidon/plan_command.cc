@@ -86,6 +86,7 @@ sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& mo
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
   c.wire = parseWireFormat(o.wire);
+  c.error_feedback = o.error_feedback;
   return sim::scheduleOf(model, c);
 }
 
@@ -158,6 +159,9 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--wire", o.wire,
                   "How PS, SFB and allreduce layers travel: fp32, or bf16/fp16 (half their bytes)")
       ->capture_default_str();
+  cmd->add_flag("--error-feedback", o.error_feedback,
+                "As `train --error-feedback` on a 16-bit --wire: SFB factors then travel fp32 (they carry no "
+                "residual), which can turn an FC layer from SFB to PS");
   cmd->add_option("--host-cores", o.host_cores,
                   "With --cost-model schedule: bound each simulated iteration by a "
                   "host's cores, shared by its nodes' compute, reconstruction and communication (0: not modelled)")
@@ -203,9 +207,10 @@ PlanRequest planRequest(const PlanOptions& o) {
   if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "bandwidth");
   req.rates.gemm_flops_per_s = o.gflops * 1e9;
   const WireFormat wire = parseWireFormat(o.wire);
-  req.ps_wire_share = CostModel::psWireShare(wire, wire);  // BSP server mode: pushes and updates alike
-  req.allreduce_wire_share = static_cast<double>(wireBytesPerFloat(wire)) / sizeof(float);
-  req.sfb_wire_share = req.allreduce_wire_share;
+  if (o.error_feedback && wire == WireFormat::kFp32) {
+    throw InputError("--error-feedback keeps what a 16-bit wire's rounding loses: add --wire bf16 or --wire fp16");
+  }
+  req.setWire(wire, o.error_feedback ? WireFormat::kFp32 : wire);  // BSP server mode, as a session plans it
   req.allreduce_on_ties = req.rule != CostRule::kSchedule && o.nodes == 0;  // as a flat BSP session plans
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");
@@ -327,6 +332,7 @@ void printJson(const PlanOptions& o, const ModelInfo& model, int servers, const 
   j["batch"] = o.batch;
   j["cost_model"] = costRuleName(req.rule);
   j["wire"] = o.wire;
+  j["error_feedback"] = o.error_feedback;
   j["layers"] = std::move(layers);
   j["total_ps_floats"] = t.ps;
   j["total_sfb_floats"] = t.sfb;

@@ -25,6 +25,7 @@ struct PlanOptions {
   int nodes_per_host = 1;
   std::string stack_rate = "0";
   std::string wire = "fp32";  // how PS layers travel
+  bool error_feedback = false;  // SFB factors then travel fp32
   bool json = false;
 };
 

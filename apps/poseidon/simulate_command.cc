@@ -128,6 +128,7 @@ Plan makePlan(const SimulateOptions& o) {
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
   c.wire = parseWireFormat(o.wire);
+  c.error_feedback = o.error_feedback;
   if (c.host_cores == 0 && (o.nodes_per_host != 1 || c.stack_bytes_per_s > 0)) {
     throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
   }
@@ -271,6 +272,8 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
                   "How PS pushes and fresh values, and SFB factors, travel: fp32, or bf16/fp16 (half their bytes; "
                   "allreduce layers are simulated as PS)")
       ->capture_default_str();
+  cmd->add_flag("--error-feedback", o.error_feedback,
+                "As `train --error-feedback` on a 16-bit --wire: SFB factors travel fp32 (they carry no residual)");
   cmd->add_option("--kv-pair-bytes", o.kv_pair_bytes, "Largest KV pair of the information book")->capture_default_str();
   cmd->add_option("--iterations", o.iterations, "Iterations simulated; the first warms up")->capture_default_str();
   cmd->add_flag("--layers", o.layers, "Also print each run's per-layer critical path");

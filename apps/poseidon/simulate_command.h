@@ -34,6 +34,7 @@ struct SimulateOptions {
   int nodes_per_host = 1;
   std::string stack_rate = "0";
   std::string wire = "fp32";  // how PS layers travel
+  bool error_feedback = false;  // SFB factors then travel fp32
   std::string reconstruct = "device";
   std::string cost_model = "bytes";
   long long kv_pair_bytes = kDefaultPairBytes;

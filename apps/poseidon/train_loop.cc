@@ -405,14 +405,10 @@ int train(const TrainOptions& o, Runtime* runtime) {
 
 // A rank whose timeout names only silent shards (which may be waiting on the stalled rank
 // in turn) or every peer at once gives the ranks that saw the stalled one directly the
-// time to end the job with the error that names it: their deadlines fall within about an
-// iteration of this one's, then their teardown settles the transport for up to 2 s
-// (session.cc's kSettleLimit). Whoever calls MPI_Abort first ends every rank.
-constexpr std::chrono::seconds kIndirectWitnessGrace{3};
-
+// time to end the job with the error that names it (CulpritTimeout::kIndirectWitnessGrace).
 void letTheDirectWitnessSpeak(const std::exception& e) {
   const auto* culprit = dynamic_cast<const CulpritTimeout*>(&e);
-  if (culprit && !culprit->namesWorker()) std::this_thread::sleep_for(kIndirectWitnessGrace);
+  if (culprit && !culprit->namesWorker()) std::this_thread::sleep_for(CulpritTimeout::kIndirectWitnessGrace);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // and a non-zero exit; nothing in the library calls abort() on a recoverable error.
 #pragma once
 
+#include <chrono>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,13 @@ class CulpritTimeout final : public TimeoutError {
  public:
   CulpritTimeout(const std::string& what, bool names_worker) : TimeoutError(what), names_worker_(names_worker) {}
   bool namesWorker() const { return names_worker_; }
+
+  // How long a rank whose timeout does not name a worker waits before ending the job (the
+  // CLI, and Python's uncaught-exception hook), so that a rank that saw the stalled one
+  // directly ends it with "rank N sent no update": that rank's deadline falls within about
+  // an iteration of this one's, then its teardown settles the transport for up to 2 s
+  // (session.cc's kSettleLimit). Whoever calls MPI_Abort first ends every rank.
+  static constexpr std::chrono::seconds kIndirectWitnessGrace{3};
 
  private:
   bool names_worker_;

@@ -334,6 +334,20 @@ void translateOptionError(std::exception_ptr p) {
   }
 }
 
+PyObject* culprit_timeout_type = nullptr;  // poseidon._C.CulpritTimeout (a poseidon._C.TimeoutError)
+
+// With `names_worker` set on the exception: runtime.py's uncaught-exception hook waits
+// before ending the job when it is false, as the CLI does.
+void translateCulpritTimeout(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const CulpritTimeout& e) {
+    py::object error = py::reinterpret_borrow<py::object>(culprit_timeout_type)(e.what());
+    error.attr("names_worker") = e.namesWorker();
+    PyErr_SetObject(culprit_timeout_type, error.ptr());
+  }
+}
+
 void bindOptions(py::module_& m) {
   // Raises ValueError naming the bad option as its keyword (the session checks again).
   m.def("validate_options", [](const Options& o) { validate(o); });
@@ -472,9 +486,13 @@ PYBIND11_MODULE(_C, m) {
   // Poseidon's errors reach Python as the exceptions a Python user expects.
   // pybind11 tries the most recently registered first: the base class goes first.
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
-  py::register_exception<TimeoutError>(m, "TimeoutError", PyExc_TimeoutError);
+  const py::handle timeout = py::register_exception<TimeoutError>(m, "TimeoutError", PyExc_TimeoutError);
   python::input_error_type = py::register_exception<InputError>(m, "InputError", PyExc_ValueError).ptr();
-  // Last, so tried first: an option error says the option as a keyword.
+  python::culprit_timeout_type = py::register_exception<CulpritTimeout>(m, "CulpritTimeout", timeout).ptr();
+  m.attr("INDIRECT_WITNESS_GRACE_S") = std::chrono::duration<double>(CulpritTimeout::kIndirectWitnessGrace).count();
+  // Last, so tried first: an option error says the option as a keyword; a culprit timeout
+  // carries whether it names a worker.
+  py::register_exception_translator(python::translateCulpritTimeout);
   py::register_exception_translator(python::translateOptionError);
   py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
       .def(py::init([] { return std::make_shared<Runtime>(nullptr, nullptr); }))

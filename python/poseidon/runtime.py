@@ -7,6 +7,7 @@ made from it are closed first.
 import atexit
 import os
 import sys
+import time
 import weakref
 
 from . import _C
@@ -39,13 +40,18 @@ def _end_job_on_uncaught_exceptions():
     """An exception nobody caught ends the whole job at once, as it does under Horovod or
     DDP: printed as Python prints it, then MPI_Abort, so mpirun stops every rank with a
     non-zero exit. Without this the interpreter's exit would close the models, and closing
-    waits for the other ranks, which wait in their syncs for this one until the timeout."""
+    waits for the other ranks, which wait in their syncs for this one until the timeout.
+    A timeout that names no worker directly (only shards that went silent, or every peer)
+    first waits a moment, as `poseidon train` does, so that a rank that saw the stalled one
+    ends the job with the error that names it."""
     previous = sys.excepthook
 
     def hook(kind, value, tb):
         previous(kind, value, tb)
         if _process.runtime is None or _process.runtime.size() == 1:
             return  # alone: the usual exit is prompt
+        if isinstance(value, _C.CulpritTimeout) and not value.names_worker:
+            time.sleep(_C.INDIRECT_WITNESS_GRACE_S)
         print(f"poseidon: rank {_process.runtime.rank()}: uncaught {kind.__name__}; ending the whole job",
               file=sys.stderr)
         sys.stdout.flush()

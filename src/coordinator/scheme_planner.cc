@@ -70,6 +70,13 @@ std::string format(const char* fmt, double a, double b, double c = 0, double d =
 
 }  // namespace
 
+void PlanRequest::setWire(WireFormat wire, WireFormat factors) {
+  const auto share = [](WireFormat w) { return static_cast<double>(wireBytesPerFloat(w)) / sizeof(float); };
+  ps_wire_share = CostModel::psWireShare(wire, wire);
+  allreduce_wire_share = share(wire);
+  sfb_wire_share = share(factors);
+}
+
 std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& req) {
   const int P1 = cluster.workers();
   const int P2 = cluster.shards();

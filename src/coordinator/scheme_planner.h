@@ -49,6 +49,10 @@ struct PlanRequest {
   // a tie keeps PS: SSP and straggler dropping work on PS layers only, through a node's
   // leaders allreduce measured slower, and the simulator models PS and SFB alone.
   bool allreduce_on_ties = false;
+
+  // The three shares for BSP server mode on `wire` (pushes, updates and allreduce sums in its
+  // width), SFB factors in `factors`' (fp32 under error feedback: checked_options.h).
+  void setWire(WireFormat wire, WireFormat factors);
 };
 
 // One plan per layer of `model`. Only FC layers can go by SFB or factor push; allreduce needs every

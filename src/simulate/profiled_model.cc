@@ -81,6 +81,7 @@ ScheduleChoice scheduleOf(const SimModel& model, const ScheduleCluster& cluster)
   c.stack_bytes_per_s = cluster.stack_bytes_per_s;
   c.pair_bytes = cluster.pair_bytes;
   c.wire = cluster.wire;
+  c.error_feedback = cluster.error_feedback;
   c.iterations = kScheduleIterations;
   return chooseBySchedule(model, c);
 }

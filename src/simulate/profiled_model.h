@@ -34,6 +34,7 @@ struct ScheduleCluster {
   double stack_bytes_per_s = 0;
   std::int64_t pair_bytes = kDefaultPairBytes;  // the information book's largest KV pair
   WireFormat wire = WireFormat::kFp32;           // how PS layers travel (SimConfig::wire)
+  bool error_feedback = false;                   // SFB factors in fp32 (SimConfig::error_feedback)
 };
 // Iterations each plan is simulated for: one to warm up, three measured.
 constexpr int kScheduleIterations = 4;

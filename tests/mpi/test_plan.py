@@ -32,6 +32,15 @@ def test_plan_worked_values(args):
         l = j["layers"][0]
         assert j["wire"] == wire and l["scheme"] == "sfb", l
         assert (l["ps_floats"], l["sfb_floats"], l["allreduce_floats"]) == (560000 / half, 358400 / half, 560000 / half), l
+    # Error feedback sends SFB factors in fp32 (they carry no residual): 200 x 200 on 4
+    # workers moves 76800 factor floats against PS's and allreduce's 120000, 60000 in bf16,
+    # so allreduce (a tie with PS goes to allreduce).
+    flags = ["--layer", "200x200", "--workers", "4", "--batch", "32", "--wire", "bf16", "--json"]
+    l = json.loads(plan(args, flags))["layers"][0]
+    assert l["scheme"] == "sfb" and l["sfb_floats"] == 38400, l
+    j = json.loads(plan(args, flags + ["--error-feedback"]))
+    l = j["layers"][0]
+    assert j["error_feedback"] and l["scheme"] == "allreduce" and (l["ps_floats"], l["sfb_floats"]) == (60000, 76800), l
 
 
 def test_plan_bad_input(args):
@@ -41,6 +50,8 @@ def test_plan_bad_input(args):
     assert rc != 0 and "--bandwidth" in err, err
     rc, out, err, _ = run([args.poseidon, "plan", "--wire", "int8"])
     assert rc != 0 and "--wire int8" in err, err
+    rc, out, err, _ = run([args.poseidon, "plan", "--error-feedback"])  # an fp32 wire rounds nothing
+    assert rc != 0 and "--wire bf16" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_np2_timeline_and_emulated_compute(args, tmp):

@@ -153,6 +153,26 @@ TEST(Simulate, SfbExchangesFactorsDuringTheBackwardThenReconstructs) {
   EXPECT_DOUBLE_EQ(simulate(m, c).iteration_s, 7.0);
 }
 
+TEST(Simulate, FactorsGoIn16BitsExceptUnderErrorFeedback) {
+  // The layer above with 5 s of fp32 factors: they leave at 1, so 1 + 5 + 1 s of
+  // reconstruction. In bf16 they take 2.5 s (the backward still ends at 3): 4.5. Error
+  // feedback sends them fp32 again (sim_config.h).
+  const SimModel m = model({fcLayer("fc", 4096, 4096, 1.0, 2.0)});
+  SimConfig c = config(System::kPoseidon, 2);
+  const double factor_bytes = 32.0 * (4096 + 4096) * 4;
+  c.bandwidth_bytes_per_s = factor_bytes / 5;
+  c.gemm_flops_per_s = 2.0 * 4096 * 4096 * 32;
+  c.wire = WireFormat::kBf16;
+  SimResult r = simulate(m, c);
+  ASSERT_EQ(r.layers[0].scheme, Scheme::kSFB);
+  EXPECT_DOUBLE_EQ(r.iteration_s, 4.5);
+  EXPECT_DOUBLE_EQ(r.layers[0].bytes_sent_per_node, factor_bytes / 2);
+  c.error_feedback = true;
+  r = simulate(m, c);
+  EXPECT_DOUBLE_EQ(r.iteration_s, 7.0);
+  EXPECT_DOUBLE_EQ(r.layers[0].bytes_sent_per_node, factor_bytes);
+}
+
 TEST(Simulate, ReconstructionOnTheDeviceDelaysTheBackwardBelow) {
   // An FC layer (1 s of factors, 1 s of reconstruction) above a one-float conv layer whose
   // backward takes 4 s. The factors are in at 3; the FC's backward ends at 4.
@@ -280,6 +300,8 @@ TEST(Simulate, BadConfigIsAnInputError) {
   refuses(c, "stack_rate");
   c.stack_bytes_per_s = 1e9;
   EXPECT_NO_THROW(c.validate());
+  c.error_feedback = true;  // on an fp32 wire: nothing to feed back
+  refuses(c, "error_feedback");
   EXPECT_THROW(parseSystem("horovod"), InputError);
   EXPECT_THROW(parseOrder("random"), InputError);
 }
