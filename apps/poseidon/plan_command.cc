@@ -161,7 +161,7 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
       ->capture_default_str();
   cmd->add_flag("--error-feedback", o.error_feedback,
                 "As `train --error-feedback` on a 16-bit --wire: SFB factors then travel fp32 (they carry no "
-                "residual), which can turn an FC layer from SFB to PS");
+                "residual), which can turn an FC layer from SFB to PS or allreduce");
   cmd->add_option("--host-cores", o.host_cores,
                   "With --cost-model schedule: bound each simulated iteration by a "
                   "host's cores, shared by its nodes' compute, reconstruction and communication (0: not modelled)")
@@ -207,10 +207,8 @@ PlanRequest planRequest(const PlanOptions& o) {
   if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "bandwidth");
   req.rates.gemm_flops_per_s = o.gflops * 1e9;
   const WireFormat wire = parseWireFormat(o.wire);
-  if (o.error_feedback && wire == WireFormat::kFp32) {
-    throw InputError("--error-feedback keeps what a 16-bit wire's rounding loses: add --wire bf16 or --wire fp16");
-  }
-  req.setWire(wire, o.error_feedback ? WireFormat::kFp32 : wire);  // BSP server mode, as a session plans it
+  checkErrorFeedback(wire, o.error_feedback);
+  req.setWire(WireShares::of(wire, o.error_feedback));  // BSP server mode, as a session plans it
   req.allreduce_on_ties = req.rule != CostRule::kSchedule && o.nodes == 0;  // as a flat BSP session plans
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gflops");

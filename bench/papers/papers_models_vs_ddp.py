@@ -11,8 +11,10 @@ Per model and bandwidth: medians of --repeats rounds, each system's images/s, Po
 DDP and over the best DDP variant, and Poseidon against its bound: the throughput of an
 iteration that takes the larger of the compute-only time and Poseidon's bytes sent per
 iteration (per rank, measured) over the link rate. With poseidon-bf16 among --systems, the
-same for it (its own bytes, so its own bound). Writes papers-models.{md,csv,png} into
---out.
+same for it (its own bytes, so its own bound). With compute-traffic16 (the compute loop
+while a 16-bit sharded PS's bytes move beside it, perfectly overlapped: a reference ceiling
+for a 16-bit wire), its ratio to the best DDP variant and poseidon-bf16's share of it.
+Writes papers-models.{md,csv,png} into --out.
   sudo bench/papers/papers_models_vs_ddp.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
 On a GPU (--device cuda): every rank shares the host's GPU (each its own CUDA context, so the
 GPU time-slices between them), images 224x224, and the files are papers-models-gpu.*:
@@ -33,8 +35,8 @@ from benchlib.rounds import median  # noqa: E402
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
 # Also measurable (--systems): Poseidon with SFB layers stepped on the host, not the GPU; Poseidon
 # in server mode from the first step (against mode auto's move after it); Poseidon with its PS
-# layers in 16 bits on the wire (issue 38); compute with a 16-bit ring allreduce's bytes moving
-# beside it, perfectly overlapped: what any system with a 16-bit wire can reach on this host.
+# layers in 16 bits on the wire (issue 38); compute with a 16-bit sharded PS's bytes moving
+# beside it (gloo all-to-alls), perfectly overlapped: a reference ceiling for a 16-bit wire.
 KNOWN = (SYSTEMS[:4] + ("poseidon-sfb-host", "poseidon-server", "poseidon-bf16", "poseidon-fp16") + SYSTEMS[4:]
          + ("compute-traffic16",))
 
@@ -111,12 +113,13 @@ def measure(a, model, bw, systems):
             row[prefix + "of_bound"] = row[system] / row[prefix + "bound"]
     if "compute-traffic16" in row and variants:
         row["traffic16_vs_best_ddp"] = row["compute-traffic16"] / max(variants)
-        if "poseidon-bf16" in row:
-            row["bf16_of_traffic16"] = row["poseidon-bf16"] / row["compute-traffic16"]
+    if "compute-traffic16" in row and "poseidon-bf16" in row:
+        row["bf16_of_traffic16"] = row["poseidon-bf16"] / row["compute-traffic16"]
     return row
 
 
-# The columns after the systems' images/s: key and title; the bf16_ ones with poseidon-bf16.
+# The columns after the systems' images/s: key and title; the bf16_ ones with poseidon-bf16,
+# the traffic16 ones with compute-traffic16 (columns()).
 TITLES = {"vs_ddp": "vs DDP", "vs_best_ddp": "vs best DDP", "bound": "bound", "of_bound": "of bound",
           "bf16_vs_best_ddp": "bf16 vs best DDP", "bf16_bound": "bf16 bound", "bf16_of_bound": "bf16 of bound",
           "traffic16_vs_best_ddp": "traffic16 vs best DDP", "bf16_of_traffic16": "bf16 of traffic16"}

@@ -336,8 +336,8 @@ void translateOptionError(std::exception_ptr p) {
 
 PyObject* culprit_timeout_type = nullptr;  // poseidon._C.CulpritTimeout (a poseidon._C.TimeoutError)
 
-// With `names_worker` set on the exception: runtime.py's uncaught-exception hook waits
-// before ending the job when it is false, as the CLI does.
+// With `names_worker` set on the exception: runtime.py waits before ending the job (or
+// leaving it) when it is false, as the CLI does.
 void translateCulpritTimeout(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
@@ -488,7 +488,11 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   const py::handle timeout = py::register_exception<TimeoutError>(m, "TimeoutError", PyExc_TimeoutError);
   python::input_error_type = py::register_exception<InputError>(m, "InputError", PyExc_ValueError).ptr();
-  python::culprit_timeout_type = py::register_exception<CulpritTimeout>(m, "CulpritTimeout", timeout).ptr();
+  // The type alone (translateCulpritTimeout raises it); names_worker true by default, so an
+  // instance made without it never makes the uncaught-exception hook wait.
+  const py::object culprit = py::exception<CulpritTimeout>(m, "CulpritTimeout", timeout);
+  culprit.attr("names_worker") = true;
+  python::culprit_timeout_type = culprit.ptr();  // the module keeps it
   m.attr("INDIRECT_WITNESS_GRACE_S") = std::chrono::duration<double>(CulpritTimeout::kIndirectWitnessGrace).count();
   // Last, so tried first: an option error says the option as a keyword; a culprit timeout
   // carries whether it names a worker.

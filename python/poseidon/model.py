@@ -789,6 +789,8 @@ class DistributedModel(torch.nn.Module):
         an exception is on its way up (a `finally:` or `except:` block), it returns at once:
         the other ranks are not waited for, and a checkpoint not yet written is not written."""
         failing = sys.exc_info()[0] is not None
+        if failing and self._core is not None:
+            runtime.let_the_direct_witness_speak(sys.exc_info()[1])  # before the others hear we leave
         self._close_grad_window()
         try:
             if self._core is not None:

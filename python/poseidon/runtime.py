@@ -41,17 +41,15 @@ def _end_job_on_uncaught_exceptions():
     DDP: printed as Python prints it, then MPI_Abort, so mpirun stops every rank with a
     non-zero exit. Without this the interpreter's exit would close the models, and closing
     waits for the other ranks, which wait in their syncs for this one until the timeout.
-    A timeout that names no worker directly (only shards that went silent, or every peer)
-    first waits a moment, as `poseidon train` does, so that a rank that saw the stalled one
-    ends the job with the error that names it."""
+    A timeout that names no worker directly first waits (let_the_direct_witness_speak)."""
     previous = sys.excepthook
 
     def hook(kind, value, tb):
-        previous(kind, value, tb)
         if _process.runtime is None or _process.runtime.size() == 1:
+            previous(kind, value, tb)
             return  # alone: the usual exit is prompt
-        if isinstance(value, _C.CulpritTimeout) and not value.names_worker:
-            time.sleep(_C.INDIRECT_WITNESS_GRACE_S)
+        let_the_direct_witness_speak(value)
+        previous(kind, value, tb)
         print(f"poseidon: rank {_process.runtime.rank()}: uncaught {kind.__name__}; ending the whole job",
               file=sys.stderr)
         sys.stdout.flush()
@@ -59,6 +57,19 @@ def _end_job_on_uncaught_exceptions():
         _process.runtime.abort_job(1)
 
     sys.excepthook = hook
+
+
+def let_the_direct_witness_speak(error):
+    """Before this rank ends the job or tells the others it is leaving (a model closed while
+    `error` is on its way up): a timeout that names no worker directly (only shards that
+    went silent, which may be waiting on the stalled rank in turn, or every peer at once)
+    waits CulpritTimeout's grace, once, as `poseidon train` does, so that a rank that saw
+    the stalled one ends the job with the error that names it."""
+    if (_process.runtime is None or _process.runtime.size() == 1 or not isinstance(error, _C.CulpritTimeout)
+            or getattr(error, "names_worker", True) or getattr(error, "_grace_given", False)):
+        return
+    error._grace_given = True
+    time.sleep(_C.INDIRECT_WITNESS_GRACE_S)
 
 
 def is_initialized():

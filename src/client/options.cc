@@ -110,17 +110,12 @@ CheckedOptions checkOptions(const Options& o) {
     throw OptionError(opt("wire", o.wire) + " halves gradients, SFB's factors and allreduce sums; " +
                       opt("scheme", o.scheme) + "'s factors to the shards stay fp32: use {scheme=sfb} or {wire=fp32}");
   }
-  if (o.error_feedback && c.wire == WireFormat::kFp32) {
-    throw OptionError(std::string("{error_feedback=true}") + " keeps what a 16-bit wire's rounding loses; " +
-                      opt("wire", o.wire) + " rounds nothing: use {wire=bf16} or {wire=fp16}");
-  }
-  // Allreduce sums carry their residuals too (sum16::Feedback). SFB's factors cannot: they
-  // are new rows every batch, and what rounding them loses is a dense matrix that factors
-  // would not carry. With error feedback they stay fp32, exact (so auto's cost model counts
-  // them).
+  checkErrorFeedback(c.wire, o.error_feedback);
+  // Allreduce sums carry their residuals too (sum16::Feedback); SFB's factors cannot
+  // (factorWireOf), so auto's cost model counts them at fp32.
   c.kvstore.wire = c.wire;
   c.kvstore.error_feedback = o.error_feedback;
-  c.factor_wire = o.error_feedback ? WireFormat::kFp32 : c.wire;
+  c.factor_wire = factorWireOf(c.wire, o.error_feedback);
   if (c.rule == CostRule::kSchedule) {
     checkScheduleRule(o, c.mode);
     // Only a run's measured layer times can answer (Options::schedule_plan).

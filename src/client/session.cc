@@ -322,9 +322,7 @@ ClusterInfo Session::Impl::cluster() const {
 // servers hold (PS and factor push).
 std::vector<bool> Session::Impl::planLayers(const ModelInfo& model, const ClusterInfo& cluster) {
   SessionPlan planned = planSession(control, transport.rank(), transport.size(), options, checked.mode, checked.rule,
-                                    WireShares{CostModel::psWireShare(checked.wire, updateWire()),
-                                               static_cast<double>(wireBytesPerFloat(checked.kvstore.wire)) / sizeof(float),
-                                               static_cast<double>(wireBytesPerFloat(checked.factor_wire)) / sizeof(float)},
+                                    WireShares::of(checked.wire, updateWire(), checked.factor_wire),
                                     model, cluster, nodes);
   rates = planned.rates;
   plan = std::move(planned.layers);

@@ -31,6 +31,13 @@ WireFormat parseWireFormat(const std::string& text) {
   throw OptionError("{wire=" + text + "}: use fp32 (exact), bf16 or fp16");
 }
 
+void checkErrorFeedback(WireFormat wire, bool error_feedback) {
+  if (error_feedback && wire == WireFormat::kFp32) {
+    throw OptionError("{error_feedback=true} keeps what a 16-bit wire's rounding loses; {wire=fp32} rounds nothing: "
+                      "use {wire=bf16} or {wire=fp16}");
+  }
+}
+
 namespace {
 
 std::uint32_t bitsOf(float x) {

@@ -22,6 +22,15 @@ std::string wireFormatName(WireFormat format);  // "fp32", "bf16", "fp16"
 // Throws OptionError ({wire=text}) unless text is one of the names.
 WireFormat parseWireFormat(const std::string& text);
 inline std::size_t wireBytesPerFloat(WireFormat format) { return format == WireFormat::kFp32 ? 4 : 2; }
+// Error feedback keeps what each rounding lost for the next step; on fp32 there is none.
+// Throws OptionError ({error_feedback=true}, {wire=fp32}) for that.
+void checkErrorFeedback(WireFormat wire, bool error_feedback);
+// How SFB factors travel: fp32 under error feedback (a batch's factor rows are new every
+// step, and what rounding them loses is a dense matrix that factors cannot carry), else as
+// the wire.
+inline WireFormat factorWireOf(WireFormat wire, bool error_feedback) {
+  return error_feedback ? WireFormat::kFp32 : wire;
+}
 
 void toBf16(const float* in, std::uint16_t* out, std::size_t n);
 void fromBf16(const std::uint16_t* in, float* out, std::size_t n);

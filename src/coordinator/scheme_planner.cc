@@ -70,11 +70,13 @@ std::string format(const char* fmt, double a, double b, double c = 0, double d =
 
 }  // namespace
 
-void PlanRequest::setWire(WireFormat wire, WireFormat factors) {
+WireShares WireShares::of(WireFormat pushes, WireFormat updates, WireFormat factors) {
   const auto share = [](WireFormat w) { return static_cast<double>(wireBytesPerFloat(w)) / sizeof(float); };
-  ps_wire_share = CostModel::psWireShare(wire, wire);
-  allreduce_wire_share = share(wire);
-  sfb_wire_share = share(factors);
+  return WireShares{CostModel::psWireShare(pushes, updates), share(pushes), share(factors)};
+}
+
+WireShares WireShares::of(WireFormat wire, bool error_feedback) {
+  return of(wire, wire, factorWireOf(wire, error_feedback));
 }
 
 std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cluster, const PlanRequest& req) {

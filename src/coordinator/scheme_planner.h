@@ -29,6 +29,19 @@ CostRule parseCostRule(const std::string& name);
 const char* schemeModeName(SchemeMode mode);
 const char* costRuleName(CostRule rule);
 
+// PlanRequest's shares of fp32's bytes for PS, allreduce and SFB layers (a 16-bit wire).
+struct WireShares {
+  double ps = 1.0;
+  double allreduce = 1.0;
+  double sfb = 1.0;
+
+  // PS pushes and allreduce sums as `pushes`, the PS's way back as `updates`, SFB factors as
+  // `factors`.
+  static WireShares of(WireFormat pushes, WireFormat updates, WireFormat factors);
+  // BSP server mode on `wire`: the way back as the pushes; factors by factorWireOf.
+  static WireShares of(WireFormat wire, bool error_feedback);
+};
+
 struct PlanRequest {
   SchemeMode mode = SchemeMode::kAuto;
   CostRule rule = CostRule::kBytes;
@@ -50,9 +63,11 @@ struct PlanRequest {
   // leaders allreduce measured slower, and the simulator models PS and SFB alone.
   bool allreduce_on_ties = false;
 
-  // The three shares for BSP server mode on `wire` (pushes, updates and allreduce sums in its
-  // width), SFB factors in `factors`' (fp32 under error feedback: checked_options.h).
-  void setWire(WireFormat wire, WireFormat factors);
+  void setWire(const WireShares& shares) {
+    ps_wire_share = shares.ps;
+    allreduce_wire_share = shares.allreduce;
+    sfb_wire_share = shares.sfb;
+  }
 };
 
 // One plan per layer of `model`. Only FC layers can go by SFB or factor push; allreduce needs every

@@ -92,7 +92,8 @@ SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Opti
     out.rates = measureRates(control, rank, ranks, model, cluster.workers(), options.batch * per_node, out.rates);
   }
   // SFB's K is a node's whole batch: its devices' factors travel stacked.
-  PlanRequest request{mode, rule, options.batch, out.rates, shares.ps, shares.allreduce, shares.sfb};
+  PlanRequest request{mode, rule, options.batch, out.rates};
+  request.setWire(shares);
   // BSP without dropping, flat ranks, a per-layer rule: ties to allreduce (PlanRequest says
   // why). Not through a node's leaders, where allreduce measured slower than PS
   // (docs/benchmarks/nodes-hierarchical-vs-flat.txt).

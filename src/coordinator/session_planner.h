@@ -22,13 +22,6 @@ struct SessionPlan {
   std::vector<LayerPlan> layers;
 };
 
-// PlanRequest's shares of fp32's bytes for PS, allreduce and SFB layers (a 16-bit wire).
-struct WireShares {
-  double ps = 1.0;
-  double allreduce = 1.0;
-  double sfb = 1.0;
-};
-
 // `mode` and `rule` as checkOptions parsed them from `options`; `nodes` the devices level
 // as the session found it; `shares` PlanRequest's. Throws OptionError for a plan the
 // options cannot train.

@@ -15,7 +15,7 @@ std::vector<Scheme> perLayerPlan(const SimModel& model, const SimConfig& c, std:
   req.rates = PlatformRates{c.bandwidth_bytes_per_s, c.gemmRate()};
   req.rule = req.rates.known() ? CostRule::kTime : CostRule::kBytes;
   req.batch = c.batch;
-  req.setWire(c.wire, c.factorWire());
+  req.setWire(WireShares::of(c.wire, c.error_feedback));
   std::vector<Scheme> out;
   const auto plans = planForNodes(model.info(), c.nodes, c.devices_per_node, req);
   for (std::size_t l = 0; l < plans.size(); ++l) {

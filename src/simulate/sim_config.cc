@@ -77,9 +77,7 @@ void SimConfig::validate() const {
   rate(stack_bytes_per_s, "stack_rate", true);
   if (nodes_per_host < 1) throw OptionError(detail::cat("{nodes_per_host} must be at least 1, got ", nodes_per_host));
   if (pair_bytes < 4) throw OptionError("{kv_pair_bytes} must hold at least one float");
-  if (error_feedback && wire == WireFormat::kFp32) {
-    throw OptionError("{error_feedback} keeps what a 16-bit wire's rounding loses: add {wire=bf16} or {wire=fp16}");
-  }
+  checkErrorFeedback(wire, error_feedback);
   for (Scheme s : schemes) {
     if (s != Scheme::kPS && s != Scheme::kSFB) throw InputError("the simulator runs PS and SFB layers only");
   }

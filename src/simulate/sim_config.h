@@ -68,13 +68,12 @@ struct SimConfig {
   // bf16/fp16 halve their bytes; servers still sum and step fp32; a node's devices hand
   // their factors to the leader in fp32).
   WireFormat wire = WireFormat::kFp32;
-  // Error feedback on a 16-bit wire: SFB factors travel fp32 (a batch's factor rows are new
-  // every step: no residual to carry), the rest as `wire`.
+  // Error feedback on a 16-bit wire: SFB factors travel fp32 (factorWireOf), the rest as `wire`.
   bool error_feedback = false;
   int iterations = 3;                           // simulated; the first warms up, the rest are measured
 
   Order effectiveOrder() const;
-  WireFormat factorWire() const { return error_feedback ? WireFormat::kFp32 : wire; }
+  WireFormat factorWire() const { return factorWireOf(wire, error_feedback); }
   double gemmRate() const { return gemm_flops_per_s > 0 ? gemm_flops_per_s : device_flops_per_s; }
   // Throws InputError naming the flag when a number is out of range.
   void validate() const;

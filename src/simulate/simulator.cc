@@ -266,7 +266,7 @@ void Simulation::sendFactors(int node, int layer, int iter, double now) {
 }
 
 void Simulation::broadcastFactors(int node, int layer, int iter, double now) {
-  const double bytes = bytesOf(sync_[layer].factor_floats, c_.factorWire());  // kFactors16 on a 16-bit wire
+  const double bytes = bytesOf(sync_[layer].factor_floats, c_.factorWire());  // kFactors16, fp32 with error feedback
   for (int peer = 0; peer < N_; ++peer) {
     if (peer == node) continue;
     net_.send(now, {node, peer, bytes, MessageKind::kFactors, layer, 0, iter}, events_);

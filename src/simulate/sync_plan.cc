@@ -34,7 +34,7 @@ std::vector<Scheme> schemes(const SimModel& model, const ModelInfo& info, const 
   req.rule = c.rule == CostRule::kBytes ? CostRule::kBytes : CostRule::kTime;
   req.rates = PlatformRates{c.bandwidth_bytes_per_s, c.gemmRate()};
   req.batch = c.batch;
-  req.setWire(c.wire, c.factorWire());
+  req.setWire(WireShares::of(c.wire, c.error_feedback));
   std::vector<Scheme> out;
   for (const auto& p : planForNodes(info, c.nodes, c.devices_per_node, req)) {
     // Allreduce is not one of the paper's systems: with a shard on every node the planner

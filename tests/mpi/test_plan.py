@@ -50,8 +50,9 @@ def test_plan_bad_input(args):
     assert rc != 0 and "--bandwidth" in err, err
     rc, out, err, _ = run([args.poseidon, "plan", "--wire", "int8"])
     assert rc != 0 and "--wire int8" in err, err
-    rc, out, err, _ = run([args.poseidon, "plan", "--error-feedback"])  # an fp32 wire rounds nothing
-    assert rc != 0 and "--wire bf16" in err and len(err.strip().splitlines()) == 1, err
+    for command in ("plan", "simulate"):  # an fp32 wire rounds nothing
+        rc, out, err, _ = run([args.poseidon, command, "--error-feedback"])
+        assert rc != 0 and "--wire bf16" in err and len(err.strip().splitlines()) == 1, (command, err)
 
 
 def test_np2_timeline_and_emulated_compute(args, tmp):
