@@ -19,8 +19,8 @@ that runs inside each job. Systems:
   compute-traffic16  compute, while gloo moves a 16-bit sharded PS's bytes beside it: two
                 all-to-alls (push, pull) of a 16-bit buffer of every parameter each
                 iteration, waited for only at the next iteration's start. No sums, no
-                conversions, perfect overlap: the ceiling of any system that moves a
-                16-bit wire's bytes (DDP + fp16 hook moves as many) over TCP on this host
+                conversions, perfect overlap: a reference ceiling for a system that
+                moves a 16-bit wire's bytes (DDP + fp16 hook moves as many) over TCP here
 --device cuda: each rank on the GPU of its local rank among the visible ones (several ranks
 share one GPU, each with its own CUDA context); DDP with gloo on CUDA tensors (NCCL refuses
 two ranks on one GPU).
