@@ -67,6 +67,11 @@ class KVStore {
   void push(int key, const float* grad, Engine::Tag grad_tag);
   // After the key's earlier pushes: copies the value into `out` (a mutation of `out_tag`).
   void pull(int key, float* out, Engine::Tag out_tag);
+  // In place, without push's source or pull's copy: a task that mutates tag(key) writes the
+  // gradient into value(key), push(key, value(key), tag(key)) sums it there, and tasks that
+  // read tag(key) read the sum, before the next mutation (the engine orders them).
+  float* value(int key) { return entry(key).value.data(); }
+  Engine::Tag tag(int key) { return entry(key).tag; }
 
   std::size_t count(int key) const;
   KVStoreType type() const { return options_.type; }

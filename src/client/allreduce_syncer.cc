@@ -25,11 +25,12 @@ struct AllreduceBuckets::Layer {
   std::vector<float*> grads;  // guarded by mu: this iteration's gradient buffers
 };
 
+// A bucket's gradients and sums live in its store key's value, summed in place: no
+// buffer of the bucket's own, and no copy of the sums out of the store.
 struct AllreduceBuckets::Bucket {
   int key = 0;
   FusedBucket plan;
-  std::vector<float> in, out;  // this worker's gradients; the sums
-  Engine::Tag in_tag = 0, out_tag = 0, params_tag = 0;
+  Engine::Tag params_tag = 0;
 };
 
 AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int>& layers,
@@ -69,23 +70,20 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
     // Keys number the buckets in forward order, as MXNet numbers a model's parameters; the
     // buckets themselves are kept in back-propagation order, the order of the pushes.
     b->key = static_cast<int>(plans.size() - 1 - buckets_.size());
-    b->in.resize(plan.floats);
-    b->out.resize(plan.floats);
     b->plan = std::move(plan);
-    b->in_tag = engine_.newTag(detail::cat("bucket ", b->key, " in"));
-    b->out_tag = engine_.newTag(detail::cat("bucket ", b->key, " out"));
     b->params_tag = engine_.newTag(detail::cat("bucket ", b->key, " parameters"));
     // init stores rank 0's parameters; the session has broadcast them already, so this
     // only fills the store's buffers.
+    std::vector<float> values(b->plan.floats);
     for (std::size_t i = 0; i < b->plan.layers.size(); ++i) {
       const Layer& layer = *layers_[b->plan.layers[i]];
       std::int64_t at = b->plan.offsets[i];
       for (std::size_t t = 0; t < layer.params.size(); ++t) {
-        std::memcpy(b->in.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
+        std::memcpy(values.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
         at += layer.sizes[t];
       }
     }
-    store_->init(b->key, b->in.data(), b->in.size());
+    store_->init(b->key, values.data(), values.size());
     buckets_.push_back(std::move(b));
   }
 }
@@ -110,20 +108,21 @@ void AllreduceBuckets::stop() {
 void AllreduceBuckets::schedule(std::uint64_t t) {
   for (auto& b : buckets_) {
     Bucket* bucket = b.get();
+    // The copies in wait for the last iteration's step to have read the sums (tag reads).
+    const Engine::Tag value_tag = store_->tag(bucket->key);
     for (std::size_t i = 0; i < bucket->plan.layers.size(); ++i) {
       Layer* layer = layers_[bucket->plan.layers[i]].get();
       const std::int64_t offset = bucket->plan.offsets[i];
       engine_.pushAsync([layer](Engine::Done done) { layer->gradient.arm(std::move(done)); }, {}, {layer->grad_tag},
                         Engine::Kind::kCopy);
       engine_.push([this, layer, bucket, offset, t] { copyIn(*layer, *bucket, offset, t); }, {layer->grad_tag},
-                   {bucket->in_tag}, Engine::Kind::kCopy);
+                   {value_tag}, Engine::Kind::kCopy);
     }
-    store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
+    store_->push(bucket->key, store_->value(bucket->key), value_tag);
   }
   for (auto& b : buckets_) {
     Bucket* bucket = b.get();
-    store_->pull(bucket->key, bucket->out.data(), bucket->out_tag);
-    engine_.push([this, bucket, t] { apply(*bucket, t); }, {bucket->out_tag}, {bucket->params_tag},
+    engine_.push([this, bucket, t] { apply(*bucket, t); }, {store_->tag(bucket->key)}, {bucket->params_tag},
                  Engine::Kind::kCompute);
   }
 }
@@ -149,7 +148,7 @@ void AllreduceBuckets::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
   // The node's whole batch goes into the collective, as one worker's (the mean divides by
   // every device: sgd_.devices counts them).
   if (before_copy_) before_copy_(layer.id, t, grads);
-  float* to = bucket.in.data() + offset;
+  float* to = store_->value(bucket.key) + offset;
   for (std::size_t t = 0; t < grads.size(); ++t) {
     const std::size_t bytes = layer.sizes[t] * sizeof(float);
     std::memcpy(to, grads[t], bytes);
@@ -165,7 +164,7 @@ void AllreduceBuckets::apply(Bucket& bucket, std::uint64_t t) {
   const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
     Layer& layer = *layers_[bucket.plan.layers[i]];
-    const float* sum = bucket.out.data() + bucket.plan.offsets[i];
+    const float* sum = store_->value(bucket.key) + bucket.plan.offsets[i];
     // Gradient mode: the mean goes into the gradients the user's optimizer reads.
     std::vector<float*> targets = layer.params;
     if (step.gradient_only) {

@@ -1,10 +1,11 @@
 // The layers of one worker that go by allreduce (the third HybComm scheme), driven through
 // the dependency engine and the KVStore. Every iteration's tasks are pushed up front, in
 // the same order on every rank (buckets in back-propagation order, all pushes before the
-// pulls); the gradient of each layer enters as an asynchronous task that ends when
+// steps); the gradient of each layer enters as an asynchronous task that ends when
 // autograd reports it. Per bucket of fused layers:
-//   grad(l) ready -> copy into the bucket -> KVStore push (sum over workers) -> pull ->
-//   SGD step on each layer with the replicated optimizer state -> C[l] set.
+//   grad(l) ready -> copy into the bucket (the store key's value) -> KVStore push (summed
+//   over workers in place) -> SGD step on each layer from the sums, with the replicated
+//   optimizer state -> C[l] set.
 // Every worker applies the same step to the same sums, so the replicas stay identical.
 #pragma once
 
