@@ -33,8 +33,12 @@ Client::Client(const InformationBook& book, Transport& transport, ParameterServe
     if (schemes[l] == Scheme::kAllreduce) allreduce.push_back(static_cast<int>(l));
   }
   if (!allreduce.empty()) {
-    AllreduceOptions buckets{options.kvstore, options.fusion_bytes, options.sgd, options.start_iteration,
-                             options.timeline};
+    AllreduceOptions buckets;
+    buckets.kvstore = options.kvstore;
+    buckets.fusion_bytes = options.fusion_bytes;
+    buckets.sgd = options.sgd;
+    buckets.start_iteration = options.start_iteration;
+    buckets.timeline = options.timeline;
     if (NodeStage* node = options.node) {  // the devices level, in the allreduce layers' own tasks
       buckets.before_copy = [node](int layer, std::uint64_t t, const std::vector<float*>& grads) {
         node->addDeviceGradients(layer, t, grads);
