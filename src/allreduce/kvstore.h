@@ -9,7 +9,7 @@
 //   concurrent - keys hashed onto C duplicated communicators; on each, collectives run in
 //                push order (a tag per communicator), on `outstanding` engine threads;
 //   chained    - every collective mutates one dummy tag, so they run one at a time in push
-//                order; pushes are queued ahead of the pulls.
+//                order; a user queues the pushes ahead of what reads the sums.
 #pragma once
 
 #include <chrono>
@@ -67,10 +67,12 @@ class KVStore {
   void push(int key, const float* grad, Engine::Tag grad_tag);
   // After the key's earlier pushes: copies the value into `out` (a mutation of `out_tag`).
   void pull(int key, float* out, Engine::Tag out_tag);
-  // In place, without push's source or pull's copy: a task that mutates tag(key) writes the
-  // gradient into value(key), push(key, value(key), tag(key)) sums it there, and tasks that
-  // read tag(key) read the sum, before the next mutation (the engine orders them).
-  float* value(int key) { return entry(key).value.data(); }
+  // The sum where it lands, without pull's copy: a task that reads tag(key) reads
+  // value(key) after the key's earlier pushes and before its next one (the engine orders
+  // them). Not a push's source: summing in place would make Open MPI's nonblocking
+  // allreduce pick its binomial algorithm (libnbc does for MPI_IN_PLACE), not the
+  // bandwidth-optimal one.
+  const float* value(int key) { return entry(key).value.data(); }
   Engine::Tag tag(int key) { return entry(key).tag; }
 
   std::size_t count(int key) const;

@@ -25,12 +25,14 @@ struct AllreduceBuckets::Layer {
   std::vector<float*> grads;  // guarded by mu: this iteration's gradient buffers
 };
 
-// A bucket's gradients and sums live in its store key's value, summed in place: no
-// buffer of the bucket's own, and no copy of the sums out of the store.
+// The bucket's gradients go into `in`; the step reads the sums where the store keeps them
+// (`sums`, under `sums_tag`), with no copy out.
 struct AllreduceBuckets::Bucket {
   int key = 0;
   FusedBucket plan;
-  Engine::Tag params_tag = 0;
+  std::vector<float> in;  // this worker's gradients
+  const float* sums = nullptr;
+  Engine::Tag in_tag = 0, sums_tag = 0, params_tag = 0;
 };
 
 AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int>& layers,
@@ -70,20 +72,23 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
     // Keys number the buckets in forward order, as MXNet numbers a model's parameters; the
     // buckets themselves are kept in back-propagation order, the order of the pushes.
     b->key = static_cast<int>(plans.size() - 1 - buckets_.size());
+    b->in.resize(plan.floats);
     b->plan = std::move(plan);
+    b->in_tag = engine_.newTag(detail::cat("bucket ", b->key, " in"));
     b->params_tag = engine_.newTag(detail::cat("bucket ", b->key, " parameters"));
     // init stores rank 0's parameters; the session has broadcast them already, so this
     // only fills the store's buffers.
-    std::vector<float> values(b->plan.floats);
     for (std::size_t i = 0; i < b->plan.layers.size(); ++i) {
       const Layer& layer = *layers_[b->plan.layers[i]];
       std::int64_t at = b->plan.offsets[i];
       for (std::size_t t = 0; t < layer.params.size(); ++t) {
-        std::memcpy(values.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
+        std::memcpy(b->in.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
         at += layer.sizes[t];
       }
     }
-    store_->init(b->key, values.data(), values.size());
+    store_->init(b->key, b->in.data(), b->in.size());
+    b->sums = store_->value(b->key);
+    b->sums_tag = store_->tag(b->key);
     buckets_.push_back(std::move(b));
   }
 }
@@ -108,21 +113,20 @@ void AllreduceBuckets::stop() {
 void AllreduceBuckets::schedule(std::uint64_t t) {
   for (auto& b : buckets_) {
     Bucket* bucket = b.get();
-    // The copies in wait for the last iteration's step to have read the sums (tag reads).
-    const Engine::Tag value_tag = store_->tag(bucket->key);
     for (std::size_t i = 0; i < bucket->plan.layers.size(); ++i) {
       Layer* layer = layers_[bucket->plan.layers[i]].get();
       const std::int64_t offset = bucket->plan.offsets[i];
       engine_.pushAsync([layer](Engine::Done done) { layer->gradient.arm(std::move(done)); }, {}, {layer->grad_tag},
                         Engine::Kind::kCopy);
       engine_.push([this, layer, bucket, offset, t] { copyIn(*layer, *bucket, offset, t); }, {layer->grad_tag},
-                   {value_tag}, Engine::Kind::kCopy);
+                   {bucket->in_tag}, Engine::Kind::kCopy);
     }
-    store_->push(bucket->key, store_->value(bucket->key), value_tag);
+    // The next sum waits for this iteration's step to have read the last (tag reads).
+    store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
   }
   for (auto& b : buckets_) {
     Bucket* bucket = b.get();
-    engine_.push([this, bucket, t] { apply(*bucket, t); }, {store_->tag(bucket->key)}, {bucket->params_tag},
+    engine_.push([this, bucket, t] { apply(*bucket, t); }, {bucket->sums_tag}, {bucket->params_tag},
                  Engine::Kind::kCompute);
   }
 }
@@ -148,7 +152,7 @@ void AllreduceBuckets::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
   // The node's whole batch goes into the collective, as one worker's (the mean divides by
   // every device: sgd_.devices counts them).
   if (before_copy_) before_copy_(layer.id, t, grads);
-  float* to = store_->value(bucket.key) + offset;
+  float* to = bucket.in.data() + offset;
   for (std::size_t t = 0; t < grads.size(); ++t) {
     const std::size_t bytes = layer.sizes[t] * sizeof(float);
     std::memcpy(to, grads[t], bytes);
@@ -164,7 +168,7 @@ void AllreduceBuckets::apply(Bucket& bucket, std::uint64_t t) {
   const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
     Layer& layer = *layers_[bucket.plan.layers[i]];
-    const float* sum = store_->value(bucket.key) + bucket.plan.offsets[i];
+    const float* sum = bucket.sums + bucket.plan.offsets[i];
     // Gradient mode: the mean goes into the gradients the user's optimizer reads.
     std::vector<float*> targets = layer.params;
     if (step.gradient_only) {

@@ -3,9 +3,9 @@
 // the same order on every rank (buckets in back-propagation order, all pushes before the
 // steps); the gradient of each layer enters as an asynchronous task that ends when
 // autograd reports it. Per bucket of fused layers:
-//   grad(l) ready -> copy into the bucket (the store key's value) -> KVStore push (summed
-//   over workers in place) -> SGD step on each layer from the sums, with the replicated
-//   optimizer state -> C[l] set.
+//   grad(l) ready -> copy into the bucket -> KVStore push (sum over workers) -> SGD step
+//   on each layer from the sums where the store keeps them (no pull's copy), with the
+//   replicated optimizer state -> C[l] set.
 // Every worker applies the same step to the same sums, so the replicas stay identical.
 #pragma once
 
