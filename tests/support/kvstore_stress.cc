@@ -103,18 +103,22 @@ StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& option
     }
     for (std::size_t j = 0; j < K; ++j) {
       const std::size_t k = K - 1 - j;
-      store->pull(static_cast<int>(k), out[k].data(), out_tag[k]);
+      // Odd iterations read the sums where the store keeps them, as the allreduce buckets'
+      // step does (reading the key's tag, before the next push mutates it); even ones pull.
+      const bool in_store = it % 2 == 1;
+      if (!in_store) store->pull(static_cast<int>(k), out[k].data(), out_tag[k]);
+      const float* sums = in_store ? store->value(static_cast<int>(k)) : out[k].data();
       engine.push(
-          [&, k, it] {
+          [&, k, it, sums] {
             std::int64_t bad = 0;
-            for (std::size_t i = 0; i < out[k].size(); ++i) {
+            for (std::size_t i = 0; i < kSizes[k]; ++i) {
               const float want = feedback.empty() ? expectedSum(options.wire, P, k, it, i)
                                                   : feedback[k].next(options.wire, k, it, i);
-              bad += out[k][i] != want;
+              bad += sums[i] != want;
             }
             wrong += bad;
           },
-          {out_tag[k]}, {}, Engine::Kind::kCompute);
+          {in_store ? store->tag(static_cast<int>(k)) : out_tag[k]}, {}, Engine::Kind::kCompute);
     }
     // The gradients appear in a random order, with random gaps, different on every rank.
     std::mt19937_64 rng(seed * 1000003 + static_cast<std::uint64_t>(rank) * 7919 + static_cast<std::uint64_t>(it));
