@@ -553,3 +553,29 @@ def test_gradient_mode_backward_returns_with_the_mean_and_refuses_misuse():
     opt.step()
     opt.zero_grad()
     model.close()
+
+
+def test_a_timeout_that_names_no_worker_waits_the_grace_once(monkeypatch):
+    # The Python side of CulpritTimeout::kIndirectWitnessGrace: in a job of more than one
+    # rank, a timeout that names only silent shards (names_worker false) waits once before
+    # the rank ends the job or says it leaves; one that names the stalled worker, or any
+    # other error, ends at once. The job of one here stands in for a job of three.
+    import poseidon.runtime as rt
+
+    class JobOfThree:
+        def size(self):
+            return 3
+
+    slept = []
+    monkeypatch.setattr(rt._process, "runtime", JobOfThree())
+    monkeypatch.setattr(rt.time, "sleep", slept.append)
+    indirect = poseidon._C.CulpritTimeout("rank 0: the shards on ranks 1, 2 sent nothing for 5 s")
+    indirect.names_worker = False
+    rt.let_the_direct_witness_speak(indirect)
+    rt.let_the_direct_witness_speak(indirect)  # the hook after close() in a finally: no second wait
+    assert slept == [poseidon._C.INDIRECT_WITNESS_GRACE_S] and slept[0] == 3.0
+    direct = poseidon._C.CulpritTimeout("rank 0: rank 1 sent no update for 5 s")
+    assert direct.names_worker  # the class default, as the translator leaves most errors
+    rt.let_the_direct_witness_speak(direct)
+    rt.let_the_direct_witness_speak(ValueError("a user's error"))
+    assert len(slept) == 1
