@@ -121,7 +121,8 @@ void AllreduceBuckets::schedule(std::uint64_t t) {
       engine_.push([this, layer, bucket, offset, t] { copyIn(*layer, *bucket, offset, t); }, {layer->grad_tag},
                    {bucket->in_tag}, Engine::Kind::kCopy);
     }
-    // The next sum waits for this iteration's step to have read the last (tag reads).
+    // The collective mutates sums_tag: it waits for the last iteration's step to have read
+    // the sums it overwrites.
     store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
   }
   for (auto& b : buckets_) {
