@@ -14,8 +14,15 @@ skip() {
 if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
   skip "no NVIDIA GPU device node (/dev/nvidia0...) on this machine"
 fi
-if ! reason=$("$python" -c 'import torch; print("" if torch.cuda.is_available() else "no CUDA GPU visible to PyTorch " + torch.__version__)' 2>&1); then
-  skip "PyTorch did not import: $(echo "$reason" | tail -1)"
-fi
-[ -z "$reason" ] || skip "$reason"
+# One interpreter start: exit 0 with a GPU, 1 without (saying which torch), 2 if torch fails
+# to import. Only stdout is the verdict: a warning on stderr must not skip a GPU host.
+verdict=$("$python" -c '
+import sys
+try:
+    import torch
+except Exception as e:
+    print(f"PyTorch did not import: {e}"); sys.exit(2)
+if not torch.cuda.is_available():
+    print(f"no CUDA GPU visible to PyTorch {torch.__version__}"); sys.exit(1)
+' 2>/dev/null) || skip "${verdict:-the GPU check could not run $python}"
 exec "$@"
