@@ -184,6 +184,7 @@ def test_np3_wire16(args, tmp):
                                         "--verify", "1"] + feedback)
         assert r["wire"] == wire.removesuffix("+ef") and r["error_feedback"] == bool(feedback)
         check_wire16(r, exact, wire, tmp, 0.51)  # pushes and updates both in 16 bits
+    assert open(f"{tmp}/bf16+ef.bin", "rb").read() != open(f"{tmp}/bf16.bin", "rb").read(), "feedback changed nothing"
     expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "fcnet", "--synthetic", "--iterations", "1",
                                       "--wire", "int8"], "--wire int8")
     expect_failure(args, mpirun(1) + [args.poseidon, "train", "--model", "fcnet", "--synthetic", "--iterations", "1",
