@@ -40,6 +40,9 @@ def main():
     ap.add_argument("--iterations", type=int, default=24, help="long enough to outlast --delay + --seconds")
     ap.add_argument("--delay", type=float, default=30, help="seconds from the launch to the first sample")
     ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--callers", metavar="SYMBOL",
+                    help="also record call chains (frame pointers) and print who calls SYMBOL, e.g. "
+                         "__memmove_avx_unaligned_erms")
     a = ap.parse_args()
     if shutil.which("perf") is None:
         sys.exit(f"{script_name()}: perf is not installed (apt-get install linux-perf)")
@@ -53,6 +56,8 @@ def main():
             s_per_iter, groups = profile(a, system, tmp)
             print(f"## {system}: {s_per_iter:.3f} s/iteration (median)\n")
             print_groups(groups, cores * s_per_iter)
+            if a.callers:
+                print_callers(os.path.join(tmp, f"{system}.data"), a.callers)
 
 
 def print_groups(groups, core_s):
@@ -70,6 +75,16 @@ def print_groups(groups, core_s):
     print(f"| others | | {others:.1f}% | {others / 100 * core_s:.3f} | |\n", flush=True)
 
 
+def print_callers(data, symbol):
+    """The call chains into `symbol`, per thread, caller-first, those of 1% of its samples
+    and more (libraries built without frame pointers end a chain early)."""
+    out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--no-inline", "--sort", "comm,sym",
+                          "--symbols", symbol, "-g", "caller,1,callee,function,percent", "--stdio"],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [l for l in out.splitlines() if l.strip() and not l.startswith("#")]
+    print(f"Callers of {symbol}:\n```\n" + "\n".join(lines) + "\n```\n", flush=True)
+
+
 def profile(a, system, tmp):
     """Runs the job, samples it; returns its median s/iteration and the samples' shares per
     (thread group, space), each with its shares per function."""
@@ -81,7 +96,8 @@ def profile(a, system, tmp):
         job = subprocess.Popen(cmd, stdout=out, stderr=err, env=ENV, start_new_session=True)
         try:
             time.sleep(a.delay)
-            subprocess.run(["perf", "record", "-e", "cpu-clock", "-a", "-F", "499", "-o", data, "--", "sleep",
+            chains = ["--call-graph", "fp"] if a.callers else []
+            subprocess.run(["perf", "record", "-e", "cpu-clock", "-a", "-F", "499"] + chains + ["-o", data, "--", "sleep",
                             str(a.seconds)], capture_output=True, check=True)
             still_running = job.poll() is None
             job.wait()
@@ -101,8 +117,9 @@ def profile(a, system, tmp):
 
 
 def report(data, keys):
-    return subprocess.run(["perf", "report", "-i", data, "--sort", keys, "--stdio"], capture_output=True, text=True,
-                          check=True).stdout
+    # Flat shares, self time only, whether or not call chains were recorded (--callers).
+    return subprocess.run(["perf", "report", "-i", data, "--no-children", "-g", "none", "--sort", keys, "--stdio"],
+                          capture_output=True, text=True, check=True).stdout
 
 
 # "  2.34%  poseidon-mpi  [kernel.kallsyms]  [k] _raw_spin_unlock_irqrestore": a DSO may hold
