@@ -17,12 +17,11 @@ namespace sum16 {
 struct Feedback;
 }
 
-// What one rank sends in an allreduce of `count` floats over P ranks: a ring (reduce-
-// scatter, then allgather) sends 2 (P-1)/P of the buffer from every rank, and so, on
-// average over the ranks, do the other algorithms Open MPI's libnbc picks (binomial
-// reduce + broadcast, Rabenseifner); one rank of a binomial tree may send more or less.
-// Recursive doubling (log2 P buffers per rank) would not match; libnbc does not pick it
-// by default. The lab's NIC counters confirm the mean (test mpi.lab_nic_bytes).
+// What one rank sends in an allreduce of `count` floats over P ranks: 2 (P-1)/P of the
+// buffer, a ring's figure (reduce-scatter, then allgather) and MpiCommunicator's (the
+// other ranks' slices to their owners, then its own sum to every rank; slices as even as
+// integers allow, so a rank may send a few floats more or less). The lab's NIC counters
+// confirm the mean (test mpi.lab_nic_bytes).
 inline std::uint64_t allreduceBytesSent(std::size_t count, int P) {
   return P <= 1 ? 0 : static_cast<std::uint64_t>(2.0 * (P - 1) / P * static_cast<double>(count) * sizeof(float));
 }
@@ -43,7 +42,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // recv[i] = sum over ranks of send[i], for `count` floats; send == recv sums in place.
+  // recv[i] = sum over ranks of send[i] in rank order ((send_0 + send_1) + ...), for
+  // `count` floats; send == recv sums in place.
   virtual void allreduceSum(const float* send, float* recv, std::size_t count) = 0;
   // data = root's data on every rank.
   virtual void broadcast(float* data, std::size_t count, int root) = 0;

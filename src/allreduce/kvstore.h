@@ -69,9 +69,8 @@ class KVStore {
   void pull(int key, float* out, Engine::Tag out_tag);
   // The sum where it lands, without pull's copy: a task that reads tag(key) reads
   // value(key) after the key's earlier pushes and before its next one (the engine orders
-  // them). Not a push's source: summing in place would make Open MPI's nonblocking
-  // allreduce pick its binomial algorithm (libnbc does for MPI_IN_PLACE), not the
-  // bandwidth-optimal one.
+  // them). Not a push's source here: the allreduce buckets copy their gradients into
+  // buffers of their own.
   const float* value(int key) { return entry(key).value.data(); }
   Engine::Tag tag(int key) { return entry(key).tag; }
 

@@ -1,6 +1,8 @@
 #include "allreduce/mpi_communicator.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -12,6 +14,26 @@
 namespace poseidon {
 
 namespace {
+// Block size of the owner's sum: the running sums stay in L1 while the P slices are added.
+constexpr std::size_t kSumBlock = 1024;
+
+// out[i] = ((from[0][i] + from[1][i]) + from[2][i]) + ...: rank order, the order the
+// loopback communicator and the 16-bit path add in. `out` may be one of the `from` slices
+// (in place): each block is read whole before it is written.
+void addInRankOrder(const std::vector<const float*>& from, std::size_t n, float* out) {
+  float acc[kSumBlock];
+  for (std::size_t start = 0; start < n; start += kSumBlock) {
+    const std::size_t len = std::min(kSumBlock, n - start);
+    const float* f0 = from[0] + start;
+    for (std::size_t i = 0; i < len; ++i) acc[i] = f0[i];
+    for (std::size_t r = 1; r < from.size(); ++r) {
+      const float* fr = from[r] + start;
+      for (std::size_t i = 0; i < len; ++i) acc[i] += fr[i];
+    }
+    std::memcpy(out + start, acc, len * sizeof(float));
+  }
+}
+
 // Poll interval of a collective in flight: one ring step of a few MB takes milliseconds,
 // so 20 us adds little latency and leaves the core to computation.
 constexpr auto kPoll = std::chrono::microseconds(20);
@@ -29,6 +51,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::chrono::milliseconds time
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  if (abandoned_) static_cast<void>(scratch_.release());  // MPI may still write it: leaked on purpose
   if (comm_ != MPI_COMM_NULL && !abandoned_) MPI_Comm_free(&comm_);
 }
 
@@ -58,13 +81,50 @@ void MpiCommunicator::wait(MPI_Request& request, const char* what) {
 
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
+  if (size_ == 1) {
+    if (send != recv) std::memcpy(recv, send, count * sizeof(float));
+    return;
+  }
+  const std::uint64_t bytes = allreduceBytesSent(count, size_);
+  paced(bytes, &failure_);
+  const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
+  const std::size_t own = slices.length(rank_);
+  // Slice s of this rank's buffer to rank s, straight from `send` (its own slice stays where
+  // it is: counts 0 to itself), into `scratch_`: the other ranks' slices, in rank order.
+  std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
+  for (int s = 0, at = 0; s < size_; ++s) {
+    send_counts[s] = s == rank_ ? 0 : static_cast<int>(slices.length(s));
+    send_displs[s] = static_cast<int>(slices.begin(s));
+    recv_counts[s] = s == rank_ ? 0 : static_cast<int>(own);
+    recv_displs[s] = at;
+    at += recv_counts[s];
+  }
+  const std::size_t gathered = own * static_cast<std::size_t>(size_ - 1);
+  if (scratch_size_ < gathered) {
+    if (abandoned_) scratch_.release();  // deliberately leaked: MPI still holds it
+    scratch_.reset(new float[gathered]);  // uninitialised: MPI writes all of it before it is read
+    scratch_size_ = gathered;
+  }
   MPI_Request request;
-  paced(allreduceBytesSent(count, size_), &failure_);
-  check(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_,
-                       &request),
-        "MPI_Iallreduce");
-  wait(request, "MPI_Iallreduce");
-  counted(allreduceBytesSent(count, size_));
+  check(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), MPI_FLOAT, scratch_.get(), recv_counts.data(),
+                       recv_displs.data(), MPI_FLOAT, comm_, &request),
+        "MPI_Ialltoallv");
+  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)");
+  std::vector<const float*> from(size_);
+  for (int r = 0; r < size_; ++r) {
+    from[r] = r == rank_ ? send + slices.begin(r) : scratch_.get() + recv_displs[r];
+  }
+  addInRankOrder(from, own, recv + slices.begin(rank_));
+  // Every owner's sum to every rank, in place: this rank's slice of `recv` is its own sum.
+  for (int s = 0; s < size_; ++s) {
+    recv_counts[s] = static_cast<int>(slices.length(s));
+    recv_displs[s] = static_cast<int>(slices.begin(s));
+  }
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, recv_counts.data(), recv_displs.data(), MPI_FLOAT,
+                        comm_, &request),
+        "MPI_Iallgatherv");
+  wait(request, "MPI_Iallgatherv (the fp32 sums to every rank)");
+  counted(bytes);
 }
 
 void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {

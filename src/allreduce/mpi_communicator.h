@@ -1,5 +1,5 @@
 // A Communicator over a duplicate of Poseidon's MPI communicator. Collectives are issued
-// non-blocking (MPI_Iallreduce, MPI_Ibcast) and completed by polling MPI_Test with a short
+// non-blocking (MPI_Ialltoallv, MPI_Iallgatherv, MPI_Ibcast) and completed by polling MPI_Test with a short
 // sleep between polls: a blocking MPI call busy-waits, and on an oversubscribed machine a
 // spinning rank takes the core its neighbours compute on. Needs MPI_THREAD_MULTIPLE,
 // since engine threads call MPI while the transport's progress thread does too.
@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 
 #include "allreduce/communicator.h"
 #include "common/wait.h"
@@ -24,6 +25,15 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool abandoned() const override { return abandoned_; }
+  // By owner, as the 16-bit path in fp32: an MPI_Ialltoallv of slice s of every rank's
+  // buffer to rank s, the owner's sum in rank order, an MPI_Iallgatherv of the sums in place.
+  // Not MPI_Iallreduce: Open MPI 4.1's libnbc takes Rabenseifner's algorithm at 4+ ranks,
+  // whose first step copies the whole send buffer (a memmove of every bucket on the comm
+  // threads: ~0.18 core-s of resnet50's iteration on 4 ranks, docs/benchmarks), its
+  // binomial one (not bandwidth-optimal) for MPI_IN_PLACE, and the order of its additions
+  // depends on the algorithm and the rank count. By owner each float is the rank-order sum
+  // the loopback communicator computes, bit for bit, on every run; it moves a ring's bytes
+  // (2 (P-1)/P of the buffer per rank) in two steps, in place or not.
   void allreduceSum(const float* send, float* recv, std::size_t count) override;
   void broadcast(float* data, std::size_t count, int root) override;
   // An MPI_Ialltoallv of the 16-bit slices to their owners, the owner's sum, an
@@ -37,6 +47,10 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> abandoned_{false};  // a call gave up on a request MPI still holds
+  // allreduceSum's receive buffer (the other ranks' slices of this rank's), kept across
+  // calls: a fresh one per bucket would fault in its pages every iteration.
+  std::unique_ptr<float[]> scratch_;
+  std::size_t scratch_size_ = 0;
   int rank_ = 0;
   int size_ = 1;
   const std::chrono::milliseconds timeout_;

@@ -18,11 +18,17 @@ namespace {
 // Sizes from one float to a few MB, so both latency- and bandwidth-bound collectives run.
 const std::vector<std::size_t> kSizes = {1, 7, 1000, 65536, 3, 400000, 128, 1 << 20};
 
-// Eighths: fp32 sums stay exact, while bf16 (8 significant bits) drops them from 32 up, so a
-// rank's own rounding loses something too, not only the sum's.
+// Eighths: fp32 sums of them stay exact, while bf16 (8 significant bits) drops them from 32
+// up, so a rank's own rounding loses something too, not only the sum's. One value in 11 adds
+// +-2^25 (rank + 1), where fp32's spacing is 4 or more: there the sum depends on the order
+// of the additions, and only the rank order the reference takes gives its bits.
 float value(int rank, std::size_t key, int iteration, std::size_t i) {
-  return static_cast<float>((rank + 1) * (static_cast<int>(key) + 1) + iteration + static_cast<int>(i % 7)) +
-         0.125f * static_cast<float>((i + static_cast<std::size_t>(rank)) % 3);
+  const float eighths =
+      static_cast<float>((rank + 1) * (static_cast<int>(key) + 1) + iteration + static_cast<int>(i % 7)) +
+      0.125f * static_cast<float>((i + static_cast<std::size_t>(rank)) % 3);
+  if (i % 11 != 5) return eighths;
+  const float big = 33554432.0f * static_cast<float>(rank + 1);  // 2^25 (rank + 1)
+  return eighths + (rank % 2 == 0 ? big : -big);
 }
 
 float rounded(WireFormat wire, float x) {
@@ -30,7 +36,7 @@ float rounded(WireFormat wire, float x) {
   return x;
 }
 
-// The sum of value() over the ranks: exact in fp32. On bf16 (sum16.h, which has no scale,
+// The sum of value() over the ranks in rank order: in fp32 as the communicators add. On bf16 (sum16.h, which has no scale,
 // so it can be written per value) each rank's value rounded, added in rank order, the sum
 // rounded: values past 256 lose bits, so the 16-bit path's slicing and order are checked.
 float expectedSum(WireFormat wire, int P, std::size_t key, int iteration, std::size_t i) {
