@@ -209,6 +209,7 @@ void AutogradSync::step() {
   session_->endIteration();
   resetStep();
   if (!options_.gradient_mode) {
+    releaseGradients();
     // What a read of the parameters after optimizer.step() sees is the trained values
     // (the DDP/Horovod contract), unless the overlap was asked for, or SSP (staleness),
     // whose point is that a worker goes on with values up to `staleness` iterations old.
@@ -223,6 +224,14 @@ void AutogradSync::step() {
     } else {
       staging_->gradientsIn(l, gradientsOf(l));
     }
+  }
+}
+
+void AutogradSync::releaseGradients() {
+  if (staging_->mirrored()) return;  // on a GPU the staging copies .grad out and zeroes it
+  for (int l = 0; l < layerCount(); ++l) {
+    if (usesFactors(session_->plan()[l].scheme)) continue;  // no .grad: the factors went
+    for (auto& p : model_.params[l]) p.mutable_grad().reset();
   }
 }
 
