@@ -179,6 +179,10 @@ def main():
                           "images_per_s": a.batch * size / s, "bytes_sent_per_iter": sent,
                           "parameters": sum(p.numel() for p in net.parameters()),
                           **({"mode": mode} if mode else {})}), flush=True)
+    if dist.is_initialized():
+        # Left to the interpreter's shutdown, gloo's process group aborted some runs after
+        # their result ("terminate called without an active exception").
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

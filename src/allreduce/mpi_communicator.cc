@@ -101,7 +101,7 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   }
   const std::size_t gathered = own * static_cast<std::size_t>(size_ - 1);
   if (scratch_size_ < gathered) {
-    if (abandoned_) scratch_.release();  // deliberately leaked: MPI still holds it
+    if (abandoned_) static_cast<void>(scratch_.release());  // deliberately leaked: MPI still holds it
     scratch_.reset(new float[gathered]);  // uninitialised: MPI writes all of it before it is read
     scratch_size_ = gathered;
   }
