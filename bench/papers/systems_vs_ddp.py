@@ -51,6 +51,8 @@ def main():
     ap.add_argument("--systems", default="naive-ps,ps+wfbp,poseidon,ddp,compute")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks"))
     a = ap.parse_args()
+    if a.single_repeats < 1:
+        ap.error("--single-repeats: at least 1 (the one-process pair is the speedup's baseline)")
     require_root()
     model_file = model_file_of(a.model)
     common = ["--model-file", model_file, "--synthetic", "--batch", str(a.batch), "--iterations",
