@@ -602,6 +602,10 @@ class DistributedModel(torch.nn.Module):
         if momentum is not None:
             self._core.seed_momentum(momentum)
         self.optimizer.state.clear()  # the servers hold it now (as for a model in server mode from the start)
+        # The first step's mean gradients go too: server mode's zero_grad() does nothing, so a
+        # loop that zeroes between this forward and its backward would have them added in.
+        for p in self.module.parameters():
+            p.grad = None
         _SERVER_MODELS.add(self)
 
     @contextlib.contextmanager
@@ -721,12 +725,13 @@ class DistributedModel(torch.nn.Module):
             self._synchronized = True
 
     def zero_grad(self, set_to_none=False):
-        """As optimizer.zero_grad(): nothing in server mode (each sync clears its gradients)."""
+        """As optimizer.zero_grad(): nothing in server mode (step() has dropped .grad on host
+        tensors; each sync clears the gradients it took)."""
         self._zero_grad(set_to_none)
 
     def _zero_grad(self, set_to_none=False):
-        # Server mode: each sync clears its gradients when done; zeroing them here could
-        # race with a sync still reading them.
+        # Server mode: step() has dropped .grad (host tensors) and each sync clears the
+        # gradients it took; zeroing them here could race with a sync still reading them.
         self._close_grad_window()
         if self.mode == "gradient":
             self._original[1](set_to_none=set_to_none)

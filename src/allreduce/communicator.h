@@ -54,7 +54,8 @@ class Communicator {
   // MpiCommunicator's moves half a ring's bytes.
   virtual void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                               sum16::Feedback* feedback);
-  // The sum `wire` asks for: allreduceSum (exact) in fp32, else allreduceSum16.
+  // The sum `wire` asks for: allreduceSum in fp32 (no rounding but the additions'), else
+  // allreduceSum16.
   void sum(WireFormat wire, const float* send, float* recv, std::size_t count, sum16::Feedback* feedback = nullptr) {
     if (wire == WireFormat::kFp32) {
       allreduceSum(send, recv, count);

@@ -41,7 +41,7 @@ struct KVStoreOptions {
   int outstanding = 2;    // concurrent: collectives in flight at most
   std::chrono::milliseconds timeout = kDefaultTimeout;
   Timeline* timeline = nullptr;  // records each collective, if set
-  // How the sums travel (issue 38): fp32 (exact), or 16 bits (Communicator::allreduceSum16).
+  // How the sums travel (issue 38): fp32, or 16 bits (Communicator::allreduceSum16).
   WireFormat wire = WireFormat::kFp32;
   // On a 16-bit wire: each key keeps its roundings' residuals for its next push (sum16.h).
   bool error_feedback = false;

@@ -51,7 +51,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::chrono::milliseconds time
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  if (abandoned_) static_cast<void>(scratch_.release());  // MPI may still write it: leaked on purpose
+  if (abandoned_) static_cast<void>(owner_sum_.release());  // MPI may still use them: leaked on purpose
   if (comm_ != MPI_COMM_NULL && !abandoned_) MPI_Comm_free(&comm_);
 }
 
@@ -79,6 +79,41 @@ void MpiCommunicator::wait(MPI_Request& request, const char* what) {
   }
 }
 
+// What MPI reads and writes during an fp32 allreduce by owner, counts and displacements
+// included, kept across calls: a fresh receive buffer per bucket would fault its pages in
+// every iteration. Leaked, never freed, once a call gave up on a collective MPI still holds.
+struct MpiCommunicator::OwnerSumBuffers {
+  std::unique_ptr<float[]> gathered;  // the other ranks' slices of this rank's, in rank order
+  std::size_t capacity = 0;
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+};
+
+MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers(const sum16::Slices& slices) {
+  if (owner_sum_ && abandoned_) static_cast<void>(owner_sum_.release());  // MPI may still use them
+  if (!owner_sum_) owner_sum_ = std::make_unique<OwnerSumBuffers>();
+  OwnerSumBuffers& b = *owner_sum_;
+  const std::size_t own = slices.length(rank_);
+  b.send_counts.resize(size_);
+  b.send_displs.resize(size_);
+  b.recv_counts.resize(size_);
+  b.recv_displs.resize(size_);
+  // Slice s to rank s, straight from the send buffer; nothing to itself (its own slice
+  // stays where it is); the others' slices packed in rank order.
+  for (int s = 0, at = 0; s < size_; ++s) {
+    b.send_counts[s] = s == rank_ ? 0 : static_cast<int>(slices.length(s));
+    b.send_displs[s] = static_cast<int>(slices.begin(s));
+    b.recv_counts[s] = s == rank_ ? 0 : static_cast<int>(own);
+    b.recv_displs[s] = at;
+    at += b.recv_counts[s];
+  }
+  const std::size_t gathered = own * static_cast<std::size_t>(size_ - 1);
+  if (b.capacity < gathered) {
+    b.gathered.reset(new float[gathered]);  // uninitialised: MPI writes all of it before it is read
+    b.capacity = gathered;
+  }
+  return b;
+}
+
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
   if (size_ == 1) {
@@ -88,40 +123,22 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   const std::uint64_t bytes = allreduceBytesSent(count, size_);
   paced(bytes, &failure_);
   const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
-  const std::size_t own = slices.length(rank_);
-  // Slice s of this rank's buffer to rank s, straight from `send` (its own slice stays where
-  // it is: counts 0 to itself), into `scratch_`: the other ranks' slices, in rank order.
-  std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
-  for (int s = 0, at = 0; s < size_; ++s) {
-    send_counts[s] = s == rank_ ? 0 : static_cast<int>(slices.length(s));
-    send_displs[s] = static_cast<int>(slices.begin(s));
-    recv_counts[s] = s == rank_ ? 0 : static_cast<int>(own);
-    recv_displs[s] = at;
-    at += recv_counts[s];
-  }
-  const std::size_t gathered = own * static_cast<std::size_t>(size_ - 1);
-  if (scratch_size_ < gathered) {
-    if (abandoned_) static_cast<void>(scratch_.release());  // deliberately leaked: MPI still holds it
-    scratch_.reset(new float[gathered]);  // uninitialised: MPI writes all of it before it is read
-    scratch_size_ = gathered;
-  }
+  OwnerSumBuffers& b = ownerSumBuffers(slices);
   MPI_Request request;
-  check(MPI_Ialltoallv(send, send_counts.data(), send_displs.data(), MPI_FLOAT, scratch_.get(), recv_counts.data(),
-                       recv_displs.data(), MPI_FLOAT, comm_, &request),
+  check(MPI_Ialltoallv(send, b.send_counts.data(), b.send_displs.data(), MPI_FLOAT, b.gathered.get(),
+                       b.recv_counts.data(), b.recv_displs.data(), MPI_FLOAT, comm_, &request),
         "MPI_Ialltoallv");
   wait(request, "MPI_Ialltoallv (fp32 slices to their owners)");
   std::vector<const float*> from(size_);
-  for (int r = 0; r < size_; ++r) {
-    from[r] = r == rank_ ? send + slices.begin(r) : scratch_.get() + recv_displs[r];
-  }
-  addInRankOrder(from, own, recv + slices.begin(rank_));
+  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : b.gathered.get() + b.recv_displs[r];
+  addInRankOrder(from, slices.length(rank_), recv + slices.begin(rank_));
   // Every owner's sum to every rank, in place: this rank's slice of `recv` is its own sum.
   for (int s = 0; s < size_; ++s) {
-    recv_counts[s] = static_cast<int>(slices.length(s));
-    recv_displs[s] = static_cast<int>(slices.begin(s));
+    b.recv_counts[s] = static_cast<int>(slices.length(s));
+    b.recv_displs[s] = static_cast<int>(slices.begin(s));
   }
-  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, recv_counts.data(), recv_displs.data(), MPI_FLOAT,
-                        comm_, &request),
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, b.recv_counts.data(), b.recv_displs.data(),
+                        MPI_FLOAT, comm_, &request),
         "MPI_Iallgatherv");
   wait(request, "MPI_Iallgatherv (the fp32 sums to every rank)");
   counted(bytes);

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "allreduce/communicator.h"
+#include "allreduce/sum16.h"
 #include "common/wait.h"
 
 namespace poseidon {
@@ -42,15 +43,15 @@ class MpiCommunicator final : public Communicator {
                       sum16::Feedback* feedback) override;
 
  private:
+  struct OwnerSumBuffers;
+  // allreduceSum's buffers laid out for `slices` (fresh ones after an abandoned call).
+  OwnerSumBuffers& ownerSumBuffers(const sum16::Slices& slices);
   void wait(MPI_Request& request, const char* what);
   void check(int rc, const char* call) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> abandoned_{false};  // a call gave up on a request MPI still holds
-  // allreduceSum's receive buffer (the other ranks' slices of this rank's), kept across
-  // calls: a fresh one per bucket would fault in its pages every iteration.
-  std::unique_ptr<float[]> scratch_;
-  std::size_t scratch_size_ = 0;
+  std::unique_ptr<OwnerSumBuffers> owner_sum_;  // allreduceSum's, kept across calls
   int rank_ = 0;
   int size_ = 1;
   const std::chrono::milliseconds timeout_;

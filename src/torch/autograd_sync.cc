@@ -228,7 +228,9 @@ void AutogradSync::step() {
 }
 
 void AutogradSync::releaseGradients() {
-  if (staging_->mirrored()) return;  // on a GPU the staging copies .grad out and zeroes it
+  // A mirrored model (on a GPU, or POSEIDON_MIRROR_ON_CPU) keeps its device .grad: the
+  // staging copies it out and zeroes it on the copy stream, untested without a GPU here.
+  if (staging_->mirrored()) return;
   for (int l = 0; l < layerCount(); ++l) {
     if (usesFactors(session_->plan()[l].scheme)) continue;  // no .grad: the factors went
     for (auto& p : model_.params[l]) p.mutable_grad().reset();

@@ -126,8 +126,9 @@ class AutogradSync {
   // Server mode on host tensors, at step(): .grad goes (held_grads_ keeps what a sync still
   // reads), so that the next backward's AccumulateGrad takes autograd's gradient as .grad,
   // as after DDP's zero_grad(set_to_none=True), instead of adding it into the zeroed one:
-  // one pass over every gradient less per iteration. Server mode's .grad is never the mean
-  // a loop could read (_GradReads refuses the read).
+  // autograd's add pass over every gradient goes (the syncs still zero the tensors they
+  // took). Server mode's .grad is never the mean a loop could read (_GradReads refuses the
+  // read); after step() it is undefined.
   void releaseGradients();
   void agreeOnApplier(const std::string& mine);
   void waitUpdates();

@@ -37,6 +37,15 @@ def train(model, optimizer, batches):
         optimizer.zero_grad()
 
 
+def train_zeroing_after_forward(model, optimizer, batches):
+    """The tutorials' order: zero_grad() between the forward and the backward."""
+    for x, y in batches:
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
 def max_difference(a, b):
     pairs = list(zip(a.parameters(), b.parameters())) + list(zip(a.buffers(), b.buffers()))
     return max((p - q).abs().max().item() for p, q in pairs)
@@ -62,6 +71,22 @@ def test_one_worker_equals_plain_pytorch(kind, mode, ends_in):
     model.synchronize()
     model.close()
     assert max_difference(reference, small_net()) > 1e-3  # training moved the parameters
+    assert max_difference(reference, net) < 1e-5
+
+
+@pytest.mark.parametrize("mode", ["auto", "server"])
+def test_zero_grad_after_the_forward_equals_plain_pytorch(mode):
+    # Mode auto moves onto the servers in the second iteration's forward: the first
+    # iteration's mean gradient must not stay in .grad for that backward to add to.
+    reference, net = small_net(), small_net()
+    make = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)  # noqa: E731
+    train_zeroing_after_forward(reference, make(reference.parameters()), data())
+    optimizer = make(net.parameters())
+    model = poseidon.DistributedModel(net, optimizer, mode=mode)
+    train_zeroing_after_forward(model, optimizer, data())
+    assert model.mode == "server"
+    model.synchronize()
+    model.close()
     assert max_difference(reference, net) < 1e-5
 
 
