@@ -85,28 +85,27 @@ void MpiCommunicator::wait(MPI_Request& request, const char* what) {
 struct MpiCommunicator::OwnerSumBuffers {
   std::unique_ptr<float[]> gathered;  // the other ranks' slices of this rank's, in rank order
   std::size_t capacity = 0;
-  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
+  // Slice s of the buffer: slice_counts[s] floats from slice_displs[s] (the allgather's
+  // layout); the alltoall sends the same slices but none to itself, and packs what it
+  // receives in rank order.
+  std::vector<int> slice_counts, slice_displs, send_counts, recv_counts, recv_displs;
 };
 
 MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers(const sum16::Slices& slices) {
   if (owner_sum_ && abandoned_) static_cast<void>(owner_sum_.release());  // MPI may still use them
   if (!owner_sum_) owner_sum_ = std::make_unique<OwnerSumBuffers>();
   OwnerSumBuffers& b = *owner_sum_;
-  const std::size_t own = slices.length(rank_);
-  b.send_counts.resize(size_);
-  b.send_displs.resize(size_);
-  b.recv_counts.resize(size_);
-  b.recv_displs.resize(size_);
-  // Slice s to rank s, straight from the send buffer; nothing to itself (its own slice
-  // stays where it is); the others' slices packed in rank order.
+  const int own = static_cast<int>(slices.length(rank_));
+  for (auto* v : {&b.slice_counts, &b.slice_displs, &b.send_counts, &b.recv_counts, &b.recv_displs}) v->resize(size_);
   for (int s = 0, at = 0; s < size_; ++s) {
-    b.send_counts[s] = s == rank_ ? 0 : static_cast<int>(slices.length(s));
-    b.send_displs[s] = static_cast<int>(slices.begin(s));
-    b.recv_counts[s] = s == rank_ ? 0 : static_cast<int>(own);
+    b.slice_counts[s] = static_cast<int>(slices.length(s));
+    b.slice_displs[s] = static_cast<int>(slices.begin(s));
+    b.send_counts[s] = s == rank_ ? 0 : b.slice_counts[s];
+    b.recv_counts[s] = s == rank_ ? 0 : own;
     b.recv_displs[s] = at;
     at += b.recv_counts[s];
   }
-  const std::size_t gathered = own * static_cast<std::size_t>(size_ - 1);
+  const std::size_t gathered = static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1);
   if (b.capacity < gathered) {
     b.gathered.reset(new float[gathered]);  // uninitialised: MPI writes all of it before it is read
     b.capacity = gathered;
@@ -125,7 +124,7 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
   OwnerSumBuffers& b = ownerSumBuffers(slices);
   MPI_Request request;
-  check(MPI_Ialltoallv(send, b.send_counts.data(), b.send_displs.data(), MPI_FLOAT, b.gathered.get(),
+  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, b.gathered.get(),
                        b.recv_counts.data(), b.recv_displs.data(), MPI_FLOAT, comm_, &request),
         "MPI_Ialltoallv");
   wait(request, "MPI_Ialltoallv (fp32 slices to their owners)");
@@ -133,11 +132,7 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : b.gathered.get() + b.recv_displs[r];
   addInRankOrder(from, slices.length(rank_), recv + slices.begin(rank_));
   // Every owner's sum to every rank, in place: this rank's slice of `recv` is its own sum.
-  for (int s = 0; s < size_; ++s) {
-    b.recv_counts[s] = static_cast<int>(slices.length(s));
-    b.recv_displs[s] = static_cast<int>(slices.begin(s));
-  }
-  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, b.recv_counts.data(), b.recv_displs.data(),
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, b.slice_counts.data(), b.slice_displs.data(),
                         MPI_FLOAT, comm_, &request),
         "MPI_Iallgatherv");
   wait(request, "MPI_Iallgatherv (the fp32 sums to every rank)");

@@ -1,8 +1,9 @@
 // A Communicator over a duplicate of Poseidon's MPI communicator. Collectives are issued
-// non-blocking (MPI_Ialltoallv, MPI_Iallgatherv, MPI_Ibcast) and completed by polling MPI_Test with a short
-// sleep between polls: a blocking MPI call busy-waits, and on an oversubscribed machine a
-// spinning rank takes the core its neighbours compute on. Needs MPI_THREAD_MULTIPLE,
-// since engine threads call MPI while the transport's progress thread does too.
+// non-blocking (MPI_Ialltoallv, MPI_Iallgatherv, MPI_Ibcast) and completed by polling
+// MPI_Test with a short sleep between polls: a blocking MPI call busy-waits, and on an
+// oversubscribed machine a spinning rank takes the core its neighbours compute on. Needs
+// MPI_THREAD_MULTIPLE, since engine threads call MPI while the transport's progress thread
+// does too.
 #pragma once
 
 #include <mpi.h>

@@ -229,7 +229,7 @@ void AutogradSync::step() {
 
 void AutogradSync::releaseGradients() {
   // A mirrored model (on a GPU, or POSEIDON_MIRROR_ON_CPU) keeps its device .grad: the
-  // staging copies it out and zeroes it on the copy stream, untested without a GPU here.
+  // staging copies it out and zeroes it on the copy stream.
   if (staging_->mirrored()) return;
   for (int l = 0; l < layerCount(); ++l) {
     if (usesFactors(session_->plan()[l].scheme)) continue;  // no .grad: the factors went
