@@ -83,7 +83,9 @@ def measure(a, model, bw, systems):
     seen = {s: [] for s in systems}
     sent = {}
     for r in range(a.repeats):
-        for i, system in enumerate(systems):
+        # Every other round runs the systems in reverse: a drift of the host over a round
+        # (a neighbour's load coming or going) then favours no system's place in the order.
+        for i, system in (enumerate(systems) if r % 2 == 0 else reversed(list(enumerate(systems)))):
             flags = ["--device", a.device, "--port", str(29600 + 10 * r + i)]
             job = torchvision_train(system, model, a.iterations, flags, size=224 if a.device == "cuda" else None)
             try:

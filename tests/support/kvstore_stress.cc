@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "allreduce/communicator.h"
 #include "comm/gradient16.h"
 #include "comm/transport.h"
 #include "engine/external_event.h"
@@ -69,6 +70,21 @@ struct FeedbackReference {
     return out;
   }
 };
+
+// The communicator's sums in place (send == recv), which no store push takes: every size
+// once, on a communicator of its own, each value checked as the pushes' are.
+std::int64_t inPlaceSumsWrong(Transport& transport, const KVStoreOptions& options, int P, int iteration,
+                              FailureState& failure) {
+  auto comm = transport.newCommunicator(options.timeout, failure);
+  std::int64_t bad = 0;
+  for (std::size_t k = 0; k < kSizes.size(); ++k) {
+    std::vector<float> buf(kSizes[k]);
+    for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = value(transport.rank(), k, iteration, i);
+    comm->sum(options.wire, buf.data(), buf.data(), buf.size());
+    for (std::size_t i = 0; i < buf.size(); ++i) bad += buf[i] != expectedSum(options.wire, P, k, iteration, i);
+  }
+  return bad;
+}
 
 }  // namespace
 
@@ -143,6 +159,7 @@ StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& option
   }
   StressResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  wrong += inPlaceSumsWrong(transport, options, P, iterations, failure);
   result.wrong_values = wrong.load();
   result.collectives = static_cast<std::int64_t>(K) * iterations;
   store->stop();
