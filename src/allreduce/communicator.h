@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "allreduce/step_by_owner.h"
 #include "bandwidth/token_bucket.h"
 #include "comm/traffic.h"
 #include "common/half.h"
@@ -16,6 +17,7 @@ namespace poseidon {
 namespace sum16 {
 struct Feedback;
 }
+
 
 // What one rank sends in an allreduce of `count` floats over P ranks: 2 (P-1)/P of the
 // buffer, a ring's figure (reduce-scatter, then allgather) and MpiCommunicator's (the
@@ -54,6 +56,14 @@ class Communicator {
   // MpiCommunicator's moves half a ring's bytes.
   virtual void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                               sum16::Feedback* feedback);
+  // The step by owner (issue 38): rank s gets the rank-order sum of slice s of every rank's
+  // `send` (the slices of sum16::Slices, no scales), calls `step` on it, which updates slice
+  // s of `targets`, and sends the updated slice to every rank. So each rank steps a P-th of
+  // the buffer, and the ranks' targets end equal, bit for bit, with a ring's bytes moved
+  // (the updated values in place of the sums). This generic version sums every slice on
+  // every rank (allreduceSum), steps its own, and broadcasts it from its owner; MPI's sends
+  // only the owners' shares and gathers the updated values straight into the targets.
+  virtual void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step);
   // The sum `wire` asks for: allreduceSum in fp32 (no rounding but the additions'), else
   // allreduceSum16.
   void sum(WireFormat wire, const float* send, float* recv, std::size_t count, sum16::Feedback* feedback = nullptr) {

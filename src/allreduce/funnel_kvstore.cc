@@ -22,21 +22,18 @@ void FunnelKVStore::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void FunnelKVStore::issue(int key, Entry& e, const float* grad, Engine::Tag grad_tag) {
+void FunnelKVStore::issue(int key, Entry& e, Collective collective, Engine::Tag grad_tag) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     // The keys are known once pushes begin: init() is over.
     if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { runLoop(); });
   }
-  float* value = e.value.data();
-  const std::size_t n = e.value.size();
-  sum16::Feedback* feedback = e.feedback.get();
   engine_.pushAsync(
-      [this, key, grad, value, n, feedback](Engine::Done done) {
+      [this, key, collective = std::move(collective)](Engine::Done done) {
         {
           std::lock_guard<std::mutex> lock(mu_);
           POSEIDON_ENFORCE(requests_.count(key) == 0, "funnel: key ", key, " pushed twice in one round");
-          requests_[key] = Request{grad, value, n, feedback, std::move(done)};
+          requests_[key] = Request{collective, std::move(done)};
         }
         cv_.notify_all();
       },
@@ -63,7 +60,7 @@ void FunnelKVStore::runLoop() {
         {
           TimelineSpan span(options_.timeline, "funnel", options_.timeline ? detail::cat("allreduce key ", key) : "",
                             "allreduce");
-          comm_->sum(options_.wire, r.grad, r.value, r.count, r.feedback);
+          r.collective.run(*comm_, options_.wire);
         }
         r.done();
       }

@@ -22,13 +22,10 @@ class FunnelKVStore final : public KVStore {
 
  private:
   struct Request {
-    const float* grad = nullptr;
-    float* value = nullptr;
-    std::size_t count = 0;
-    sum16::Feedback* feedback = nullptr;
+    Collective collective;
     Engine::Done done;
   };
-  void issue(int key, Entry& entry, const float* grad, Engine::Tag grad_tag) override;
+  void issue(int key, Entry& entry, Collective collective, Engine::Tag grad_tag) override;
   Communicator& initCommunicator() override { return *comm_; }
   void runLoop();
 

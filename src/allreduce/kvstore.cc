@@ -77,7 +77,26 @@ void KVStore::addStateRecords(std::vector<StateRecord>& records) {
   }
 }
 
-void KVStore::push(int key, const float* grad, Engine::Tag grad_tag) { issue(key, entry(key), grad, grad_tag); }
+void KVStore::push(int key, const float* grad, Engine::Tag grad_tag) {
+  Entry& e = entry(key);
+  issue(key, e, Collective{grad, e.value.data(), e.value.size(), e.feedback.get(), nullptr, {}}, grad_tag);
+}
+
+void KVStore::pushStepped(int key, const float* grad, Engine::Tag grad_tag, const PiecedBuffer* targets,
+                          OwnerStep step) {
+  POSEIDON_ENFORCE(options_.wire == WireFormat::kFp32, "the step by owner gathers fp32 values");
+  Entry& e = entry(key);
+  POSEIDON_ENFORCE_EQ(targets->count(), e.value.size(), "values of a stepped push's targets");
+  issue(key, e, Collective{grad, nullptr, e.value.size(), nullptr, targets, std::move(step)}, grad_tag);
+}
+
+void KVStore::Collective::run(Communicator& comm, WireFormat wire) const {
+  if (step) {
+    comm.allreduceStepped(grad, *targets, step);
+  } else {
+    comm.sum(wire, grad, value, count, feedback);
+  }
+}
 
 void KVStore::pull(int key, float* out, Engine::Tag out_tag) {
   Entry& e = entry(key);
@@ -86,17 +105,14 @@ void KVStore::pull(int key, float* out, Engine::Tag out_tag) {
   engine_.push([from, out, bytes] { std::memcpy(out, from, bytes); }, {e.tag}, {out_tag}, Engine::Kind::kCopy);
 }
 
-void KVStore::queueAllreduce(Communicator& comm, std::string track, int key, Entry& e, const float* grad,
+void KVStore::queueAllreduce(Communicator& comm, std::string track, int key, Entry& e, Collective collective,
                              Engine::Tag grad_tag, Engine::Tag order_tag) {
-  float* value = e.value.data();
-  const std::size_t n = e.value.size();
   Timeline* timeline = options_.timeline;
   const WireFormat wire = options_.wire;
-  sum16::Feedback* feedback = e.feedback.get();
   engine_.push(
-      [&comm, grad, value, n, timeline, key, wire, feedback, track = std::move(track)] {
+      [&comm, collective = std::move(collective), timeline, key, wire, track = std::move(track)] {
         TimelineSpan span(timeline, track, timeline ? detail::cat("allreduce key ", key) : "", "allreduce");
-        comm.sum(wire, grad, value, n, feedback);
+        collective.run(comm, wire);
       },
       {grad_tag}, {e.tag, order_tag}, Engine::Kind::kComm);
 }
@@ -110,8 +126,8 @@ class ChainedKVStore final : public KVStore {
       : KVStore(o, engine), comm_(transport.newCommunicator(o.timeout, failure)), chain_(engine.newTag("chain")) {}
 
  private:
-  void issue(int key, Entry& e, const float* grad, Engine::Tag grad_tag) override {
-    queueAllreduce(*comm_, "engine comm", key, e, grad, grad_tag, chain_);
+  void issue(int key, Entry& e, Collective collective, Engine::Tag grad_tag) override {
+    queueAllreduce(*comm_, "engine comm", key, e, std::move(collective), grad_tag, chain_);
   }
   Communicator& initCommunicator() override { return *comm_; }
   bool abandoned() const override { return comm_->abandoned(); }
@@ -133,9 +149,9 @@ class ConcurrentKVStore final : public KVStore {
   }
 
  private:
-  void issue(int key, Entry& e, const float* grad, Engine::Tag grad_tag) override {
+  void issue(int key, Entry& e, Collective collective, Engine::Tag grad_tag) override {
     const std::size_t c = static_cast<std::size_t>(key) % comms_.size();
-    queueAllreduce(*comms_[c], detail::cat("engine comm ", c), key, e, grad, grad_tag, tags_[c]);
+    queueAllreduce(*comms_[c], detail::cat("engine comm ", c), key, e, std::move(collective), grad_tag, tags_[c]);
   }
   Communicator& initCommunicator() override { return *comms_[0]; }
   bool abandoned() const override {

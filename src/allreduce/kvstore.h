@@ -65,6 +65,10 @@ class KVStore {
   // After the tasks queued before on `grad_tag` (mutations): the key's value becomes the
   // sum over ranks of `grad`.
   void push(int key, const float* grad, Engine::Tag grad_tag);
+  // The same collective with the step by owner (Communicator::allreduceStepped; fp32 only):
+  // each rank's `step` updates its slice of `targets` from the sums, and every rank's
+  // `targets` get every slice. The key's value is left as it was: no pull reads this push.
+  void pushStepped(int key, const float* grad, Engine::Tag grad_tag, const PiecedBuffer* targets, OwnerStep step);
   // After the key's earlier pushes: copies the value into `out` (a mutation of `out_tag`).
   void pull(int key, float* out, Engine::Tag out_tag);
   // The sum where it lands, without pull's copy: a task that reads tag(key) reads
@@ -90,13 +94,24 @@ class KVStore {
     Engine::Tag tag = 0;
     std::unique_ptr<sum16::Feedback> feedback;  // with error feedback on a 16-bit wire
   };
+  // One push's collective: the sum of `grad` into `value`, or the step by owner into
+  // `targets` when `step` is set.
+  struct Collective {
+    const float* grad = nullptr;
+    float* value = nullptr;
+    std::size_t count = 0;
+    sum16::Feedback* feedback = nullptr;
+    const PiecedBuffer* targets = nullptr;
+    OwnerStep step;
+    void run(Communicator& comm, WireFormat wire) const;
+  };
   KVStore(const KVStoreOptions& options, Engine& engine) : options_(options), engine_(engine) {}
-  // Queues the collective that sums `grad` into `entry.value`.
-  virtual void issue(int key, Entry& entry, const float* grad, Engine::Tag grad_tag) = 0;
+  // Queues the push's collective (the key's, from the entry).
+  virtual void issue(int key, Entry& entry, Collective collective, Engine::Tag grad_tag) = 0;
   virtual Communicator& initCommunicator() = 0;
   // Queues the collective on an engine comm thread, after the tasks before it on
   // `order_tag` (the design's ordering tag) and on the key's own tag.
-  void queueAllreduce(Communicator& comm, std::string track, int key, Entry& entry, const float* grad,
+  void queueAllreduce(Communicator& comm, std::string track, int key, Entry& entry, Collective collective,
                       Engine::Tag grad_tag, Engine::Tag order_tag);
   Entry& entry(int key);
 

@@ -46,7 +46,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::chrono::milliseconds time
   // A collective over every rank: nonblocking, so a rank that never comes is a timeout.
   MPI_Request request;
   check(MPI_Comm_idup(parent, &comm_, &request), "MPI_Comm_idup");
-  wait(request, "MPI_Comm_idup (a new communicator for the collectives)");
+  wait(request, "MPI_Comm_idup (a new communicator for the collectives)", deadline());
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
 }
 
@@ -63,8 +63,7 @@ void MpiCommunicator::check(int rc, const char* call) const {
   throw CommError(detail::cat(call, " failed on rank ", rank_, ": ", std::string(text, len)));
 }
 
-void MpiCommunicator::wait(MPI_Request& request, const char* what) {
-  const auto deadline = Clock::now() + timeout_;
+void MpiCommunicator::wait(MPI_Request& request, const char* what, Clock::time_point until) {
   int done = 0;
   while (true) {
     check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -72,45 +71,63 @@ void MpiCommunicator::wait(MPI_Request& request, const char* what) {
     // The request stays pending: MPI offers no way to take back a collective. The error
     // ends the run, and MPI_Abort or the launcher takes the other ranks down with it;
     // until then MPI may still write the buffers, which their owners keep (abandoned()).
-    if (failure_.failed() || Clock::now() >= deadline) abandoned_ = true;
+    if (failure_.failed() || Clock::now() >= until) abandoned_ = true;
     failure_.rethrowIfFailed();
-    if (Clock::now() >= deadline) throwTimeout(detail::cat("rank ", rank_, ": ", what), timeout_);
+    if (Clock::now() >= until) throwTimeout(detail::cat("rank ", rank_, ": ", what), timeout_);
     std::this_thread::sleep_for(kPoll);
   }
 }
 
-// What MPI reads and writes during an fp32 allreduce by owner, counts and displacements
-// included, kept across calls: a fresh receive buffer per bucket would fault its pages in
-// every iteration. Leaked, never freed, once a call gave up on a collective MPI still holds.
-struct MpiCommunicator::OwnerSumBuffers {
-  std::unique_ptr<float[]> gathered;  // the other ranks' slices of this rank's, in rank order
+namespace {
+// A buffer that grows and is never shrunk or cleared: each call writes what it reads.
+template <typename T>
+struct Grown {
+  std::unique_ptr<T[]> data;
   std::size_t capacity = 0;
-  // Slice s of the buffer: slice_counts[s] floats from slice_displs[s] (the allgather's
+  T* atLeast(std::size_t n) {
+    if (capacity < n) {
+      data.reset(new T[n]);  // uninitialised: MPI or the sum writes all of it before it is read
+      capacity = n;
+    }
+    return data.get();
+  }
+};
+}  // namespace
+
+// What MPI reads and writes during an allreduce by owner (fp32 or 16 bits), counts and
+// displacements included, kept across calls: fresh buffers per bucket would fault their
+// pages in every iteration. Leaked, never freed, once a call gave up on a collective MPI
+// still holds.
+struct MpiCommunicator::OwnerSumBuffers {
+  Grown<float> gathered;                 // fp32: the other ranks' slices of this rank's, in rank order
+  Grown<float> sum;                      // the step by owner: this rank's slice's sums
+  Grown<std::uint16_t> mine16, gathered16, sum16;  // 16 bits: this rank's encoding, the others' slices, its sum
+  // Slice s of the buffer: slice_counts[s] elements from slice_displs[s] (the allgather's
   // layout); the alltoall sends the same slices but none to itself, and packs what it
   // receives in rank order.
   std::vector<int> slice_counts, slice_displs, send_counts, recv_counts, recv_displs;
+
+  // The layout for slices of count(s) elements at displ(s); returns this rank's count.
+  template <typename Count, typename Displ>
+  int layOut(int rank, int P, Count count, Displ displ) {
+    for (auto* v : {&slice_counts, &slice_displs, &send_counts, &recv_counts, &recv_displs}) v->resize(P);
+    const int own = static_cast<int>(count(rank));
+    for (int s = 0, at = 0; s < P; ++s) {
+      slice_counts[s] = static_cast<int>(count(s));
+      slice_displs[s] = static_cast<int>(displ(s));
+      send_counts[s] = s == rank ? 0 : slice_counts[s];
+      recv_counts[s] = s == rank ? 0 : own;
+      recv_displs[s] = at;
+      at += recv_counts[s];
+    }
+    return own;
+  }
 };
 
-MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers(const sum16::Slices& slices) {
+MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers() {
   if (owner_sum_ && abandoned_) static_cast<void>(owner_sum_.release());  // MPI may still use them
   if (!owner_sum_) owner_sum_ = std::make_unique<OwnerSumBuffers>();
-  OwnerSumBuffers& b = *owner_sum_;
-  const int own = static_cast<int>(slices.length(rank_));
-  for (auto* v : {&b.slice_counts, &b.slice_displs, &b.send_counts, &b.recv_counts, &b.recv_displs}) v->resize(size_);
-  for (int s = 0, at = 0; s < size_; ++s) {
-    b.slice_counts[s] = static_cast<int>(slices.length(s));
-    b.slice_displs[s] = static_cast<int>(slices.begin(s));
-    b.send_counts[s] = s == rank_ ? 0 : b.slice_counts[s];
-    b.recv_counts[s] = s == rank_ ? 0 : own;
-    b.recv_displs[s] = at;
-    at += b.recv_counts[s];
-  }
-  const std::size_t gathered = static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1);
-  if (b.capacity < gathered) {
-    b.gathered.reset(new float[gathered]);  // uninitialised: MPI writes all of it before it is read
-    b.capacity = gathered;
-  }
-  return b;
+  return *owner_sum_;
 }
 
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
@@ -122,20 +139,115 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   const std::uint64_t bytes = allreduceBytesSent(count, size_);
   paced(bytes, &failure_);
   const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
-  OwnerSumBuffers& b = ownerSumBuffers(slices);
+  OwnerSumBuffers& b = ownerSumBuffers();
+  const int own = b.layOut(rank_, size_, [&](int s) { return slices.length(s); }, [&](int s) { return slices.begin(s); });
+  float* gathered = b.gathered.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
+  const auto until = deadline();  // after the pacing: the budget's wait is not the peers'
   MPI_Request request;
-  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, b.gathered.get(),
-                       b.recv_counts.data(), b.recv_displs.data(), MPI_FLOAT, comm_, &request),
+  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, gathered, b.recv_counts.data(),
+                       b.recv_displs.data(), MPI_FLOAT, comm_, &request),
         "MPI_Ialltoallv");
-  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)");
+  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)", until);
   std::vector<const float*> from(size_);
-  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : b.gathered.get() + b.recv_displs[r];
+  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : gathered + b.recv_displs[r];
   addInRankOrder(from, slices.length(rank_), recv + slices.begin(rank_));
   // Every owner's sum to every rank, in place: this rank's slice of `recv` is its own sum.
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, b.slice_counts.data(), b.slice_displs.data(),
                         MPI_FLOAT, comm_, &request),
         "MPI_Iallgatherv");
-  wait(request, "MPI_Iallgatherv (the fp32 sums to every rank)");
+  wait(request, "MPI_Iallgatherv (the fp32 sums to every rank)", until);
+  counted(bytes);
+}
+
+namespace {
+
+MPI_Aint addressOf(const void* at) {
+  MPI_Aint address;
+  MPI_Get_address(at, &address);
+  return address;
+}
+
+// Values [begin, begin + n) of `targets` as one datatype: a block per piece they cross, at
+// its address's distance from `origin` (0: absolute, for MPI_BOTTOM).
+MPI_Datatype sliceType(const PiecedBuffer& targets, std::size_t begin, std::size_t n, MPI_Aint origin) {
+  std::vector<int> lengths;
+  std::vector<MPI_Aint> displacements;
+  targets.forEach(begin, n, [&](const float* at, std::size_t len, std::size_t) {
+    lengths.push_back(static_cast<int>(len));
+    displacements.push_back(MPI_Aint_diff(addressOf(at), origin));
+  });
+  MPI_Datatype type;
+  MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displacements.data(), MPI_FLOAT, &type);
+  MPI_Type_commit(&type);
+  return type;
+}
+
+// The datatypes of one call, freed when it returns (or throws): MPI keeps what a pending
+// collective still needs until it completes.
+struct Datatypes {
+  std::vector<MPI_Datatype> types;
+  ~Datatypes() {
+    for (auto& t : types) MPI_Type_free(&t);
+  }
+};
+
+}  // namespace
+
+void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) {
+  const std::size_t count = targets.count();
+  POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
+  if (size_ == 1) {
+    step(0, count, send);  // its own gradient is the sum
+    return;
+  }
+  const std::uint64_t bytes = allreduceBytesSent(count, size_);
+  paced(bytes, &failure_);
+  const sum16::Slices slices(count, size_);
+  OwnerSumBuffers& b = ownerSumBuffers();
+  const int own = b.layOut(rank_, size_, [&](int s) { return slices.length(s); }, [&](int s) { return slices.begin(s); });
+  float* gathered = b.gathered.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
+  float* sum = b.sum.atLeast(static_cast<std::size_t>(own));
+  const auto until = deadline();
+  MPI_Request request;
+  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, gathered, b.recv_counts.data(),
+                       b.recv_displs.data(), MPI_FLOAT, comm_, &request),
+        "MPI_Ialltoallv");
+  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)", until);
+  std::vector<const float*> from(size_);
+  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : gathered + b.recv_displs[r];
+  addInRankOrder(from, static_cast<std::size_t>(own), sum);
+  step(slices.begin(rank_), static_cast<std::size_t>(own), sum);
+  // Every owner's stepped slice to every rank, from the targets straight into the targets:
+  // slice s arrives where its pieces lie (an alltoallw, whose datatypes may differ by peer).
+  // Sent from the start of this rank's slice, received at absolute addresses (MPI_BOTTOM):
+  // the two buffers' regions are disjoint, and so are the pointers MPI is handed.
+  const float* mine = nullptr;
+  targets.forEach(slices.begin(rank_), static_cast<std::size_t>(own), [&](const float* at, std::size_t, std::size_t) {
+    if (mine == nullptr) mine = at;
+  });
+  Datatypes types;
+  std::vector<int> send_counts(size_, 0), recv_counts(size_, 0), displs(size_, 0);
+  std::vector<MPI_Datatype> send_types(size_, MPI_FLOAT), recv_types(size_, MPI_FLOAT);
+  if (own > 0) {
+    types.types.push_back(sliceType(targets, slices.begin(rank_), static_cast<std::size_t>(own), addressOf(mine)));
+    for (int s = 0; s < size_; ++s) {
+      if (s == rank_) continue;
+      send_counts[s] = 1;
+      send_types[s] = types.types.back();
+    }
+  }
+  for (int s = 0; s < size_; ++s) {
+    if (s == rank_ || slices.length(s) == 0) continue;
+    types.types.push_back(sliceType(targets, slices.begin(s), slices.length(s), 0));
+    recv_counts[s] = 1;
+    recv_types[s] = types.types.back();
+  }
+  check(MPI_Ialltoallw(own > 0 ? mine : send, send_counts.data(), displs.data(), send_types.data(), MPI_BOTTOM,
+                       recv_counts.data(), displs.data(), recv_types.data(), comm_, &request),
+        "MPI_Ialltoallw");
+  // After a give-up MPI may still write the targets, which are the model's tensors, not
+  // buffers it could be left: the error ends the job (the launcher or MPI_Abort).
+  wait(request, "MPI_Ialltoallw (the stepped slices to every rank)", until);
   counted(bytes);
 }
 
@@ -144,69 +256,41 @@ void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
   MPI_Request request;
   paced(broadcastBytesSent(count, size_), &failure_);
   check(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, comm_, &request), "MPI_Ibcast");
-  wait(request, "MPI_Ibcast");
+  wait(request, "MPI_Ibcast", deadline());
   counted(broadcastBytesSent(count, size_));
 }
-
-namespace {
-
-// What MPI reads and writes during a 16-bit allreduce, counts and displacements included.
-// The words are left uninitialised: each is written (encode, MPI, reduceSlice) before it
-// is read, and zero-filling them cost as much as a conversion pass.
-struct Sum16Buffers {
-  std::unique_ptr<std::uint16_t[]> mine, gathered, sum;
-  std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
-};
-
-}  // namespace
 
 void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                                      sum16::Feedback* feedback) {
   const sum16::Slices slices(count, size_);
-  const auto own = static_cast<int>(slices.words(rank_));
-  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX) &&
-                       static_cast<std::size_t>(own) * static_cast<std::size_t>(size_) <= static_cast<std::size_t>(INT_MAX),
+  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX),
                    "one 16-bit collective carries at most 2^31 values");
   const std::uint64_t bytes = allreduce16BytesSent(count, size_);
   paced(bytes, &failure_);
-  // On the heap: a call that gives up leaves them to MPI, which may still use them (wait()).
-  auto b = std::make_unique<Sum16Buffers>();
-  try {
-    // Rank s gets slice s of every rank's contribution, in rank order.
-    b->mine.reset(new std::uint16_t[slices.totalWords()]);
-    sum16::encode(format, send, slices, b->mine.get(), feedback != nullptr ? &feedback->sent : nullptr);
-    b->send_counts.resize(size_);
-    b->send_displs.resize(size_);
-    b->recv_counts.assign(size_, own);
-    b->recv_displs.resize(size_);
-    for (int s = 0; s < size_; ++s) {
-      b->send_counts[s] = static_cast<int>(slices.words(s));
-      b->send_displs[s] = static_cast<int>(slices.offset(s));
-      b->recv_displs[s] = s * own;
-    }
-    b->gathered.reset(new std::uint16_t[static_cast<std::size_t>(own) * size_]);
-    MPI_Request request;
-    check(MPI_Ialltoallv(b->mine.get(), b->send_counts.data(), b->send_displs.data(), MPI_UINT16_T,
-                         b->gathered.get(), b->recv_counts.data(), b->recv_displs.data(), MPI_UINT16_T, comm_,
-                         &request),
-          "MPI_Ialltoallv");
-    wait(request, "MPI_Ialltoallv (16-bit slices to their owners)");
-    std::vector<const std::uint16_t*> from;
-    for (int r = 0; r < size_; ++r) from.push_back(b->gathered.get() + static_cast<std::size_t>(r) * own);
-    b->sum.reset(new std::uint16_t[own]);
-    sum16::reduceSlice(format, from, slices.length(rank_), b->sum.get(),
-                       sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(rank_)});
-    // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
-    check(MPI_Iallgatherv(b->sum.get(), own, MPI_UINT16_T, b->mine.get(), b->send_counts.data(),
-                          b->send_displs.data(), MPI_UINT16_T, comm_, &request),
-          "MPI_Iallgatherv");
-    wait(request, "MPI_Iallgatherv (the 16-bit sums to every rank)");
-  } catch (...) {
-    if (abandoned_) b.release();  // deliberately leaked: MPI still holds them
-    throw;
-  }
+  OwnerSumBuffers& b = ownerSumBuffers();
+  const int own = b.layOut(rank_, size_, [&](int s) { return slices.words(s); }, [&](int s) { return slices.offset(s); });
+  std::uint16_t* mine = b.mine16.atLeast(slices.totalWords());
+  std::uint16_t* gathered = b.gathered16.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
+  std::uint16_t* sum = b.sum16.atLeast(static_cast<std::size_t>(own));
+  const auto until = deadline();
+  // Rank s gets slice s of every other rank's encoding, in rank order; its own it reads in place.
+  sum16::encode(format, send, slices, mine, feedback != nullptr ? &feedback->sent : nullptr);
+  MPI_Request request;
+  check(MPI_Ialltoallv(mine, b.send_counts.data(), b.slice_displs.data(), MPI_UINT16_T, gathered, b.recv_counts.data(),
+                       b.recv_displs.data(), MPI_UINT16_T, comm_, &request),
+        "MPI_Ialltoallv");
+  wait(request, "MPI_Ialltoallv (16-bit slices to their owners)", until);
+  std::vector<const std::uint16_t*> from(size_);
+  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? mine + slices.offset(r) : gathered + b.recv_displs[r];
+  sum16::reduceSlice(format, from, slices.length(rank_), sum,
+                     sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(rank_)});
+  // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
+  check(MPI_Iallgatherv(sum, own, MPI_UINT16_T, mine, b.slice_counts.data(), b.slice_displs.data(), MPI_UINT16_T,
+                        comm_, &request),
+        "MPI_Iallgatherv");
+  wait(request, "MPI_Iallgatherv (the 16-bit sums to every rank)", until);
   for (int s = 0; s < size_; ++s) {
-    sum16::decodeSlice(format, b->mine.get() + slices.offset(s), slices.length(s), recv + slices.begin(s));
+    sum16::decodeSlice(format, mine + slices.offset(s), slices.length(s), recv + slices.begin(s));
   }
   counted(bytes);
 }

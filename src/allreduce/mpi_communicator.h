@@ -37,6 +37,9 @@ class MpiCommunicator final : public Communicator {
   // the loopback communicator computes, bit for bit, on every run; it moves a ring's bytes
   // (2 (P-1)/P of the buffer per rank) in two steps, in place or not.
   void allreduceSum(const float* send, float* recv, std::size_t count) override;
+  // The fp32 owner sum as above, the owner's step, then an MPI_Ialltoallw of the stepped
+  // slices from the targets' pieces into the others' (no staging copy either way).
+  void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) override;
   void broadcast(float* data, std::size_t count, int root) override;
   // An MPI_Ialltoallv of the 16-bit slices to their owners, the owner's sum, an
   // MPI_Iallgatherv of the rounded sums (sum16.h).
@@ -45,14 +48,17 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct OwnerSumBuffers;
-  // allreduceSum's buffers laid out for `slices` (fresh ones after an abandoned call).
-  OwnerSumBuffers& ownerSumBuffers(const sum16::Slices& slices);
-  void wait(MPI_Request& request, const char* what);
+  // The owner sums' buffers (fresh ones after an abandoned call).
+  OwnerSumBuffers& ownerSumBuffers();
+  // Polls `request` until it completes; past `until` it throws the timeout. One call's
+  // collectives share one deadline, so a call gives up after --timeout, not once per step.
+  void wait(MPI_Request& request, const char* what, Clock::time_point until);
+  Clock::time_point deadline() const { return Clock::now() + timeout_; }
   void check(int rc, const char* call) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> abandoned_{false};  // a call gave up on a request MPI still holds
-  std::unique_ptr<OwnerSumBuffers> owner_sum_;  // allreduceSum's, kept across calls
+  std::unique_ptr<OwnerSumBuffers> owner_sum_;  // allreduceSum's and allreduceSum16's, kept across calls
   int rank_ = 0;
   int size_ = 1;
   const std::chrono::milliseconds timeout_;

@@ -1,5 +1,6 @@
 #include "client/allreduce_syncer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "allreduce/communicator.h"
@@ -27,11 +28,14 @@ struct AllreduceBuckets::Layer {
 
 // The bucket's gradients go into `in`; the step reads the sums where the store keeps them
 // (`sums`, under `sums_tag`), with no copy out.
+// By owner (stepByOwner()), the collective steps this rank's slice of `params` and fills in
+// the others' slices; the sums are not kept.
 struct AllreduceBuckets::Bucket {
   int key = 0;
   FusedBucket plan;
   std::vector<float> in;  // this worker's gradients
   const float* sums = nullptr;
+  PiecedBuffer params;  // the layers' tensors in bucket order
   Engine::Tag in_tag = 0, sums_tag = 0, params_tag = 0;
 };
 
@@ -46,6 +50,7 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
       after_step_(options.after_step),
       workers_(transport.size()),
       wire_(options.kvstore.wire),
+      by_owner_(stepByOwner(options)),
       on_done_(std::move(on_done)),
       layers_(model.layers.size()),
       // One compute thread applies the steps, one copies, the design decides the comm threads.
@@ -84,6 +89,8 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
       for (std::size_t t = 0; t < layer.params.size(); ++t) {
         std::memcpy(b->in.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
         at += layer.sizes[t];
+        b->params.pieces.push_back(layer.params[t]);
+        b->params.sizes.push_back(static_cast<std::size_t>(layer.sizes[t]));
       }
     }
     store_->init(b->key, b->in.data(), b->in.size());
@@ -122,8 +129,15 @@ void AllreduceBuckets::schedule(std::uint64_t t) {
                    {bucket->in_tag}, Engine::Kind::kCopy);
     }
     // The collective mutates sums_tag: it waits for the last iteration's step to have read
-    // the sums it overwrites.
-    store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
+    // the sums it overwrites (by owner: for apply() to have ended the last iteration).
+    if (by_owner_) {
+      store_->pushStepped(bucket->key, bucket->in.data(), bucket->in_tag, &bucket->params,
+                          [this, bucket, t](std::size_t begin, std::size_t n, const float* sums) {
+                            stepSlice(*bucket, t, begin, n, sums);
+                          });
+    } else {
+      store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
+    }
   }
   for (auto& b : buckets_) {
     Bucket* bucket = b.get();
@@ -163,8 +177,41 @@ void AllreduceBuckets::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
   }
 }
 
+bool AllreduceBuckets::stepByOwner(const AllreduceOptions& o) {
+  // Gradient mode needs the mean everywhere, a 16-bit wire would gather fp32 values in place
+  // of 16-bit sums (more bytes), and a node's hooks work on whole layers.
+  return o.kvstore.wire == WireFormat::kFp32 && !o.sgd.gradient_only && !o.before_copy && !o.after_step;
+}
+
+void AllreduceBuckets::stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n,
+                                 const float* sums) {
+  TimelineSpan span(timeline_, "engine comm", timeline_ ? detail::cat("step slice of key ", bucket.key) : "",
+                    "allreduce");
+  const SgdOptions step = sgd_.at(t);
+  const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
+  const std::size_t end = begin + n;
+  for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
+    Layer& layer = *layers_[bucket.plan.layers[i]];
+    auto at = static_cast<std::size_t>(bucket.plan.offsets[i]);
+    for (std::size_t k = 0; k < layer.params.size(); at += static_cast<std::size_t>(layer.sizes[k]), ++k) {
+      const std::size_t from = std::max(begin, at), to = std::min(end, at + static_cast<std::size_t>(layer.sizes[k]));
+      if (from >= to) continue;
+      float* momentum = layer.momentum[k].empty() ? nullptr : layer.momentum[k].data() + (from - at);
+      sgdStep(layer.params[k] + (from - at), momentum, {sums + (from - begin)}, scale,
+              static_cast<std::int64_t>(to - from), step, layer.first_step);
+    }
+  }
+}
+
 void AllreduceBuckets::apply(Bucket& bucket, std::uint64_t t) {
   TimelineSpan span(timeline_, "engine compute", timeline_ ? detail::cat("apply key ", bucket.key) : "", "allreduce");
+  if (by_owner_) {  // the collective stepped and gathered the parameters
+    for (int l : bucket.plan.layers) {
+      layers_[l]->first_step = false;
+      on_done_(l);
+    }
+    return;
+  }
   const SgdOptions step = sgd_.at(t);
   const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
@@ -203,6 +250,9 @@ std::int64_t AllreduceBuckets::floatsOfLayer(int layer) const {
   return n;
 }
 
+// By owner the records still hold whole tensors' momentum, current where the rank owns the
+// slice: a resumed run (the same ranks) reads its own slices, and a checkpoint of the
+// replicated step resumes alike.
 void AllreduceBuckets::addStateRecords(std::vector<StateRecord>& records) {
   for (auto& l : layers_) {
     if (!l) continue;
@@ -221,7 +271,9 @@ void AllreduceBuckets::addToDigest(Digest& d) const {
     if (!l) continue;
     for (std::size_t k = 0; k < l->params.size(); ++k) {
       d.update(l->params[k], l->sizes[k] * sizeof(float));
-      d.update(l->momentum[k].data(), l->momentum[k].size() * sizeof(float));
+      // By owner each rank keeps the momentum of its slices current, not of the others':
+      // it is not replicated, as a shard's is not.
+      if (!by_owner_) d.update(l->momentum[k].data(), l->momentum[k].size() * sizeof(float));
     }
   }
 }

@@ -6,7 +6,11 @@
 //   grad(l) ready -> copy into the bucket -> KVStore push (sum over workers) -> SGD step
 //   on each layer from the sums where the store keeps them (no pull's copy), with the
 //   replicated optimizer state -> C[l] set.
-// Every worker applies the same step to the same sums, so the replicas stay identical.
+// Every worker applies the same step to the same sums, so the replicas stay identical. In
+// server mode on an fp32 wire the step goes by owner instead (stepByOwner): inside the
+// collective each rank steps its slice of the bucket, with the momentum of that slice, and
+// the stepped values are gathered in place of the sums (Communicator::allreduceStepped), so
+// each rank steps a P-th of the parameters and the replicas are still equal bit for bit.
 #pragma once
 
 #include <chrono>
@@ -77,7 +81,10 @@ class AllreduceBuckets {
  private:
   struct Layer;
   struct Bucket;
+  static bool stepByOwner(const AllreduceOptions& options);
   void copyIn(Layer& layer, Bucket& bucket, std::int64_t offset, std::uint64_t t);
+  // By owner: iteration t's step of values [begin, begin + n) of the bucket from their sums.
+  void stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n, const float* sums);
   void apply(Bucket& bucket, std::uint64_t t);
 
   FailureState& failure_;
@@ -87,6 +94,7 @@ class AllreduceBuckets {
   const std::function<void(int, std::uint64_t)> after_step_;
   const int workers_;
   const WireFormat wire_;  // how the sums travel
+  const bool by_owner_;    // the step by owner (stepByOwner)
   std::function<void(int)> on_done_;
   std::vector<std::unique_ptr<Layer>> layers_;    // by model layer; null if not allreduce
   std::vector<std::unique_ptr<Bucket>> buckets_;  // in back-propagation order

@@ -86,6 +86,41 @@ std::int64_t inPlaceSumsWrong(Transport& transport, const KVStoreOptions& option
   return bad;
 }
 
+// The step by owner (fp32): targets in three pieces of memory, a "step" that writes each
+// sum it is given into its slice of them, so every rank's targets must end as the sums,
+// every slice gathered from its owner into the right piece.
+std::int64_t steppedSumsWrong(Transport& transport, const KVStoreOptions& options, int P, int iteration,
+                              FailureState& failure) {
+  auto comm = transport.newCommunicator(options.timeout, failure);
+  std::int64_t bad = 0;
+  for (std::size_t k = 0; k < kSizes.size(); ++k) {
+    const std::size_t n = kSizes[k];
+    std::vector<float> send(n);
+    for (std::size_t i = 0; i < n; ++i) send[i] = value(transport.rank(), k, iteration, i);
+    const std::size_t cut1 = n / 3, cut2 = 2 * n / 3;
+    std::vector<std::vector<float>> pieces{std::vector<float>(cut1, -1.0f), std::vector<float>(cut2 - cut1, -1.0f),
+                                           std::vector<float>(n - cut2, -1.0f)};
+    PiecedBuffer targets;
+    for (auto& piece : pieces) {
+      targets.pieces.push_back(piece.data());
+      targets.sizes.push_back(piece.size());
+    }
+    int calls = 0;
+    comm->allreduceStepped(send.data(), targets, [&](std::size_t begin, std::size_t len, const float* sums) {
+      ++calls;
+      targets.forEach(begin, len, [&](float* at, std::size_t m, std::size_t offset) {
+        std::copy(sums + (offset - begin), sums + (offset - begin) + m, at);
+      });
+    });
+    bad += calls != 1;
+    std::size_t i = 0;
+    for (const auto& piece : pieces) {
+      for (float v : piece) bad += v != expectedSum(WireFormat::kFp32, P, k, iteration, i++);
+    }
+  }
+  return bad;
+}
+
 }  // namespace
 
 StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations, std::uint64_t seed) {
@@ -160,6 +195,7 @@ StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& option
   StressResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   wrong += inPlaceSumsWrong(transport, options, P, iterations, failure);
+  if (options.wire == WireFormat::kFp32) wrong += steppedSumsWrong(transport, options, P, iterations + 1, failure);
   result.wrong_values = wrong.load();
   result.collectives = static_cast<std::int64_t>(K) * iterations;
   store->stop();
