@@ -130,6 +130,20 @@ MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers() {
   return *owner_sum_;
 }
 
+void MpiCommunicator::ownerSum(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b, float* out,
+                               Clock::time_point until) {
+  const int own = b.layOut(rank_, size_, [&](int s) { return slices.length(s); }, [&](int s) { return slices.begin(s); });
+  float* gathered = b.gathered.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
+  MPI_Request request;
+  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, gathered, b.recv_counts.data(),
+                       b.recv_displs.data(), MPI_FLOAT, comm_, &request),
+        "MPI_Ialltoallv");
+  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)", until);
+  std::vector<const float*> from(size_);
+  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : gathered + b.recv_displs[r];
+  addInRankOrder(from, static_cast<std::size_t>(own), out);
+}
+
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
   if (size_ == 1) {
@@ -140,18 +154,10 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   paced(bytes, &failure_);
   const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
   OwnerSumBuffers& b = ownerSumBuffers();
-  const int own = b.layOut(rank_, size_, [&](int s) { return slices.length(s); }, [&](int s) { return slices.begin(s); });
-  float* gathered = b.gathered.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
   const auto until = deadline();  // after the pacing: the budget's wait is not the peers'
-  MPI_Request request;
-  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, gathered, b.recv_counts.data(),
-                       b.recv_displs.data(), MPI_FLOAT, comm_, &request),
-        "MPI_Ialltoallv");
-  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)", until);
-  std::vector<const float*> from(size_);
-  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : gathered + b.recv_displs[r];
-  addInRankOrder(from, slices.length(rank_), recv + slices.begin(rank_));
+  ownerSum(send, slices, b, recv + slices.begin(rank_), until);
   // Every owner's sum to every rank, in place: this rank's slice of `recv` is its own sum.
+  MPI_Request request;
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, b.slice_counts.data(), b.slice_displs.data(),
                         MPI_FLOAT, comm_, &request),
         "MPI_Iallgatherv");
@@ -204,19 +210,12 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   paced(bytes, &failure_);
   const sum16::Slices slices(count, size_);
   OwnerSumBuffers& b = ownerSumBuffers();
-  const int own = b.layOut(rank_, size_, [&](int s) { return slices.length(s); }, [&](int s) { return slices.begin(s); });
-  float* gathered = b.gathered.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
+  const int own = static_cast<int>(slices.length(rank_));
   float* sum = b.sum.atLeast(static_cast<std::size_t>(own));
   const auto until = deadline();
-  MPI_Request request;
-  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, gathered, b.recv_counts.data(),
-                       b.recv_displs.data(), MPI_FLOAT, comm_, &request),
-        "MPI_Ialltoallv");
-  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)", until);
-  std::vector<const float*> from(size_);
-  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : gathered + b.recv_displs[r];
-  addInRankOrder(from, static_cast<std::size_t>(own), sum);
+  ownerSum(send, slices, b, sum, until);
   step(slices.begin(rank_), static_cast<std::size_t>(own), sum);
+  MPI_Request request;
   // Every owner's stepped slice to every rank, from the targets straight into the targets:
   // slice s arrives where its pieces lie (an alltoallw, whose datatypes may differ by peer).
   // Sent from the start of this rank's slice, received at absolute addresses (MPI_BOTTOM):

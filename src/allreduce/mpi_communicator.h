@@ -50,6 +50,9 @@ class MpiCommunicator final : public Communicator {
   struct OwnerSumBuffers;
   // The owner sums' buffers (fresh ones after an abandoned call).
   OwnerSumBuffers& ownerSumBuffers();
+  // The fp32 alltoall of `send`'s slices to their owners and this rank's rank-order sum of
+  // its slice into `out` (b laid out for fp32 slices on the way).
+  void ownerSum(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b, float* out, Clock::time_point until);
   // Polls `request` until it completes; past `until` it throws the timeout. One call's
   // collectives share one deadline, so a call gives up after --timeout, not once per step.
   void wait(MPI_Request& request, const char* what, Clock::time_point until);

@@ -71,6 +71,13 @@ struct FeedbackReference {
   }
 };
 
+// value() of this rank for every index of key k's buffer.
+std::vector<float> valuesOf(int rank, std::size_t k, int iteration) {
+  std::vector<float> v(kSizes[k]);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = value(rank, k, iteration, i);
+  return v;
+}
+
 // The communicator's sums in place (send == recv), which no store push takes: every size
 // once, on a communicator of its own, each value checked as the pushes' are.
 std::int64_t inPlaceSumsWrong(Transport& transport, const KVStoreOptions& options, int P, int iteration,
@@ -78,8 +85,7 @@ std::int64_t inPlaceSumsWrong(Transport& transport, const KVStoreOptions& option
   auto comm = transport.newCommunicator(options.timeout, failure);
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < kSizes.size(); ++k) {
-    std::vector<float> buf(kSizes[k]);
-    for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = value(transport.rank(), k, iteration, i);
+    std::vector<float> buf = valuesOf(transport.rank(), k, iteration);
     comm->sum(options.wire, buf.data(), buf.data(), buf.size());
     for (std::size_t i = 0; i < buf.size(); ++i) bad += buf[i] != expectedSum(options.wire, P, k, iteration, i);
   }
@@ -95,8 +101,7 @@ std::int64_t steppedSumsWrong(Transport& transport, const KVStoreOptions& option
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < kSizes.size(); ++k) {
     const std::size_t n = kSizes[k];
-    std::vector<float> send(n);
-    for (std::size_t i = 0; i < n; ++i) send[i] = value(transport.rank(), k, iteration, i);
+    const std::vector<float> send = valuesOf(transport.rank(), k, iteration);
     const std::size_t cut1 = n / 3, cut2 = 2 * n / 3;
     std::vector<std::vector<float>> pieces{std::vector<float>(cut1, -1.0f), std::vector<float>(cut2 - cut1, -1.0f),
                                            std::vector<float>(n - cut2, -1.0f)};
