@@ -127,7 +127,8 @@ class Session {
   // the shard's optimizer state, replicated optimizer state. Valid only between
   // iterations, after waitAll() (and serveUntil() on a server-only rank).
   std::vector<StateRecord> stateRecords();
-  // Digest of the state every worker replicates (SFB and allreduce layers, their momentum;
+  // Digest of the state every worker replicates (SFB and allreduce layers, their momentum
+  // where it is replicated, not where allreduce layers step by owner;
   // PS layers whose shards send 16-bit updates, which each worker adds to its own copy).
   std::string replicaDigest() const;
   SessionStats stats() const;

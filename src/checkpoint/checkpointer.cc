@@ -189,8 +189,21 @@ void Checkpointer::checkRanks(const CheckpointInfo& info, int ranks) {
   }
 }
 
-void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string& config, int ranks) {
+void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string& saved_for,
+                                   int ranks) {
   checkRanks(info, ranks);
+  // Whole momentum on every rank (no sharded field in the checkpoint) serves a run that
+  // steps allreduce layers by owner as well: compare without this run's field then.
+  std::string config = saved_for;
+  const std::string sharded = kShardedAllreduceField;
+  const std::size_t at = config.find(sharded);
+  if (at != std::string::npos && info.config.find(sharded) == std::string::npos) config.erase(at, sharded.size());
+  if (info.config != config && info.config.find(sharded) != std::string::npos &&
+      config.find(sharded) == std::string::npos) {
+    throw InputError(detail::cat("the checkpoint in ", info.folder,
+                                 " holds allreduce momentum sharded by owner (saved in server mode on an fp32 "
+                                 "wire); resume it in server mode with --wire fp32 (Python: wire=\"fp32\")"));
+  }
   // Settings written before runConfiguration() cannot be compared field by field: say so
   // rather than show two unrelated strings.
   const auto formatted = [](const std::string& c) { return c.rfind(kConfigurationFormat, 0) == 0; };

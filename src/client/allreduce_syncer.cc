@@ -53,7 +53,8 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
       by_owner_(stepByOwner(options)),
       on_done_(std::move(on_done)),
       layers_(model.layers.size()),
-      // One compute thread applies the steps, one copies, the design decides the comm threads.
+      // One compute thread applies the steps (by owner the comm threads step, inside the
+      // collective), one copies, the design decides the comm threads.
       engine_(Engine::Threads{1, 1, options.kvstore.commThreads()}, failure) {
   std::vector<std::pair<int, std::int64_t>> order;  // back-propagation order
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
@@ -185,8 +186,7 @@ bool AllreduceBuckets::stepByOwner(const AllreduceOptions& o) {
 
 void AllreduceBuckets::stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n,
                                  const float* sums) {
-  TimelineSpan span(timeline_, "engine comm", timeline_ ? detail::cat("step slice of key ", bucket.key) : "",
-                    "allreduce");
+  // Inside the collective's timeline span (its thread's track): no span of its own.
   const SgdOptions step = sgd_.at(t);
   const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
   const std::size_t end = begin + n;

@@ -70,9 +70,11 @@ class AllreduceBuckets {
   std::uint64_t bytesOfLayer(int layer) const;
   // One line for the progress output: layers, buckets, design.
   std::string summary() const;
-  // Weights, biases and momentum: what every replica must agree on.
+  // Weights, biases and (unless stepped by owner, which shards it) momentum: what every
+  // replica must agree on.
   void addToDigest(Digest& digest) const;
-  // The replicated optimizer state (momentum), then the store's error feedback, for checkpoints.
+  // The optimizer state (momentum: replicated, or by owner current on this rank's slices),
+  // then the store's error feedback, for checkpoints.
   void addStateRecords(std::vector<StateRecord>& records);
   // Stops the store and the engine. The queued tasks of the iteration after the last
   // wait only for gradients that will not come, and are dropped.

@@ -154,12 +154,14 @@ void checkCheckpointOptions(const std::string& dir, std::int64_t every) {
 //          position), buffers, staleness (which updates a read sees), server_ranks, shards
 //          and pair (how the state is cut across the rank files), fusion (the allreduce
 //          sums' grouping, and so MPI's order of additions), error_feedback (its residuals
-//          are state records);
+//          are state records), allreduce_momentum (sharded by the step by owner: what each
+//          rank's momentum records hold);
 //   out:   the plan's inputs (scheme, cost_model, bandwidth, gflops, and wire, staleness
 //          and straggler_timeout where they change the plan: the session compares the plan
 //          itself), how messages travel (wfbp, kvstore, devices_per_node and
 //          node_memory: the session compares the nodes it found; the send order and
-//          budget; wire: it changes each step's rounding, not what state is kept),
+//          budget; wire: it changes each step's rounding, and what state is kept only
+//          through allreduce_momentum),
 //          timeouts (straggler_timeout included), start_iteration (the checkpoint's),
 //          replicas_equal (how the start makes them equal), and the front end's agreement
 //          (each front end adds its own).
@@ -185,6 +187,9 @@ std::string runConfiguration(const Options& o, ConfigurationUse use) {
   field("fusion", o.fusion_bytes, true);
   // Named only when on, so checkpoints from before it stay resumable.
   if (o.error_feedback) field("error_feedback", "on", true);
+  // kShardedAllreduceField: where the allreduce layers may step by owner (on a node's
+  // leaders they do not, but their checkpoints are then refused only for a wire change).
+  if (o.wire == "fp32" && !o.gradient_mode) s << kShardedAllreduceField;
   field("scheme", o.scheme, false);
   field("cost_model", o.cost_model, false);
   field("bandwidth", o.bandwidth, false);

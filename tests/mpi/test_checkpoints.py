@@ -86,6 +86,9 @@ def test_bad_checkpoints(args, tmp):
 
     expect_failure(args, resume(f"{tmp}/ck", iterations="30"), "other settings")
     expect_failure(args, resume(f"{tmp}/ck", extra=["--lr", "0.5"]), "other settings")
+    # Saved in server mode on fp32: the allreduce layers' momentum is sharded by owner, which
+    # a 16-bit wire's replicated step cannot resume.
+    expect_failure(args, resume(f"{tmp}/ck", extra=["--wire", "bf16"]), "sharded by owner")
     expect_failure(args, resume(f"{tmp}/ck", iterations="10"), "nothing left to do")
     expect_failure(args, resume(f"{tmp}/ck", n=3), "mpirun -np 2")
     fcnet = [a if a != "mlp" else "fcnet" for a in resume(f"{tmp}/ck")]
@@ -111,6 +114,12 @@ def test_bad_checkpoints(args, tmp):
         shutil.rmtree(f"{tmp}/bad")
     # The intact checkpoint still resumes.
     train(args, 2, flags + ["--resume", f"{tmp}/ck"])
+    # Whole momentum on every rank (a 16-bit wire's replicated step) resumes the step by owner.
+    rc, out, err, secs = run(mpirun(2) + [args.poseidon, "train"] + flags + ["--wire", "bf16", "--checkpoint-dir",
+                                                                             f"{tmp}/ck16", "--checkpoint-every", "10"],
+                             300, env)
+    assert rc != 0, "the bf16 run was meant to die at iteration 15"
+    train(args, 2, flags + ["--resume", f"{tmp}/ck16"])
     expect_failure(args, mpirun(2) + [args.poseidon, "train"] + flags + ["--checkpoint-dir", f"{tmp}/x"],
                    "go together")
 
