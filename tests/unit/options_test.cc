@@ -145,22 +145,48 @@ TEST(Options, ErrorFeedbackKeepsAllreduceSumsIn16BitsAndFactorsInFp32) {
 
 TEST(RunConfiguration, ResumeKeepsWhatMakesTheResumeExact) {
   Options o;
-  EXPECT_EQ(runConfiguration(o, ConfigurationUse::kResume), kDefaultResume);
+  // Server mode on fp32: the allreduce layers may step by owner (their momentum sharded).
+  const std::string fp32_server = std::string(kDefaultResume) + kShardedAllreduceField;
+  EXPECT_EQ(runConfiguration(o, ConfigurationUse::kResume), fp32_server);
   // What may change on resume leaves it as it is.
   o.timeout = std::chrono::milliseconds(1000);
   o.start_iteration = 40;
   o.scheme = "ps";
   o.kvstore = "funnel";
   o.agreement = "epochs=3";
-  EXPECT_EQ(runConfiguration(o, ConfigurationUse::kResume), kDefaultResume);
+  EXPECT_EQ(runConfiguration(o, ConfigurationUse::kResume), fp32_server);
   // What the arithmetic depends on changes it.
   o.staleness = 2;
-  EXPECT_NE(runConfiguration(o, ConfigurationUse::kResume), kDefaultResume);
+  EXPECT_NE(runConfiguration(o, ConfigurationUse::kResume), fp32_server);
   // Error feedback's residuals are in the checkpoint: on or off is kept.
   Options feedback;
   feedback.wire = "bf16";
   feedback.error_feedback = true;
   EXPECT_EQ(runConfiguration(feedback, ConfigurationUse::kResume), std::string(kDefaultResume) + " error_feedback=on");
+}
+
+TEST(RunConfiguration, ShardedAllreduceMomentumResumesOnlyWhereItIsSharded) {
+  CheckpointInfo info;
+  info.folder = "ck/iter-00000010";
+  info.ranks = 2;
+  const std::string sharded = runConfiguration(Options{}, ConfigurationUse::kResume);
+  Options bf16;
+  bf16.wire = "bf16";
+  const std::string whole = runConfiguration(bf16, ConfigurationUse::kResume);
+  EXPECT_EQ(whole, kDefaultResume) << "a 16-bit wire replicates the step: no field";
+  // Whole momentum (a 16-bit wire's, or a checkpoint of an earlier build) resumes the step by owner.
+  info.config = whole;
+  EXPECT_NO_THROW(Checkpointer::checkCompatible(info, sharded, 2));
+  EXPECT_NO_THROW(Checkpointer::checkCompatible(info, whole, 2));
+  // Sharded momentum does not resume a replicated step.
+  info.config = sharded;
+  EXPECT_NO_THROW(Checkpointer::checkCompatible(info, sharded, 2));
+  try {
+    Checkpointer::checkCompatible(info, whole, 2);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sharded by owner"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RunConfiguration, StartHoldsEverythingTheRanksShare) {
