@@ -188,11 +188,14 @@ MPI_Datatype sliceType(const PiecedBuffer& targets, std::size_t begin, std::size
   return type;
 }
 
-// The datatypes of one call, freed when it returns (or throws): MPI keeps what a pending
-// collective still needs until it completes.
+// The datatypes of one call, freed when it returns; leaked when the call gave up on a
+// collective MPI still holds (Open MPI 4.1's libnbc may read them while it progresses the
+// abandoned request: the address sanitizer's fault-injection case crashed there).
 struct Datatypes {
+  const std::atomic<bool>* abandoned;
   std::vector<MPI_Datatype> types;
   ~Datatypes() {
+    if (abandoned->load()) return;
     for (auto& t : types) MPI_Type_free(&t);
   }
 };
@@ -224,7 +227,7 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   targets.forEach(slices.begin(rank_), static_cast<std::size_t>(own), [&](const float* at, std::size_t, std::size_t) {
     if (mine == nullptr) mine = at;
   });
-  Datatypes types;
+  Datatypes types{&abandoned_, {}};
   std::vector<int> send_counts(size_, 0), recv_counts(size_, 0), displs(size_, 0);
   std::vector<MPI_Datatype> send_types(size_, MPI_FLOAT), recv_types(size_, MPI_FLOAT);
   if (own > 0) {
