@@ -100,7 +100,7 @@ struct Grown {
 // still holds.
 struct MpiCommunicator::OwnerSumBuffers {
   Grown<float> gathered;                 // fp32: the other ranks' slices of this rank's, in rank order
-  Grown<float> sum;                      // the step by owner: this rank's slice's sums
+  Grown<float> stepped;                  // the step by owner: the bucket's stepped values, gathered
   Grown<std::uint16_t> mine16, gathered16, sum16;  // 16 bits: this rank's encoding, the others' slices, its sum
   // Slice s of the buffer: slice_counts[s] elements from slice_displs[s] (the allgather's
   // layout); the alltoall sends the same slices but none to itself, and packs what it
@@ -165,43 +165,6 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   counted(bytes);
 }
 
-namespace {
-
-MPI_Aint addressOf(const void* at) {
-  MPI_Aint address;
-  MPI_Get_address(at, &address);
-  return address;
-}
-
-// Values [begin, begin + n) of `targets` as one datatype: a block per piece they cross, at
-// its address's distance from `origin` (0: absolute, for MPI_BOTTOM).
-MPI_Datatype sliceType(const PiecedBuffer& targets, std::size_t begin, std::size_t n, MPI_Aint origin) {
-  std::vector<int> lengths;
-  std::vector<MPI_Aint> displacements;
-  targets.forEach(begin, n, [&](const float* at, std::size_t len, std::size_t) {
-    lengths.push_back(static_cast<int>(len));
-    displacements.push_back(MPI_Aint_diff(addressOf(at), origin));
-  });
-  MPI_Datatype type;
-  MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), displacements.data(), MPI_FLOAT, &type);
-  MPI_Type_commit(&type);
-  return type;
-}
-
-// The datatypes of one call, freed when it returns; leaked when the call gave up on a
-// collective MPI still holds (Open MPI 4.1's libnbc may read them while it progresses the
-// abandoned request: the address sanitizer's fault-injection case crashed there).
-struct Datatypes {
-  const std::atomic<bool>* abandoned;
-  std::vector<MPI_Datatype> types;
-  ~Datatypes() {
-    if (abandoned->load()) return;
-    for (auto& t : types) MPI_Type_free(&t);
-  }
-};
-
-}  // namespace
-
 void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) {
   const std::size_t count = targets.count();
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
@@ -213,43 +176,30 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   paced(bytes, &failure_);
   const sum16::Slices slices(count, size_);
   OwnerSumBuffers& b = ownerSumBuffers();
-  const int own = static_cast<int>(slices.length(rank_));
-  float* sum = b.sum.atLeast(static_cast<std::size_t>(own));
+  // MPI reads and writes only `stepped`, never the targets (the model's tensors): a call
+  // that gives up leaves MPI a buffer it owns, which is leaked with the others, while the
+  // tensors may be freed. Open MPI 4.1's libnbc kept progressing an abandoned collective
+  // into freed tensors (the address sanitizer's fault-injection case). The price is a copy
+  // of the bucket through a buffer that stays in cache slice by slice.
+  float* stepped = b.stepped.atLeast(count);
+  const std::size_t mine = slices.begin(rank_), own = slices.length(rank_);
   const auto until = deadline();
-  ownerSum(send, slices, b, sum, until);
-  step(slices.begin(rank_), static_cast<std::size_t>(own), sum);
-  MPI_Request request;
-  // Every owner's stepped slice to every rank, from the targets straight into the targets:
-  // slice s arrives where its pieces lie (an alltoallw, whose datatypes may differ by peer).
-  // Sent from the start of this rank's slice, received at absolute addresses (MPI_BOTTOM):
-  // the two buffers' regions are disjoint, and so are the pointers MPI is handed.
-  const float* mine = nullptr;
-  targets.forEach(slices.begin(rank_), static_cast<std::size_t>(own), [&](const float* at, std::size_t, std::size_t) {
-    if (mine == nullptr) mine = at;
+  ownerSum(send, slices, b, stepped + mine, until);
+  step(mine, own, stepped + mine);
+  targets.forEach(mine, own, [&](const float* at, std::size_t n, std::size_t offset) {
+    std::memcpy(stepped + offset, at, n * sizeof(float));
   });
-  Datatypes types{&abandoned_, {}};
-  std::vector<int> send_counts(size_, 0), recv_counts(size_, 0), displs(size_, 0);
-  std::vector<MPI_Datatype> send_types(size_, MPI_FLOAT), recv_types(size_, MPI_FLOAT);
-  if (own > 0) {
-    types.types.push_back(sliceType(targets, slices.begin(rank_), static_cast<std::size_t>(own), addressOf(mine)));
-    for (int s = 0; s < size_; ++s) {
-      if (s == rank_) continue;
-      send_counts[s] = 1;
-      send_types[s] = types.types.back();
-    }
-  }
+  MPI_Request request;
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stepped, b.slice_counts.data(), b.slice_displs.data(),
+                        MPI_FLOAT, comm_, &request),
+        "MPI_Iallgatherv");
+  wait(request, "MPI_Iallgatherv (the stepped slices to every rank)", until);
   for (int s = 0; s < size_; ++s) {
-    if (s == rank_ || slices.length(s) == 0) continue;
-    types.types.push_back(sliceType(targets, slices.begin(s), slices.length(s), 0));
-    recv_counts[s] = 1;
-    recv_types[s] = types.types.back();
+    if (s == rank_) continue;
+    targets.forEach(slices.begin(s), slices.length(s), [&](float* at, std::size_t n, std::size_t offset) {
+      std::memcpy(at, stepped + offset, n * sizeof(float));
+    });
   }
-  check(MPI_Ialltoallw(own > 0 ? mine : send, send_counts.data(), displs.data(), send_types.data(), MPI_BOTTOM,
-                       recv_counts.data(), displs.data(), recv_types.data(), comm_, &request),
-        "MPI_Ialltoallw");
-  // After a give-up MPI may still write the targets, which are the model's tensors, not
-  // buffers it could be left: the error ends the job (the launcher or MPI_Abort).
-  wait(request, "MPI_Ialltoallw (the stepped slices to every rank)", until);
   counted(bytes);
 }
 

@@ -37,8 +37,8 @@ class MpiCommunicator final : public Communicator {
   // the loopback communicator computes, bit for bit, on every run; it moves a ring's bytes
   // (2 (P-1)/P of the buffer per rank) in two steps, in place or not.
   void allreduceSum(const float* send, float* recv, std::size_t count) override;
-  // The fp32 owner sum as above, the owner's step, then an MPI_Ialltoallw of the stepped
-  // slices from the targets' pieces into the others' (no staging copy either way).
+  // The fp32 owner sum as above, the owner's step, then an MPI_Iallgatherv of the stepped
+  // slices through a staging buffer of the communicator's, copied into the targets.
   void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) override;
   void broadcast(float* data, std::size_t count, int root) override;
   // An MPI_Ialltoallv of the 16-bit slices to their owners, the owner's sum, an

@@ -181,10 +181,7 @@ void AllreduceBuckets::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
 bool AllreduceBuckets::stepByOwner(const AllreduceOptions& o) {
   // Gradient mode needs the mean everywhere, a 16-bit wire would gather fp32 values in place
   // of 16-bit sums (more bytes), and a node's hooks work on whole layers.
-  // Off until its failure path is safe: under the address sanitizer, a rank failing mid-run
-  // crashed in libnbc's progress of an abandoned MPI_Ialltoallw (into the model's tensors).
-  constexpr bool kEnabled = false;
-  return kEnabled && o.kvstore.wire == WireFormat::kFp32 && !o.sgd.gradient_only && !o.before_copy && !o.after_step;
+  return o.kvstore.wire == WireFormat::kFp32 && !o.sgd.gradient_only && !o.before_copy && !o.after_step;
 }
 
 void AllreduceBuckets::stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n,
