@@ -62,7 +62,8 @@ class Communicator {
   // the buffer, and the ranks' targets end equal, bit for bit, with a ring's bytes moved
   // (the updated values in place of the sums). This generic version sums every slice on
   // every rank (allreduceSum), steps its own, and broadcasts it from its owner; MPI's sends
-  // only the owners' shares and gathers the updated values straight into the targets.
+  // only the owners' shares and gathers the updated values through a buffer of its own,
+  // copied into the targets (MPI never holds the targets, which the caller may free).
   virtual void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step);
   // The sum `wire` asks for: allreduceSum in fp32 (no rounding but the additions'), else
   // allreduceSum16.

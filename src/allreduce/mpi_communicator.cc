@@ -66,7 +66,9 @@ void MpiCommunicator::check(int rc, const char* call) const {
 void MpiCommunicator::wait(MPI_Request& request, const char* what, Clock::time_point until) {
   int done = 0;
   while (true) {
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) abandoned_ = true;  // the request may still be pending: keep its buffers
+    check(rc, "MPI_Test");
     if (done) return;
     // The request stays pending: MPI offers no way to take back a collective. The error
     // ends the run, and MPI_Abort or the launcher takes the other ranks down with it;

@@ -61,7 +61,7 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> abandoned_{false};  // a call gave up on a request MPI still holds
-  std::unique_ptr<OwnerSumBuffers> owner_sum_;  // allreduceSum's and allreduceSum16's, kept across calls
+  std::unique_ptr<OwnerSumBuffers> owner_sum_;  // the owner sums' (fp32, stepped, 16-bit), kept across calls
   int rank_ = 0;
   int size_ = 1;
   const std::chrono::milliseconds timeout_;
