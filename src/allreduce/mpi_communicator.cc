@@ -188,19 +188,14 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   const auto until = deadline();
   ownerSum(send, slices, b, stepped + mine, until);
   step(mine, own, stepped + mine);
-  targets.forEach(mine, own, [&](const float* at, std::size_t n, std::size_t offset) {
-    std::memcpy(stepped + offset, at, n * sizeof(float));
-  });
+  targets.copyTo(mine, own, stepped + mine);
   MPI_Request request;
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stepped, b.slice_counts.data(), b.slice_displs.data(),
                         MPI_FLOAT, comm_, &request),
         "MPI_Iallgatherv");
   wait(request, "MPI_Iallgatherv (the stepped slices to every rank)", until);
   for (int s = 0; s < size_; ++s) {
-    if (s == rank_) continue;
-    targets.forEach(slices.begin(s), slices.length(s), [&](float* at, std::size_t n, std::size_t offset) {
-      std::memcpy(at, stepped + offset, n * sizeof(float));
-    });
+    if (s != rank_) targets.copyFrom(slices.begin(s), slices.length(s), stepped + slices.begin(s));
   }
   counted(bytes);
 }

@@ -13,6 +13,18 @@ std::size_t PiecedBuffer::count() const {
   return n;
 }
 
+void PiecedBuffer::copyTo(std::size_t from, std::size_t len, float* out) const {
+  forEach(from, len, [&](const float* at, std::size_t n, std::size_t offset) {
+    std::memcpy(out + (offset - from), at, n * sizeof(float));
+  });
+}
+
+void PiecedBuffer::copyFrom(std::size_t from, std::size_t len, const float* in) const {
+  forEach(from, len, [&](float* at, std::size_t n, std::size_t offset) {
+    std::memcpy(at, in + (offset - from), n * sizeof(float));
+  });
+}
+
 // The generic way, for communicators without an alltoall (the loopback): the whole sum on
 // every rank, the owner's step of its slice, then each owner's slice broadcast from it.
 // Counted once as itself, a ring's bytes, as MPI's override moves.
@@ -30,16 +42,9 @@ void Communicator::allreduceStepped(const float* send, const PiecedBuffer& targe
       const std::size_t begin = slices.begin(s);
       slice.resize(slices.length(s));
       if (slice.empty()) continue;  // fewer values than ranks: the same slices empty on every rank
-      if (s == rank()) {
-        targets.forEach(begin, slice.size(), [&](const float* at, std::size_t n, std::size_t offset) {
-          std::memcpy(slice.data() + (offset - begin), at, n * sizeof(float));
-        });
-      }
+      if (s == rank()) targets.copyTo(begin, slice.size(), slice.data());
       broadcast(slice.data(), slice.size(), s);
-      if (s == rank()) continue;
-      targets.forEach(begin, slice.size(), [&](float* at, std::size_t n, std::size_t offset) {
-        std::memcpy(at, slice.data() + (offset - begin), n * sizeof(float));
-      });
+      if (s != rank()) targets.copyFrom(begin, slice.size(), slice.data());
     }
   }
   counted(allreduceBytesSent(count, size()));

@@ -17,6 +17,9 @@ struct PiecedBuffer {
   std::vector<float*> pieces;
   std::vector<std::size_t> sizes;  // floats of each piece
   std::size_t count() const;
+  // Values [from, from + len) into out[0, len), or from in[0, len) into the pieces.
+  void copyTo(std::size_t from, std::size_t len, float* out) const;
+  void copyFrom(std::size_t from, std::size_t len, const float* in) const;
   // f(at, n, offset): values [offset, offset + n) of the range [from, from + len) lie at
   // `at` (a piece's memory), in order.
   template <typename F>
