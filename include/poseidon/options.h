@@ -178,9 +178,10 @@ std::string runConfiguration(const Options& options, ConfigurationUse use);
 // format has none).
 inline constexpr const char* kConfigurationFormat = "config/2";
 // runConfiguration's field for a run whose allreduce layers may step by owner (server mode,
-// fp32): their momentum is then current only on each rank's own slices, so such a
+// any wire): their momentum is then current only on each rank's own slices, so such a
 // checkpoint resumes only a run that steps by owner too. A checkpoint without it (every
-// rank's momentum whole: an earlier build, gradient mode, a 16-bit wire) resumes either.
+// rank's momentum whole: an earlier build, whose 16-bit wires stepped every layer on every
+// rank) resumes either.
 inline constexpr const char* kShardedAllreduceField = " allreduce_momentum=sharded";
 
 }  // namespace poseidon

@@ -65,6 +65,14 @@ class Communicator {
   // only the owners' shares and gathers the updated values through a buffer of its own,
   // copied into the targets (MPI never holds the targets, which the caller may free).
   virtual void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step);
+  // The step by owner on a 16-bit wire (`format` bf16 or fp16; step_by_owner.h): rank s
+  // gets slice s of every rank's rounded `send` (sum16.h's alltoall, `feedback->sent` as
+  // there), steps it from their fp32 rank-order sum, and sends its update (new minus old)
+  // rounded, with `feedback->sum` as that rounding's residual on the owner; every rank's
+  // targets end as old + the rounded update, bit for bit, with a 16-bit allreduce's bytes.
+  // This generic version broadcasts as allreduceSum16's; MPI's moves only the owners' shares.
+  virtual void allreduceStepped16(WireFormat format, const float* send, const PiecedBuffer& targets,
+                                  const OwnerStep& step, sum16::Feedback* feedback);
   // The sum `wire` asks for: allreduceSum in fp32 (no rounding but the additions'), else
   // allreduceSum16.
   void sum(WireFormat wire, const float* send, float* recv, std::size_t count, sum16::Feedback* feedback = nullptr) {
@@ -72,6 +80,15 @@ class Communicator {
       allreduceSum(send, recv, count);
     } else {
       allreduceSum16(wire, send, recv, count, feedback);
+    }
+  }
+  // The step by owner `wire` asks for: allreduceStepped in fp32, else allreduceStepped16.
+  void stepped(WireFormat wire, const float* send, const PiecedBuffer& targets, const OwnerStep& step,
+               sum16::Feedback* feedback = nullptr) {
+    if (wire == WireFormat::kFp32) {
+      allreduceStepped(send, targets, step);
+    } else {
+      allreduceStepped16(wire, send, targets, step, feedback);
     }
   }
   // True once a call gave up (an error elsewhere, a timeout) on a collective MPI still

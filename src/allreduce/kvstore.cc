@@ -57,9 +57,10 @@ std::size_t KVStore::count(int key) const {
   return it == entries_.end() ? 0 : it->second.value.size();
 }
 
-void KVStore::init(int key, const float* value, std::size_t count) {
+void KVStore::init(int key, const float* value, std::size_t count, bool stepped) {
   POSEIDON_ENFORCE(entries_.count(key) == 0, "KVStore key ", key, " initialised twice");
   Entry e;
+  e.stepped = stepped;
   e.value.assign(value, value + count);
   e.tag = engine_.newTag(detail::cat("kvstore key ", key));
   if (options_.error_feedback && options_.wire != WireFormat::kFp32) e.feedback = std::make_unique<sum16::Feedback>(count);
@@ -70,7 +71,8 @@ void KVStore::init(int key, const float* value, std::size_t count) {
 void KVStore::addStateRecords(std::vector<StateRecord>& records) {
   for (auto& [key, e] : entries_) {
     if (!e.feedback) continue;
-    for (auto [name, residual] : {std::pair{"sent", &e.feedback->sent}, std::pair{"sum", &e.feedback->sum}}) {
+    const char* owners = e.stepped ? "update" : "sum";
+    for (auto [name, residual] : {std::pair{"sent", &e.feedback->sent}, std::pair{owners, &e.feedback->sum}}) {
       records.push_back(
           StateRecord{detail::cat("ef/allreduce/key", key, "/", name), residual->data(), residual->size() * sizeof(float)});
     }
@@ -84,15 +86,15 @@ void KVStore::push(int key, const float* grad, Engine::Tag grad_tag) {
 
 void KVStore::pushStepped(int key, const float* grad, Engine::Tag grad_tag, const PiecedBuffer* targets,
                           OwnerStep step) {
-  POSEIDON_ENFORCE(options_.wire == WireFormat::kFp32, "the step by owner gathers fp32 values");
   Entry& e = entry(key);
+  POSEIDON_ENFORCE(e.stepped, "KVStore key ", key, " was not initialised for the step by owner");
   POSEIDON_ENFORCE_EQ(targets->count(), e.value.size(), "values of a stepped push's targets");
-  issue(key, e, Collective{grad, nullptr, e.value.size(), nullptr, targets, std::move(step)}, grad_tag);
+  issue(key, e, Collective{grad, nullptr, e.value.size(), e.feedback.get(), targets, std::move(step)}, grad_tag);
 }
 
 void KVStore::Collective::run(Communicator& comm, WireFormat wire) const {
   if (step) {
-    comm.allreduceStepped(grad, *targets, step);
+    comm.stepped(wire, grad, *targets, step, feedback);
   } else {
     comm.sum(wire, grad, value, count, feedback);
   }

@@ -60,12 +60,12 @@ class KVStore {
   virtual ~KVStore() = default;
 
   // Collective and synchronous, in the same order on every rank: the key stores `count`
-  // floats, rank 0's `value`.
-  void init(int key, const float* value, std::size_t count);
+  // floats, rank 0's `value`. A `stepped` key is pushed with pushStepped only.
+  void init(int key, const float* value, std::size_t count, bool stepped = false);
   // After the tasks queued before on `grad_tag` (mutations): the key's value becomes the
   // sum over ranks of `grad`.
   void push(int key, const float* grad, Engine::Tag grad_tag);
-  // The same collective with the step by owner (Communicator::allreduceStepped; fp32 only):
+  // The same collective with the step by owner (Communicator::stepped, on the store's wire):
   // each rank's `step` updates its slice of `targets` from the sums, and every rank's
   // `targets` get every slice. The key's value is left as it was: no pull reads this push.
   void pushStepped(int key, const float* grad, Engine::Tag grad_tag, const PiecedBuffer* targets, OwnerStep step);
@@ -80,8 +80,9 @@ class KVStore {
 
   std::size_t count(int key) const;
   KVStoreType type() const { return options_.type; }
-  // Error feedback's residuals (ef/allreduce/key<k>/sent and /sum), for checkpoints: a
-  // resumed run carries on with them. None without error feedback.
+  // Error feedback's residuals (ef/allreduce/key<k>/sent, and /sum or, on a stepped key,
+  // /update: the owner's rounding is of the update there), for checkpoints: a resumed run
+  // carries on with them. None without error feedback.
   void addStateRecords(std::vector<StateRecord>& records);
   // Stops the design's own threads (funnel); the engine must be idle.
   virtual void stop() {}
@@ -93,6 +94,7 @@ class KVStore {
     std::vector<float> value;
     Engine::Tag tag = 0;
     std::unique_ptr<sum16::Feedback> feedback;  // with error feedback on a 16-bit wire
+    bool stepped = false;                       // pushed by owner's step (init)
   };
   // One push's collective: the sum of `grad` into `value`, or the step by owner into
   // `targets` when `step` is set.

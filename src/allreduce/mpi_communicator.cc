@@ -102,8 +102,9 @@ struct Grown {
 // still holds.
 struct MpiCommunicator::OwnerSumBuffers {
   Grown<float> gathered;                 // fp32: the other ranks' slices of this rank's, in rank order
-  Grown<float> stepped;                  // the step by owner: the bucket's stepped values, gathered
-  Grown<std::uint16_t> mine16, gathered16, sum16;  // 16 bits: this rank's encoding, the others' slices, its sum
+  Grown<float> stepped;                  // the step by owner: the bucket's stepped values, gathered (16 bits: the owner's sums)
+  Grown<std::uint16_t> mine16, gathered16, sum16;  // 16 bits: this rank's encoding, the others' slices, its sum or update
+  owner16::Scratch scratch;              // the 16-bit step by owner's (never MPI's)
   // Slice s of the buffer: slice_counts[s] elements from slice_displs[s] (the allgather's
   // layout); the alltoall sends the same slices but none to itself, and packs what it
   // receives in rank order.
@@ -209,19 +210,13 @@ void MpiCommunicator::broadcast(float* data, std::size_t count, int root) {
   counted(broadcastBytesSent(count, size_));
 }
 
-void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
-                                     sum16::Feedback* feedback) {
-  const sum16::Slices slices(count, size_);
-  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX),
-                   "one 16-bit collective carries at most 2^31 values");
-  const std::uint64_t bytes = allreduce16BytesSent(count, size_);
-  paced(bytes, &failure_);
-  OwnerSumBuffers& b = ownerSumBuffers();
+std::vector<const std::uint16_t*> MpiCommunicator::ownerSlices16(WireFormat format, const float* send,
+                                                                   const sum16::Slices& slices, OwnerSumBuffers& b,
+                                                                   sum16::Feedback* feedback,
+                                                                   Clock::time_point until) {
   const int own = b.layOut(rank_, size_, [&](int s) { return slices.words(s); }, [&](int s) { return slices.offset(s); });
   std::uint16_t* mine = b.mine16.atLeast(slices.totalWords());
   std::uint16_t* gathered = b.gathered16.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
-  std::uint16_t* sum = b.sum16.atLeast(static_cast<std::size_t>(own));
-  const auto until = deadline();
   // Rank s gets slice s of every other rank's encoding, in rank order; its own it reads in place.
   sum16::encode(format, send, slices, mine, feedback != nullptr ? &feedback->sent : nullptr);
   MPI_Request request;
@@ -231,15 +226,61 @@ void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float
   wait(request, "MPI_Ialltoallv (16-bit slices to their owners)", until);
   std::vector<const std::uint16_t*> from(size_);
   for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? mine + slices.offset(r) : gathered + b.recv_displs[r];
-  sum16::reduceSlice(format, from, slices.length(rank_), sum,
+  return from;
+}
+
+void MpiCommunicator::gather16(OwnerSumBuffers& b, int own, const char* what, Clock::time_point until) {
+  MPI_Request request;
+  check(MPI_Iallgatherv(b.sum16.data.get(), own, MPI_UINT16_T, b.mine16.data.get(), b.slice_counts.data(),
+                        b.slice_displs.data(), MPI_UINT16_T, comm_, &request),
+        "MPI_Iallgatherv");
+  wait(request, what, until);
+}
+
+void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
+                                     sum16::Feedback* feedback) {
+  const sum16::Slices slices(count, size_);
+  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX),
+                   "one 16-bit collective carries at most 2^31 values");
+  const std::uint64_t bytes = allreduce16BytesSent(count, size_);
+  paced(bytes, &failure_);
+  OwnerSumBuffers& b = ownerSumBuffers();
+  const auto until = deadline();
+  const auto from = ownerSlices16(format, send, slices, b, feedback, until);
+  const int own = static_cast<int>(slices.words(rank_));
+  sum16::reduceSlice(format, from, slices.length(rank_), b.sum16.atLeast(static_cast<std::size_t>(own)),
                      sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(rank_)});
   // Every owner's rounded sum to every rank: the whole buffer's encoding, slices in order.
-  check(MPI_Iallgatherv(sum, own, MPI_UINT16_T, mine, b.slice_counts.data(), b.slice_displs.data(), MPI_UINT16_T,
-                        comm_, &request),
-        "MPI_Iallgatherv");
-  wait(request, "MPI_Iallgatherv (the 16-bit sums to every rank)", until);
+  gather16(b, own, "MPI_Iallgatherv (the 16-bit sums to every rank)", until);
   for (int s = 0; s < size_; ++s) {
-    sum16::decodeSlice(format, mine + slices.offset(s), slices.length(s), recv + slices.begin(s));
+    sum16::decodeSlice(format, b.mine16.data.get() + slices.offset(s), slices.length(s), recv + slices.begin(s));
+  }
+  counted(bytes);
+}
+
+void MpiCommunicator::allreduceStepped16(WireFormat format, const float* send, const PiecedBuffer& targets,
+                                         const OwnerStep& step, sum16::Feedback* feedback) {
+  const std::size_t count = targets.count();
+  const sum16::Slices slices(count, size_);
+  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX),
+                   "one 16-bit collective carries at most 2^31 values");
+  const std::uint64_t bytes = allreduce16BytesSent(count, size_);
+  paced(bytes, &failure_);
+  OwnerSumBuffers& b = ownerSumBuffers();
+  const auto until = deadline();
+  // As the fp32 step by owner, MPI reads and writes the communicator's buffers only: the
+  // owner steps the targets between the two collectives, and each update received is added
+  // onto them after the second.
+  const auto from = ownerSlices16(format, send, slices, b, feedback, until);
+  const std::size_t mine = slices.begin(rank_), n = slices.length(rank_);
+  float* sums = b.stepped.atLeast(n);
+  sum16::sumSlice(format, from, n, sums);
+  const int own = static_cast<int>(slices.words(rank_));
+  owner16::stepOwnSlice(format, targets, mine, n, sums, step, b.sum16.atLeast(static_cast<std::size_t>(own)),
+                        sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, mine}, b.scratch);
+  gather16(b, own, "MPI_Iallgatherv (the 16-bit updates to every rank)", until);
+  for (int s = 0; s < size_; ++s) {
+    if (s != rank_) owner16::addUpdate(format, b.mine16.data.get() + slices.offset(s), targets, slices.begin(s), slices.length(s));
   }
   counted(bytes);
 }

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "allreduce/communicator.h"
 #include "allreduce/sum16.h"
@@ -45,6 +46,10 @@ class MpiCommunicator final : public Communicator {
   // MPI_Iallgatherv of the rounded sums (sum16.h).
   void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                       sum16::Feedback* feedback) override;
+  // The same alltoall, the owner's sum in fp32 and its step (step_by_owner.h), an
+  // MPI_Iallgatherv of the owners' 16-bit updates, each added onto the targets.
+  void allreduceStepped16(WireFormat format, const float* send, const PiecedBuffer& targets, const OwnerStep& step,
+                          sum16::Feedback* feedback) override;
 
  private:
   struct OwnerSumBuffers;
@@ -53,6 +58,14 @@ class MpiCommunicator final : public Communicator {
   // The fp32 alltoall of `send`'s slices to their owners and this rank's rank-order sum of
   // its slice into `out` (b laid out for fp32 slices on the way).
   void ownerSum(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b, float* out, Clock::time_point until);
+  // The 16-bit alltoall of `send`'s encoded slices to their owners (b laid out for 16-bit
+  // slices on the way); the encoded slices of this rank's share, in rank order.
+  std::vector<const std::uint16_t*> ownerSlices16(WireFormat format, const float* send, const sum16::Slices& slices,
+                                                  OwnerSumBuffers& b, sum16::Feedback* feedback,
+                                                  Clock::time_point until);
+  // The owners' encoded 16-bit slices (`own` words of this rank's from b.sum16) to every
+  // rank, into b.mine16, slices in order.
+  void gather16(OwnerSumBuffers& b, int own, const char* what, Clock::time_point until);
   // Polls `request` until it completes; past `until` it throws the timeout. One call's
   // collectives share one deadline, so a call gives up after --timeout, not once per step.
   void wait(MPI_Request& request, const char* what, Clock::time_point until);

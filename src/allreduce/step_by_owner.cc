@@ -4,6 +4,7 @@
 
 #include "allreduce/communicator.h"
 #include "allreduce/sum16.h"
+#include "common/half.h"
 
 namespace poseidon {
 
@@ -48,6 +49,82 @@ void Communicator::allreduceStepped(const float* send, const PiecedBuffer& targe
     }
   }
   counted(allreduceBytesSent(count, size()));
+}
+
+namespace owner16 {
+
+void stepOwnSlice(WireFormat format, const PiecedBuffer& targets, std::size_t begin, std::size_t n, const float* sums,
+                  const OwnerStep& step, std::uint16_t* out, sum16::Carried carried, Scratch& scratch) {
+  std::vector<float>& before = scratch.before;
+  std::vector<float>& update = scratch.update;
+  before.resize(n);
+  update.resize(n);
+  targets.copyTo(begin, n, before.data());
+  step(begin, n, sums);
+  targets.copyTo(begin, n, update.data());
+  // The update as a shard makes its kParams16 one (ParameterServer::stepPair): new minus
+  // old, the residual carried in, rounded; then old + the update as it arrives everywhere.
+  for (std::size_t i = 0; i < n; ++i) update[i] -= before[i];
+  sum16::encodeSlice(format, update.data(), n, out, carried);
+  sum16::decodeSlice(format, out, n, update.data());
+  for (std::size_t i = 0; i < n; ++i) update[i] = before[i] + update[i];
+  targets.copyFrom(begin, n, update.data());
+}
+
+void addUpdate(WireFormat format, const std::uint16_t* in, const PiecedBuffer& targets, std::size_t begin,
+               std::size_t n) {
+  constexpr std::size_t kChunk = 4096;  // floats widened at a time, added while in cache
+  const HalfSpan span = sum16::spanOfSlice(format, in);
+  float block[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t c = std::min(kChunk, n - i);
+    widen(span, i, block, c);
+    targets.forEach(begin + i, c, [&](float* at, std::size_t m, std::size_t offset) {
+      const float* read = block + (offset - begin - i);
+      for (std::size_t j = 0; j < m; ++j) at[j] += read[j];
+    });
+  }
+}
+
+}  // namespace owner16
+
+// The generic way on a 16-bit wire, as the fp32 one: every rank's encoding to every rank
+// (a broadcast from each, as Communicator::allreduceSum16), the owner's sum and step of
+// its slice, then each owner's encoded update broadcast from it and added everywhere else.
+// Only the owner keeps its slice's residual in `feedback->sum`, as over MPI.
+void Communicator::allreduceStepped16(WireFormat format, const float* send, const PiecedBuffer& targets,
+                                      const OwnerStep& step, sum16::Feedback* feedback) {
+  const int P = size();
+  const std::size_t count = targets.count();
+  const sum16::Slices slices(count, P);
+  const std::size_t floats = (slices.totalWords() + 1) / 2;
+  std::vector<std::vector<float>> all(P, std::vector<float>(floats));
+  const auto words = [&](int r) { return reinterpret_cast<std::uint16_t*>(all[r].data()); };
+  sum16::encode(format, send, slices, words(rank()), feedback != nullptr ? &feedback->sent : nullptr);
+  {
+    const Uncounted quiet(*this);
+    for (int r = 0; r < P; ++r) broadcast(all[r].data(), floats, r);
+    const int me = rank();
+    std::vector<const std::uint16_t*> from;
+    for (int r = 0; r < P; ++r) from.push_back(words(r) + slices.offset(me));
+    std::vector<float> sums(slices.length(me));
+    sum16::sumSlice(format, from, sums.size(), sums.data());
+    std::vector<float> update((slices.words(me) + 1) / 2);
+    owner16::Scratch scratch;
+    owner16::stepOwnSlice(format, targets, slices.begin(me), slices.length(me), sums.data(), step,
+                          reinterpret_cast<std::uint16_t*>(update.data()),
+                          sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(me)}, scratch);
+    for (int s = 0; s < P; ++s) {
+      std::vector<float> slice((slices.words(s) + 1) / 2);
+      if (s == me) slice = update;
+      broadcast(slice.data(), slice.size(), s);
+      if (s != me) {
+        owner16::addUpdate(format, reinterpret_cast<const std::uint16_t*>(slice.data()), targets, slices.begin(s),
+                           slices.length(s));
+      }
+    }
+  }
+  counted(allreduce16BytesSent(count, P));
 }
 
 }  // namespace poseidon

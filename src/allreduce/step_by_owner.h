@@ -2,12 +2,21 @@
 // taken from them. Each rank steps the slice of the buffer it owns and sends the updated
 // values to the others (Communicator::allreduceStepped), so each rank steps a P-th of the
 // parameters instead of all of them, and the replicas stay equal bit for bit.
+//
+// On a 16-bit wire (Communicator::allreduceStepped16) the owner sends its slice's update
+// (new values minus old) in 16 bits instead of the values, as a parameter-server shard
+// sends its kParams16 update, and every rank (the owner too) holds old + the update as it
+// reads it: a 16-bit allreduce's bytes, a P-th of the steps, and replicas still equal bit
+// for bit. With bf16 (no scale) this is the sharded PS's arithmetic value for value.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
+
+#include "allreduce/sum16.h"
 
 namespace poseidon {
 
@@ -40,5 +49,27 @@ struct PiecedBuffer {
 // rank-order sums of values [begin, begin + n) of the buffer, update the same range of
 // the targets.
 using OwnerStep = std::function<void(std::size_t begin, std::size_t n, const float* sums)>;
+
+namespace owner16 {
+
+// The owner's buffers for stepOwnSlice, kept by its communicator across calls.
+struct Scratch {
+  std::vector<float> before, update;
+};
+
+// The owner's part on a 16-bit wire: steps values [begin, begin + n) of `targets` from
+// their fp32 `sums` (OwnerStep), writes the update (new minus old, with `carried`'s
+// residual added and keeping what the rounding lost) encoded as a sum16 slice into `out`
+// (Slices::words(n): scale first), and leaves old + the update as every rank reads it in
+// the targets.
+void stepOwnSlice(WireFormat format, const PiecedBuffer& targets, std::size_t begin, std::size_t n, const float* sums,
+                  const OwnerStep& step, std::uint16_t* out, sum16::Carried carried, Scratch& scratch);
+// Another owner's encoded update (a sum16 slice of n values) added onto values
+// [begin, begin + n) of `targets`: the same additions as the owner's own. CommError for
+// a scale no sender writes.
+void addUpdate(WireFormat format, const std::uint16_t* in, const PiecedBuffer& targets, std::size_t begin,
+               std::size_t n);
+
+}  // namespace owner16
 
 }  // namespace poseidon

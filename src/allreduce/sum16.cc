@@ -24,10 +24,6 @@ float scaleOf(WireFormat format, const std::uint16_t* in) {
   return scale;
 }
 
-HalfSpan spanOf(WireFormat format, const std::uint16_t* in) {
-  return HalfSpan{format, scaleOf(format, in), in + Slices::kScaleWords};
-}
-
 // out[0, n) = `values` (the residual's part already carried in) rounded at `scale`; the
 // residual, if any, keeps what a receiver will not read, a chunk at a time.
 void roundKeeping(WireFormat format, float scale, const float* values, std::size_t n, std::uint16_t* out,
@@ -74,23 +70,39 @@ void encode(WireFormat format, const float* values, const Slices& slices, std::u
   }
 }
 
+HalfSpan spanOfSlice(WireFormat format, const std::uint16_t* in) {
+  return HalfSpan{format, scaleOf(format, in), in + Slices::kScaleWords};
+}
+
 void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, float* out) {
-  widen(spanOf(format, in), 0, out, n);
+  widen(spanOfSlice(format, in), 0, out, n);
+}
+
+namespace {
+std::vector<HalfSpan> spansOf(WireFormat format, const std::vector<const std::uint16_t*>& from) {
+  POSEIDON_ENFORCE(!from.empty(), "a 16-bit sum needs a rank's values");
+  std::vector<HalfSpan> ranks;
+  for (const std::uint16_t* in : from) ranks.push_back(spanOfSlice(format, in));
+  return ranks;
+}
+}  // namespace
+
+void sumSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n, float* out) {
+  const std::vector<HalfSpan> ranks = spansOf(format, from);
+  for (std::size_t i = 0; i < n; i += kChunk) sumChunk(ranks, i, std::min(kChunk, n - i), out + i);
 }
 
 void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
                  std::uint16_t* out, Carried carried) {
-  POSEIDON_ENFORCE(!from.empty(), "a 16-bit sum needs a rank's values");
-  std::vector<HalfSpan> ranks;
-  for (const std::uint16_t* in : from) ranks.push_back(spanOf(format, in));
   if (format == WireFormat::kFp16) {
     // The sum's scale comes from its largest value: the whole sum first. Uninitialised:
     // each chunk is written before it is read.
     const std::unique_ptr<float[]> sum(new float[n]);
-    for (std::size_t i = 0; i < n; i += kChunk) sumChunk(ranks, i, std::min(kChunk, n - i), sum.get() + i);
+    sumSlice(format, from, n, sum.get());
     encodeSlice(format, sum.get(), n, out, carried);
     return;
   }
+  const std::vector<HalfSpan> ranks = spansOf(format, from);
   // bf16 has no scale, so the sum is rounded a chunk at a time as it is made: no slice-long
   // fp32 sum written and read back, the same arithmetic value for value.
   const float one = 1.0f;

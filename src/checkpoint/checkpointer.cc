@@ -201,8 +201,8 @@ void Checkpointer::checkCompatible(const CheckpointInfo& info, const std::string
   if (info.config != config && info.config.find(sharded) != std::string::npos &&
       config.find(sharded) == std::string::npos) {
     throw InputError(detail::cat("the checkpoint in ", info.folder,
-                                 " holds allreduce momentum sharded by owner (saved in server mode with fp32 gradients "
-                                 "on the wire), which only such a run can resume: resume it with the original settings"));
+                                 " holds allreduce momentum sharded by owner (saved in server mode), which only such a "
+                                 "run can resume: resume it with the original settings"));
   }
   // Settings written before runConfiguration() cannot be compared field by field: say so
   // rather than show two unrelated strings.

@@ -94,7 +94,7 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
         b->params.sizes.push_back(static_cast<std::size_t>(layer.sizes[t]));
       }
     }
-    store_->init(b->key, b->in.data(), b->in.size());
+    store_->init(b->key, b->in.data(), b->in.size(), by_owner_);
     b->sums = store_->value(b->key);
     b->sums_tag = store_->tag(b->key);
     buckets_.push_back(std::move(b));
@@ -179,9 +179,9 @@ void AllreduceBuckets::copyIn(Layer& layer, Bucket& bucket, std::int64_t offset,
 }
 
 bool AllreduceBuckets::stepByOwner(const AllreduceOptions& o) {
-  // Gradient mode needs the mean everywhere, a 16-bit wire would gather fp32 values in place
-  // of 16-bit sums (more bytes), and a node's hooks work on whole layers.
-  return o.kvstore.wire == WireFormat::kFp32 && !o.sgd.gradient_only && !o.before_copy && !o.after_step;
+  // Gradient mode needs the mean everywhere, and a node's hooks work on whole layers. A
+  // 16-bit wire steps by owner too: its owners send 16-bit updates, as many bytes as sums.
+  return !o.sgd.gradient_only && !o.before_copy && !o.after_step;
 }
 
 void AllreduceBuckets::stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n,

@@ -7,10 +7,11 @@
 //   on each layer from the sums where the store keeps them (no pull's copy), with the
 //   replicated optimizer state -> C[l] set.
 // Every worker applies the same step to the same sums, so the replicas stay identical. In
-// server mode on an fp32 wire the step goes by owner instead (stepByOwner): inside the
+// server mode on flat ranks the step goes by owner instead (stepByOwner): inside the
 // collective each rank steps its slice of the bucket, with the momentum of that slice, and
-// the stepped values are gathered in place of the sums (Communicator::allreduceStepped), so
-// each rank steps a P-th of the parameters and the replicas are still equal bit for bit.
+// the stepped values (on a 16-bit wire: the 16-bit updates, new minus old) are gathered in
+// place of the sums (Communicator::stepped), so each rank steps a P-th of the parameters
+// and the replicas are still equal bit for bit.
 #pragma once
 
 #include <chrono>

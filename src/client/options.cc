@@ -187,9 +187,9 @@ std::string runConfiguration(const Options& o, ConfigurationUse use) {
   field("fusion", o.fusion_bytes, true);
   // Named only when on, so checkpoints from before it stay resumable.
   if (o.error_feedback) field("error_feedback", "on", true);
-  // kShardedAllreduceField: where the allreduce layers may step by owner (on a node's
-  // leaders they do not, but their checkpoints are then refused only for a wire change).
-  if (o.wire == "fp32" && !o.gradient_mode) s << kShardedAllreduceField;
+  // kShardedAllreduceField: where the allreduce layers may step by owner, on any wire (on a
+  // node's leaders they do not, and their whole momentum resumes either way).
+  if (!o.gradient_mode) s << kShardedAllreduceField;
   field("scheme", o.scheme, false);
   field("cost_model", o.cost_model, false);
   field("bandwidth", o.bandwidth, false);

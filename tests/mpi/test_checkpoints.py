@@ -86,9 +86,9 @@ def test_bad_checkpoints(args, tmp):
 
     expect_failure(args, resume(f"{tmp}/ck", iterations="30"), "other settings")
     expect_failure(args, resume(f"{tmp}/ck", extra=["--lr", "0.5"]), "other settings")
-    # Saved in server mode on fp32: the allreduce layers' momentum is sharded by owner, which
-    # a 16-bit wire's replicated step cannot resume.
-    expect_failure(args, resume(f"{tmp}/ck", extra=["--wire", "bf16"]), "sharded by owner")
+    # Saved in server mode: the allreduce layers' momentum is sharded by owner, which gradient
+    # mode (the optimizer on the workers, the mean gradient replicated) cannot resume.
+    expect_failure(args, resume(f"{tmp}/ck", extra=["--optimizer", "adam"]), "sharded by owner")
     expect_failure(args, resume(f"{tmp}/ck", iterations="10"), "nothing left to do")
     expect_failure(args, resume(f"{tmp}/ck", n=3), "mpirun -np 2")
     fcnet = [a if a != "mlp" else "fcnet" for a in resume(f"{tmp}/ck")]
@@ -114,7 +114,7 @@ def test_bad_checkpoints(args, tmp):
         shutil.rmtree(f"{tmp}/bad")
     # The intact checkpoint still resumes.
     train(args, 2, flags + ["--resume", f"{tmp}/ck"])
-    # Whole momentum on every rank (a 16-bit wire's replicated step) resumes the step by owner.
+    # A 16-bit wire's checkpoint resumes on fp32: both step by owner (the wire is not kept).
     rc, out, err, secs = run(mpirun(2) + [args.poseidon, "train"] + flags + ["--wire", "bf16", "--checkpoint-dir",
                                                                              f"{tmp}/ck16", "--checkpoint-every", "10"],
                              300, env)

@@ -198,9 +198,9 @@ def test_np3_wire16(args, tmp):
 
 @pytest.mark.parametrize("scheme", ["allreduce", "sfb"])
 def test_np3_wire16_replicated(args, tmp, scheme):
-    # Replicated layers on a 16-bit wire (issue 38). Allreduce: each rank's slice rounded,
-    # summed in fp32 by its owner, the sum rounded again (an MPI alltoall and allgather of
-    # 16-bit values). SFB: the factors in 16 bits, every worker (its own share included)
+    # Replicated layers on a 16-bit wire (issue 38). Allreduce (server mode: the step by
+    # owner): each rank's slice rounded, summed in fp32 by its owner, which steps it and
+    # sends its update rounded (an MPI alltoall and allgather of 16-bit values). SFB: the factors in 16 bits, every worker (its own share included)
     # reconstructing from the same rounded factors; fcnet's conv layers go by PS in 16 bits.
     # Half the fp32 bytes, as the cost model says; every rank reads the same bits (--verify 1
     # compares the replicas' digests every step), near the exact run, and reproducible.
@@ -209,13 +209,21 @@ def test_np3_wire16_replicated(args, tmp, scheme):
     model = "convnet" if scheme == "allreduce" else "fcnet"
     common = ["--model", model, "--iterations", "6", "--no-eval", "--json", "--seed", "3", "--scheme", scheme]
     exact, _ = train(args, 3, common + ["--save-params", f"{tmp}/fp32.bin"])
-    wires = ("bf16", "fp16", "fp16+ef") if scheme == "allreduce" else ("bf16", "fp16")
+    wires = ("bf16", "bf16+ef", "fp16", "fp16+ef") if scheme == "allreduce" else ("bf16", "fp16")
     for wire in wires:
         feedback = ["--error-feedback"] if wire.endswith("+ef") else []
         r, _ = train(args, 3, common + ["--wire", wire.removesuffix("+ef"), "--save-params", f"{tmp}/{wire}.bin",
                                         "--verify", "1"] + feedback)
         assert r["error_feedback"] == bool(feedback)
         check_wire16(r, exact, wire, tmp, 0.52)
+        if scheme == "allreduce" and wire.startswith("bf16"):
+            # The step by owner on bf16 (no scale) is the sharded PS's arithmetic value for
+            # value: each owner sums the rounded contributions in rank order, steps, and sends
+            # its update rounded, as a shard does (residuals too): the same bits.
+            ps = [x if x != "allreduce" else "ps" for x in common]
+            train(args, 3, ps + ["--wire", "bf16", "--save-params", f"{tmp}/ps-{wire}.bin"] + feedback)
+            assert open(f"{tmp}/ps-{wire}.bin", "rb").read() == open(f"{tmp}/{wire}.bin", "rb").read(), (
+                f"{wire}: allreduce by owner and PS differ")
     # Deterministic: the same run again ends on the same bits.
     last = wires[-1]
     feedback = ["--error-feedback"] if last.endswith("+ef") else []

@@ -40,13 +40,19 @@ float rounded(WireFormat wire, float x) {
 // The sum of value() over the ranks in rank order: in fp32 as the communicators add. On bf16 (sum16.h, which has no scale,
 // so it can be written per value) each rank's value rounded, added in rank order, the sum
 // rounded: values past 256 lose bits, so the 16-bit path's slicing and order are checked.
-float expectedSum(WireFormat wire, int P, std::size_t key, int iteration, std::size_t i) {
+// The owner's fp32 sum before its rounding: every rank's value as the wire carries it,
+// added in rank order.
+float ownersSum(WireFormat wire, int P, std::size_t key, int iteration, std::size_t i) {
   float sum = 0;
   for (int r = 0; r < P; ++r) {
     const float v = rounded(wire, value(r, key, iteration, i));
     sum = r == 0 ? v : sum + v;
   }
-  return rounded(wire, sum);
+  return sum;
+}
+
+float expectedSum(WireFormat wire, int P, std::size_t key, int iteration, std::size_t i) {
+  return rounded(wire, ownersSum(wire, P, key, iteration, i));
 }
 
 // expectedSum with error feedback, one key's values over the iterations: every rank's
@@ -92,35 +98,48 @@ std::int64_t inPlaceSumsWrong(Transport& transport, const KVStoreOptions& option
   return bad;
 }
 
-// The step by owner (fp32): targets in three pieces of memory, a "step" that writes each
-// sum it is given into its slice of them, so every rank's targets must end as the sums,
-// every slice gathered from its owner into the right piece.
+// The value every replica holds before a step by owner: the same on every rank, with
+// bits below bf16's so the 16-bit update's rounding shows.
+float before(std::size_t i) { return -1.0f - 0.0078125f * static_cast<float>(i % 13); }
+
+// The step by owner: targets in three pieces of memory, a "step" that writes each sum it
+// is given into its slice of them. fp32: every rank's targets must end as the sums, every
+// slice gathered from its owner into the right piece. 16 bits (bf16: no scale, so per
+// value): as the old value plus the update (the owner's unrounded sum minus the old value)
+// rounded, on every rank.
 std::int64_t steppedSumsWrong(Transport& transport, const KVStoreOptions& options, int P, int iteration,
                               FailureState& failure) {
   auto comm = transport.newCommunicator(options.timeout, failure);
+  const WireFormat wire = options.wire;
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < kSizes.size(); ++k) {
     const std::size_t n = kSizes[k];
     const std::vector<float> send = valuesOf(transport.rank(), k, iteration);
     const std::size_t cut1 = n / 3, cut2 = 2 * n / 3;
-    std::vector<std::vector<float>> pieces{std::vector<float>(cut1, -1.0f), std::vector<float>(cut2 - cut1, -1.0f),
-                                           std::vector<float>(n - cut2, -1.0f)};
+    std::vector<std::vector<float>> pieces{std::vector<float>(cut1), std::vector<float>(cut2 - cut1),
+                                           std::vector<float>(n - cut2)};
     PiecedBuffer targets;
     for (auto& piece : pieces) {
       targets.pieces.push_back(piece.data());
       targets.sizes.push_back(piece.size());
     }
+    std::vector<float> old(n);
+    for (std::size_t i = 0; i < n; ++i) old[i] = before(i);
+    targets.copyFrom(0, n, old.data());
     int calls = 0;
-    comm->allreduceStepped(send.data(), targets, [&](std::size_t begin, std::size_t len, const float* sums) {
+    comm->stepped(wire, send.data(), targets, [&](std::size_t begin, std::size_t len, const float* sums) {
       ++calls;
-      targets.forEach(begin, len, [&](float* at, std::size_t m, std::size_t offset) {
-        std::copy(sums + (offset - begin), sums + (offset - begin) + m, at);
-      });
+      targets.copyFrom(begin, len, sums);
     });
     bad += calls != 1;
     std::size_t i = 0;
     for (const auto& piece : pieces) {
-      for (float v : piece) bad += v != expectedSum(WireFormat::kFp32, P, k, iteration, i++);
+      for (float v : piece) {
+        const float sum = ownersSum(wire, P, k, iteration, i);
+        const float want = wire == WireFormat::kFp32 ? sum : before(i) + rounded(wire, sum - before(i));
+        bad += v != want;
+        ++i;
+      }
     }
   }
   return bad;
@@ -200,7 +219,7 @@ StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& option
   StressResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   wrong += inPlaceSumsWrong(transport, options, P, iterations, failure);
-  if (options.wire == WireFormat::kFp32) wrong += steppedSumsWrong(transport, options, P, iterations + 1, failure);
+  wrong += steppedSumsWrong(transport, options, P, iterations + 1, failure);
   result.wrong_values = wrong.load();
   result.collectives = static_cast<std::int64_t>(K) * iterations;
   store->stop();

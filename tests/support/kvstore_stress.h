@@ -6,8 +6,8 @@
 // with +-2^25 (rank + 1) added, where fp32's sum depends on the order; on a bf16 wire, the
 // 16-bit allreduce's roundings reproduced value by value, with error feedback's residuals
 // too when the options ask for it). Then one sum of each size in place (send == recv), straight
-// on a communicator, with the same check, and on fp32 one step by owner of each size
-// (Communicator::allreduceStepped) into targets cut in three pieces.
+// on a communicator, with the same check, and one step by owner of each size
+// (Communicator::stepped, on the options' wire) into targets cut in three pieces.
 #pragma once
 
 #include <cstdint>

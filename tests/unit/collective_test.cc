@@ -214,6 +214,113 @@ TEST(Sum16, ErrorFeedbackCarriesBothRoundingsIntoTheNextSum) {
   }
 }
 
+// The step by owner on a 16-bit wire (Communicator::allreduceStepped16), by hand: per
+// slice, each rank's contribution rounded (its residual carried in), the owner's fp32 sum
+// in rank order, its step (here p = 0.5 p - 0.25 sum, one line of SGD), the update (new
+// minus old, the owner's residual carried in) rounded, and every rank holding old + that.
+struct SteppedReference {
+  FeedbackReference fed;  // sent: the contributions' residuals (sum unused)
+  std::vector<float> update;  // the owners' update residuals
+  bool feedback = false;
+
+  void step(WireFormat format, const std::vector<std::vector<float>>& send, std::vector<float>& params) {
+    const std::size_t P = send.size(), n = send[0].size();
+    if (fed.sent.empty()) fed.sent.assign(P, std::vector<float>(n, 0.0f)), update.assign(n, 0.0f);
+    for (std::size_t s = 0; s < P; ++s) {
+      const std::size_t b = n * s / P, e = n * (s + 1) / P;
+      std::vector<float> total(e - b), rounded(e - b), delta(e - b);
+      for (std::size_t r = 0; r < P; ++r) {
+        for (std::size_t i = b; i < e; ++i) fed.sent[r][i] = feedback ? fed.sent[r][i] + send[r][i] : send[r][i];
+        roundThrough(format, fed.sent[r].data() + b, rounded.data(), e - b);
+        for (std::size_t i = 0; i < e - b; ++i) {
+          fed.sent[r][b + i] -= rounded[i];
+          total[i] = r == 0 ? rounded[i] : total[i] + rounded[i];
+        }
+      }
+      for (std::size_t i = 0; i < e - b; ++i) {
+        const float old = params[b + i];
+        const float fresh = old * 0.5f - total[i] * 0.25f;
+        update[b + i] = feedback ? update[b + i] + (fresh - old) : fresh - old;
+      }
+      roundThrough(format, update.data() + b, delta.data(), e - b);
+      for (std::size_t i = 0; i < e - b; ++i) {
+        update[b + i] -= delta[i];
+        params[b + i] = params[b + i] + delta[i];
+      }
+    }
+  }
+};
+
+TEST(Sum16, StepByOwnerSendsRoundedUpdatesAndEveryReplicaEndsEqual) {
+  constexpr int P = 3, T = 3;
+  for (const bool feedback : {false, true}) {
+    for (const WireFormat format : {WireFormat::kBf16, WireFormat::kFp16}) {
+      for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{7}, std::size_t{10001}}) {
+        auto values = [](int t, int r, std::size_t i) {
+          return std::sin(0.37f * i + r + t) * std::pow(10.0f, float(i % 7) - 3);
+        };
+        std::vector<float> start(n);
+        for (std::size_t i = 0; i < n; ++i) start[i] = 1.0f + std::cos(0.11f * i) * 1e-3f;
+        LoopbackHub hub(P);
+        FailureState failure;
+        std::vector<std::vector<float>> got(P, start);
+        std::vector<int> calls(P, 0);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < P; ++r) {
+          threads.emplace_back([&, r] {
+            auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
+            sum16::Feedback residuals(n);
+            // The replica in two pieces of memory, cut where no slice ends.
+            std::vector<float> head(got[r].begin(), got[r].begin() + n / 2), tail(got[r].begin() + n / 2, got[r].end());
+            const PiecedBuffer targets{{head.data(), tail.data()}, {head.size(), tail.size()}};
+            std::vector<float> send(n), slice;
+            for (int t = 0; t < T; ++t) {
+              for (std::size_t i = 0; i < n; ++i) send[i] = values(t, r, i);
+              comm->allreduceStepped16(format, send.data(), targets,
+                                       [&](std::size_t begin, std::size_t len, const float* sums) {
+                                         ++calls[r];
+                                         slice.resize(len);
+                                         targets.copyTo(begin, len, slice.data());
+                                         for (std::size_t i = 0; i < len; ++i) slice[i] = slice[i] * 0.5f - sums[i] * 0.25f;
+                                         targets.copyFrom(begin, len, slice.data());
+                                       },
+                                       feedback ? &residuals : nullptr);
+            }
+            targets.copyTo(0, n, got[r].data());
+          });
+        }
+        for (auto& t : threads) t.join();
+        SteppedReference reference;
+        reference.feedback = feedback;
+        std::vector<float> want = start;
+        for (int t = 0; t < T; ++t) {
+          std::vector<std::vector<float>> send(P, std::vector<float>(n));
+          for (int r = 0; r < P; ++r) {
+            for (std::size_t i = 0; i < n; ++i) send[r][i] = values(t, r, i);
+          }
+          reference.step(format, send, want);
+        }
+        if (n == 10001) {  // the roundings happened: the fp32 step ends elsewhere
+          std::vector<float> exact = start;
+          for (int t = 0; t < T; ++t) {
+            for (std::size_t i = 0; i < n; ++i) {
+              float sum = 0;
+              for (int r = 0; r < P; ++r) sum = r == 0 ? values(t, r, i) : sum + values(t, r, i);
+              exact[i] = exact[i] * 0.5f - sum * 0.25f;
+            }
+          }
+          EXPECT_NE(std::memcmp(exact.data(), want.data(), n * sizeof(float)), 0) << wireFormatName(format);
+        }
+        for (int r = 0; r < P; ++r) {
+          EXPECT_EQ(calls[r], T) << "each owner steps its slice once per call";
+          ASSERT_EQ(std::memcmp(got[r].data(), want.data(), n * sizeof(float)), 0)
+              << wireFormatName(format) << " n=" << n << " rank " << r << " feedback " << feedback;
+        }
+      }
+    }
+  }
+}
+
 TEST(Sum16, HalfTheRingsBytesAndAScalePerSlice) {
   EXPECT_EQ(allreduce16BytesSent(1000, 4), static_cast<std::uint64_t>(2.0 * 3 / 4 * (1000 + 8) * 2));
   EXPECT_EQ(allreduce16BytesSent(1000, 1), 0u);

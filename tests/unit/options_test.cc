@@ -162,7 +162,8 @@ TEST(RunConfiguration, ResumeKeepsWhatMakesTheResumeExact) {
   Options feedback;
   feedback.wire = "bf16";
   feedback.error_feedback = true;
-  EXPECT_EQ(runConfiguration(feedback, ConfigurationUse::kResume), std::string(kDefaultResume) + " error_feedback=on");
+  EXPECT_EQ(runConfiguration(feedback, ConfigurationUse::kResume),
+            std::string(kDefaultResume) + " error_feedback=on" + kShardedAllreduceField);
 }
 
 TEST(RunConfiguration, ShardedAllreduceMomentumResumesOnlyWhereItIsSharded) {
@@ -172,17 +173,20 @@ TEST(RunConfiguration, ShardedAllreduceMomentumResumesOnlyWhereItIsSharded) {
   const std::string sharded = runConfiguration(Options{}, ConfigurationUse::kResume);
   Options bf16;
   bf16.wire = "bf16";
-  const std::string whole = runConfiguration(bf16, ConfigurationUse::kResume);
-  EXPECT_EQ(whole, kDefaultResume) << "a 16-bit wire replicates the step: no field";
-  // Whole momentum (a 16-bit wire's, or a checkpoint of an earlier build) resumes the step by owner.
-  info.config = whole;
+  EXPECT_EQ(runConfiguration(bf16, ConfigurationUse::kResume), sharded) << "a 16-bit wire steps by owner too";
+  Options gradient;
+  gradient.gradient_mode = true;
+  const std::string replicated = runConfiguration(gradient, ConfigurationUse::kResume);
+  EXPECT_EQ(replicated.find(kShardedAllreduceField), std::string::npos) << "gradient mode keeps no momentum by owner";
+  // Whole momentum (a checkpoint of an earlier build, or of its 16-bit wire's replicated
+  // step: the same settings without the field) resumes the step by owner.
+  info.config = kDefaultResume;
   EXPECT_NO_THROW(Checkpointer::checkCompatible(info, sharded, 2));
-  EXPECT_NO_THROW(Checkpointer::checkCompatible(info, whole, 2));
-  // Sharded momentum does not resume a replicated step.
+  // Sharded momentum resumes only a run that steps by owner.
   info.config = sharded;
   EXPECT_NO_THROW(Checkpointer::checkCompatible(info, sharded, 2));
   try {
-    Checkpointer::checkCompatible(info, whole, 2);
+    Checkpointer::checkCompatible(info, replicated, 2);
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("sharded by owner"), std::string::npos) << e.what();
