@@ -86,8 +86,10 @@ struct Options {
   // each step's update, where the shard keeps old + the rounded update, which is what every
   // worker adds, so every replica stays an exact copy of the servers'; in gradient mode the
   // mean gradient, the same rounding on every rank. SSP and straggler dropping get fp32
-  // values back. Allreduce layers sum in 16 bits too (each rank's slice rounded, summed in
-  // fp32 by the slice's owner, the sum rounded again: the same bits on every rank). SFB
+  // values back. Allreduce layers go in 16 bits too (each rank's slice rounded, summed in
+  // fp32 by the slice's owner, which in server mode steps it and sends its update rounded,
+  // as a shard does, and in gradient mode rounds the sum again: the same bits on every
+  // rank). SFB
   // layers' factors likewise (every worker reconstructing from the same rounded factors),
   // except with error_feedback, which factors cannot carry: then fp32. The 2015 paper's
   // factor push stays fp32.
@@ -95,7 +97,8 @@ struct Options {
   // With a 16-bit wire: error feedback (as PowerSGD and 1-bit SGD): the part of each push
   // (and each BSP update or mean gradient) that rounding lost is added to the pair's next
   // one, so it arrives late instead of never; on allreduce layers, each rank's rounding of
-  // a bucket and each owner's of its slice's sum go into the bucket's next sum. SFB factors
+  // a bucket and each owner's of its slice's update (or sum, in gradient mode) go into the
+  // bucket's next call. SFB factors
   // stay fp32 with it. Off by default. The residuals are in checkpoints, and a run resumes
   // only with the setting it was saved with.
   bool error_feedback = false;
@@ -181,7 +184,8 @@ inline constexpr const char* kConfigurationFormat = "config/2";
 // any wire): their momentum is then current only on each rank's own slices, so such a
 // checkpoint resumes only a run that steps by owner too. A checkpoint without it (every
 // rank's momentum whole: an earlier build, whose 16-bit wires stepped every layer on every
-// rank) resumes either.
+// rank) resumes either. Gradient mode, the one run without it, is refused by its own field
+// (gradient_mode) as well: the field chooses the message.
 inline constexpr const char* kShardedAllreduceField = " allreduce_momentum=sharded";
 
 }  // namespace poseidon

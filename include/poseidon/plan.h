@@ -10,8 +10,8 @@ namespace poseidon {
 // How one layer's parameters are synchronised: through the parameter server (PS), by
 // sufficient factor broadcasting (SFB), the 2015 paper's comparison strategy after Project
 // Adam (factor push: factors to the server, full matrices back; not the Adam optimizer), or summed by MPI_Allreduce
-// among the workers with the update replicated on each or, in server mode on fp32, stepped
-// by each slice's owner (Mamidala 2018).
+// among the workers with the update replicated on each or, in server mode, stepped by each
+// slice's owner (Mamidala 2018).
 enum class Scheme { kPS, kSFB, kFactorPush, kAllreduce };
 const char* schemeName(Scheme scheme);
 // The layer's worker sends sufficient factors (factorsReady), not its gradient.

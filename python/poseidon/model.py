@@ -212,13 +212,15 @@ class DistributedModel(torch.nn.Module):
         step's update in 16 bits, sums and steps in fp32, every replica an exact copy of
         the servers'; in gradient mode the mean gradient comes back in 16 bits, the same
         bits on every rank; fp16 with a power-of-two scale per 2 MB piece (per allreduce
-        slice, per SFB factor), so nothing overflows). Allreduce layers sum in 16 bits too: each rank's slice rounded, added
-        in fp32 by the slice's owner, the sum rounded again, the same bits on every rank
-        (with error_feedback, both roundings' residuals kept); SFB layers' factors
+        slice, per SFB factor), so nothing overflows). Allreduce layers go in 16 bits too: each rank's slice rounded, added
+        in fp32 by the slice's owner, which in server mode steps it and sends its update
+        rounded (as a shard does: on bf16 the PS's bits) and in gradient mode rounds the
+        sum again; the same bits on every rank (with error_feedback, both roundings'
+        residuals kept); SFB layers' factors
         likewise, every worker reconstructing from the same rounded factors (in fp32 with
         error_feedback: factors cannot carry a residual).
     error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
-        and update of the same PS values, and to the next sum of the same allreduce
+        and update of the same PS values, and to the next call of the same allreduce
         bucket (as PowerSGD and 1-bit SGD), so it arrives late instead of never. Off by
         default; its residuals are checkpointed.
     send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in

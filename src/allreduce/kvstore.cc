@@ -81,6 +81,7 @@ void KVStore::addStateRecords(std::vector<StateRecord>& records) {
 
 void KVStore::push(int key, const float* grad, Engine::Tag grad_tag) {
   Entry& e = entry(key);
+  POSEIDON_ENFORCE(!e.stepped, "KVStore key ", key, " is stepped by owner: pushStepped, not push");
   issue(key, e, Collective{grad, e.value.data(), e.value.size(), e.feedback.get(), nullptr, {}}, grad_tag);
 }
 

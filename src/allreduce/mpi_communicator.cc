@@ -270,7 +270,8 @@ void MpiCommunicator::allreduceStepped16(WireFormat format, const float* send, c
   const auto until = deadline();
   // As the fp32 step by owner, MPI reads and writes the communicator's buffers only: the
   // owner steps the targets between the two collectives, and each update received is added
-  // onto them after the second.
+  // onto them after the second. A call that gives up in the second leaves the owner's slice
+  // stepped and the others not: the error ends the run, as the fp32 path's does.
   const auto from = ownerSlices16(format, send, slices, b, feedback, until);
   const std::size_t mine = slices.begin(rank_), n = slices.length(rank_);
   float* sums = b.stepped.atLeast(n);

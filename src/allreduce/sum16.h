@@ -46,9 +46,10 @@ class Slices {
 };
 
 // One bucket's residuals, each as long as the buffer: `sent` this rank's contribution's,
-// `sum` the sums' by slice. Over MPI rank s keeps slice s of `sum` alone (the rest stays
-// 0); the generic path reduces every slice on every rank, so each keeps all of them, the
-// same values everywhere.
+// `sum` the owners' roundings by slice: of the sums, or in the step by owner of the updates
+// (step_by_owner.h). Over MPI rank s keeps slice s of `sum` alone (the rest stays 0), and
+// so does the generic step by owner; the generic sum reduces every slice on every rank, so
+// each keeps all of them, the same values everywhere.
 struct Feedback {
   explicit Feedback(std::size_t count) : sent(count), sum(count) {}
   Residual sent, sum;

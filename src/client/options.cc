@@ -111,7 +111,7 @@ CheckedOptions checkOptions(const Options& o) {
                       opt("scheme", o.scheme) + "'s factors to the shards stay fp32: use {scheme=sfb} or {wire=fp32}");
   }
   checkErrorFeedback(c.wire, o.error_feedback);
-  // Allreduce sums carry their residuals too (sum16::Feedback); SFB's factors cannot
+  // Allreduce buckets carry their residuals too (sum16::Feedback); SFB's factors cannot
   // (factorWireOf), so auto's cost model counts them at fp32.
   c.kvstore.wire = c.wire;
   c.kvstore.error_feedback = o.error_feedback;
@@ -160,8 +160,7 @@ void checkCheckpointOptions(const std::string& dir, std::int64_t every) {
 //          and straggler_timeout where they change the plan: the session compares the plan
 //          itself), how messages travel (wfbp, kvstore, devices_per_node and
 //          node_memory: the session compares the nodes it found; the send order and
-//          budget; wire: it changes each step's rounding, and what state is kept only
-//          through allreduce_momentum),
+//          budget; wire: it changes each step's rounding only),
 //          timeouts (straggler_timeout included), start_iteration (the checkpoint's),
 //          replicas_equal (how the start makes them equal), and the front end's agreement
 //          (each front end adds its own).

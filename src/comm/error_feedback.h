@@ -2,7 +2,7 @@
 // KV pair's values lost is added to the same pair's next values, so it reaches the receiver
 // late instead of never. One Residual per pair and direction: a worker's pushes (PsSyncer),
 // a shard's BSP updates (ParameterServer); per allreduce bucket, a rank's contribution and
-// its slices' sums (sum16::Feedback). Not thread-safe: its owner serialises use.
+// its slices' sums or, stepped by owner, updates (sum16::Feedback). Not thread-safe: its owner serialises use.
 #pragma once
 
 #include <cstddef>

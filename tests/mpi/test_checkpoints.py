@@ -24,7 +24,8 @@ def test_np3_resume_exact(args):
     # A run killed after its checkpoint of iteration 10 and resumed ends with the same
     # parameters as one that ran through, for PS, SFB and allreduce layers, and PS and
     # allreduce layers on a 16-bit wire with error feedback (its residuals are in the
-    # checkpoint: the pushes' and updates', the buckets' contributions' and sums').
+    # checkpoint: the pushes' and updates', the buckets' contributions' and their owners'
+    # updates').
     feedback = ["--wire", "bf16", "--error-feedback"]
     for scheme, extra in [("ps", []), ("sfb", []), ("allreduce", []), ("ps", feedback), ("allreduce", feedback)]:
         tmp = tempfile.mkdtemp()

@@ -369,7 +369,7 @@ def test_bad_options_are_named_as_keywords():
 # The C++ core's run configuration of the default options (tests/unit/options_test.cc expects the same).
 DEFAULT_RESUME = ("config/2 lr=0.01 momentum=0.9 wd=0 lr_decay=0 gradient_mode=0 batch=32 passes=1 buffers=broadcast "
                   "staleness=0 server_ranks=0 shards=0 pair=2097152 fusion=2097152"
-                  # server mode on fp32: the allreduce layers step by owner, their momentum sharded
+                  # server mode: the allreduce layers step by owner, their momentum sharded
                   " allreduce_momentum=sharded")
 
 

@@ -270,7 +270,7 @@ TEST(Sum16, StepByOwnerSendsRoundedUpdatesAndEveryReplicaEndsEqual) {
           threads.emplace_back([&, r] {
             auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
             sum16::Feedback residuals(n);
-            // The replica in two pieces of memory, cut where no slice ends.
+            // The replica in two pieces of memory (the first empty at n = 1).
             std::vector<float> head(got[r].begin(), got[r].begin() + n / 2), tail(got[r].begin() + n / 2, got[r].end());
             const PiecedBuffer targets{{head.data(), tail.data()}, {head.size(), tail.size()}};
             std::vector<float> send(n), slice;

@@ -145,7 +145,7 @@ TEST(Options, ErrorFeedbackKeepsAllreduceSumsIn16BitsAndFactorsInFp32) {
 
 TEST(RunConfiguration, ResumeKeepsWhatMakesTheResumeExact) {
   Options o;
-  // Server mode on fp32: the allreduce layers may step by owner (their momentum sharded).
+  // Server mode: the allreduce layers may step by owner (their momentum sharded).
   const std::string fp32_server = std::string(kDefaultResume) + kShardedAllreduceField;
   EXPECT_EQ(runConfiguration(o, ConfigurationUse::kResume), fp32_server);
   // What may change on resume leaves it as it is.
