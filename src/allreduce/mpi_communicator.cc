@@ -35,10 +35,11 @@ void addInRankOrder(const std::vector<const float*>& from, std::size_t n, float*
 }
 
 // Poll interval of a collective in flight: one ring step of a few MB takes milliseconds,
-// so 20 us adds little latency and leaves the core to computation; doubling up to 160 us
-// while it is still in flight wakes the thread less often on a long step.
+// so 20 us adds little latency and leaves the core to computation. Not backed off: a
+// backoff to 160 us measured 1.10x at 10 gbit but ~0.90x at 1 gbit, likely because each
+// of a collective's handshakes and socket refills then waits for the next poll while the
+// link idles (not profiled; docs/benchmarks/wire16-googlenet-1gbit-ab-owner-step16.txt).
 constexpr auto kPoll = std::chrono::microseconds(20);
-constexpr auto kMaxPoll = std::chrono::microseconds(160);
 }  // namespace
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, std::chrono::milliseconds timeout, const FailureState& failure)
@@ -67,7 +68,6 @@ void MpiCommunicator::check(int rc, const char* call) const {
 
 void MpiCommunicator::wait(MPI_Request& request, const char* what, Clock::time_point until) {
   int done = 0;
-  auto poll = std::chrono::duration_cast<std::chrono::microseconds>(kPoll);
   while (true) {
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) abandoned_ = true;  // the request may still be pending: keep its buffers
@@ -79,8 +79,7 @@ void MpiCommunicator::wait(MPI_Request& request, const char* what, Clock::time_p
     if (failure_.failed() || Clock::now() >= until) abandoned_ = true;
     failure_.rethrowIfFailed();
     if (Clock::now() >= until) throwTimeout(detail::cat("rank ", rank_, ": ", what), timeout_);
-    std::this_thread::sleep_for(poll);
-    poll = std::min(poll * 2, std::chrono::duration_cast<std::chrono::microseconds>(kMaxPoll));
+    std::this_thread::sleep_for(kPoll);
   }
 }
 
