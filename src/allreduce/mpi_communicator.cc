@@ -240,15 +240,19 @@ void MpiCommunicator::gather16(OwnerSumBuffers& b, int own, const char* what, Cl
   wait(request, what, until);
 }
 
-void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
-                                     sum16::Feedback* feedback) {
+MpiCommunicator::Call16 MpiCommunicator::begin16(std::size_t count) {
   const sum16::Slices slices(count, size_);
   POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX),
                    "one 16-bit collective carries at most 2^31 values");
   const std::uint64_t bytes = allreduce16BytesSent(count, size_);
   paced(bytes, &failure_);
   OwnerSumBuffers& b = ownerSumBuffers();
-  const auto until = deadline();
+  return Call16{slices, bytes, b, deadline()};
+}
+
+void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
+                                     sum16::Feedback* feedback) {
+  auto [slices, bytes, b, until] = begin16(count);
   const auto from = ownerSlices16(format, send, slices, b, feedback, until);
   const int own = static_cast<int>(slices.words(rank_));
   sum16::reduceSlice(format, from, slices.length(rank_), b.sum16.atLeast(static_cast<std::size_t>(own)),
@@ -263,14 +267,7 @@ void MpiCommunicator::allreduceSum16(WireFormat format, const float* send, float
 
 void MpiCommunicator::allreduceStepped16(WireFormat format, const float* send, const PiecedBuffer& targets,
                                          const OwnerStep& step, sum16::Feedback* feedback) {
-  const std::size_t count = targets.count();
-  const sum16::Slices slices(count, size_);
-  POSEIDON_ENFORCE(slices.totalWords() <= static_cast<std::size_t>(INT_MAX),
-                   "one 16-bit collective carries at most 2^31 values");
-  const std::uint64_t bytes = allreduce16BytesSent(count, size_);
-  paced(bytes, &failure_);
-  OwnerSumBuffers& b = ownerSumBuffers();
-  const auto until = deadline();
+  auto [slices, bytes, b, until] = begin16(targets.count());
   // As the fp32 step by owner, MPI reads and writes the communicator's buffers only: the
   // owner steps the targets between the two collectives, and each update received is added
   // onto them after the second. A call that gives up in the second leaves the owner's slice

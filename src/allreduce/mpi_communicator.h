@@ -55,6 +55,15 @@ class MpiCommunicator final : public Communicator {
   struct OwnerSumBuffers;
   // The owner sums' buffers (fresh ones after an abandoned call).
   OwnerSumBuffers& ownerSumBuffers();
+  // A 16-bit call of `count` values, begun: its size checked, its bytes paced (and counted
+  // by the caller once done), its buffers, and its deadline after the pacing.
+  struct Call16 {
+    sum16::Slices slices;
+    std::uint64_t bytes;
+    OwnerSumBuffers& b;
+    Clock::time_point until;
+  };
+  Call16 begin16(std::size_t count);
   // The fp32 alltoall of `send`'s slices to their owners and this rank's rank-order sum of
   // its slice into `out` (b laid out for fp32 slices on the way).
   void ownerSum(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b, float* out, Clock::time_point until);
