@@ -105,7 +105,7 @@ struct Grown {
 // still holds.
 struct MpiCommunicator::OwnerSumBuffers {
   Grown<float> gathered;                 // fp32: the other ranks' slices of this rank's, in rank order
-  Grown<float> stepped;                  // the step by owner: the bucket's stepped values, gathered (16 bits: the owner's sums)
+  Grown<float> stepped;                  // the fp32 step by owner: the bucket's stepped values, gathered
   Grown<std::uint16_t> mine16, gathered16, sum16;  // 16 bits: this rank's encoding, the others' slices, its sum or update
   owner16::Scratch scratch;              // the 16-bit step by owner's (never MPI's)
   // Slice s of the buffer: slice_counts[s] elements from slice_displs[s] (the allgather's
@@ -136,8 +136,8 @@ MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers() {
   return *owner_sum_;
 }
 
-void MpiCommunicator::ownerSum(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b, float* out,
-                               Clock::time_point until) {
+std::vector<const float*> MpiCommunicator::ownerSlices(const float* send, const sum16::Slices& slices,
+                                                       OwnerSumBuffers& b, Clock::time_point until) {
   const int own = b.layOut(rank_, size_, [&](int s) { return slices.length(s); }, [&](int s) { return slices.begin(s); });
   float* gathered = b.gathered.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
   MPI_Request request;
@@ -147,7 +147,7 @@ void MpiCommunicator::ownerSum(const float* send, const sum16::Slices& slices, O
   wait(request, "MPI_Ialltoallv (fp32 slices to their owners)", until);
   std::vector<const float*> from(size_);
   for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : gathered + b.recv_displs[r];
-  addInRankOrder(from, static_cast<std::size_t>(own), out);
+  return from;
 }
 
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
@@ -161,7 +161,7 @@ void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t c
   const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
   OwnerSumBuffers& b = ownerSumBuffers();
   const auto until = deadline();  // after the pacing: the budget's wait is not the peers'
-  ownerSum(send, slices, b, recv + slices.begin(rank_), until);
+  addInRankOrder(ownerSlices(send, slices, b, until), slices.length(rank_), recv + slices.begin(rank_));
   // Every owner's sum to every rank, in place: this rank's slice of `recv` is its own sum.
   MPI_Request request;
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, b.slice_counts.data(), b.slice_displs.data(),
@@ -175,7 +175,7 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   const std::size_t count = targets.count();
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
   if (size_ == 1) {
-    step(0, count, send);  // its own gradient is the sum
+    step(0, count, {GradientView{send, {}}});  // its own gradient is the sum
     return;
   }
   const std::uint64_t bytes = allreduceBytesSent(count, size_);
@@ -190,8 +190,9 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   float* stepped = b.stepped.atLeast(count);
   const std::size_t mine = slices.begin(rank_), own = slices.length(rank_);
   const auto until = deadline();
-  ownerSum(send, slices, b, stepped + mine, until);
-  step(mine, own, stepped + mine);
+  std::vector<GradientView> from;
+  for (const float* slice : ownerSlices(send, slices, b, until)) from.push_back(GradientView{slice, {}});
+  step(mine, own, from);
   targets.copyTo(mine, own, stepped + mine);
   MPI_Request request;
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stepped, b.slice_counts.data(), b.slice_displs.data(),
@@ -274,10 +275,8 @@ void MpiCommunicator::allreduceStepped16(WireFormat format, const float* send, c
   // stepped and the others not: the error ends the run, as the fp32 path's does.
   const auto from = ownerSlices16(format, send, slices, b, feedback, until);
   const std::size_t mine = slices.begin(rank_), n = slices.length(rank_);
-  float* sums = b.stepped.atLeast(n);
-  sum16::sumSlice(format, from, n, sums);
   const int own = static_cast<int>(slices.words(rank_));
-  owner16::stepOwnSlice(format, targets, mine, n, sums, step, b.sum16.atLeast(static_cast<std::size_t>(own)),
+  owner16::stepOwnSlice(format, targets, mine, n, from, step, b.sum16.atLeast(static_cast<std::size_t>(own)),
                         sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, mine}, b.scratch);
   gather16(b, own, "MPI_Iallgatherv (the 16-bit updates to every rank)", until);
   for (int s = 0; s < size_; ++s) {

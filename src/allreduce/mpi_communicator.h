@@ -38,7 +38,8 @@ class MpiCommunicator final : public Communicator {
   // the loopback communicator computes, bit for bit, on every run; it moves a ring's bytes
   // (2 (P-1)/P of the buffer per rank) in two steps, in place or not.
   void allreduceSum(const float* send, float* recv, std::size_t count) override;
-  // The fp32 owner sum as above, the owner's step, then an MPI_Iallgatherv of the stepped
+  // The fp32 alltoall as above, the owner's step from the gathered slices (summed in rank
+  // order as the step reads them: no sum written), then an MPI_Iallgatherv of the stepped
   // slices through a staging buffer of the communicator's, copied into the targets.
   void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) override;
   void broadcast(float* data, std::size_t count, int root) override;
@@ -46,7 +47,7 @@ class MpiCommunicator final : public Communicator {
   // MPI_Iallgatherv of the rounded sums (sum16.h).
   void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                       sum16::Feedback* feedback) override;
-  // The same alltoall, the owner's sum in fp32 and its step (step_by_owner.h), an
+  // The same alltoall, the owner's step from the slices' fp32 sum (step_by_owner.h), an
   // MPI_Iallgatherv of the owners' 16-bit updates, each added onto the targets.
   void allreduceStepped16(WireFormat format, const float* send, const PiecedBuffer& targets, const OwnerStep& step,
                           sum16::Feedback* feedback) override;
@@ -64,9 +65,10 @@ class MpiCommunicator final : public Communicator {
     Clock::time_point until;
   };
   Call16 begin16(std::size_t count);
-  // The fp32 alltoall of `send`'s slices to their owners and this rank's rank-order sum of
-  // its slice into `out` (b laid out for fp32 slices on the way).
-  void ownerSum(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b, float* out, Clock::time_point until);
+  // The fp32 alltoall of `send`'s slices to their owners (b laid out for fp32 slices on the
+  // way); every rank's slice of this rank's share, in rank order.
+  std::vector<const float*> ownerSlices(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b,
+                                        Clock::time_point until);
   // The 16-bit alltoall of `send`'s encoded slices to their owners (b laid out for 16-bit
   // slices on the way); the encoded slices of this rank's share, in rank order.
   std::vector<const std::uint16_t*> ownerSlices16(WireFormat format, const float* send, const sum16::Slices& slices,

@@ -38,7 +38,7 @@ void Communicator::allreduceStepped(const float* send, const PiecedBuffer& targe
     const Uncounted quiet(*this);
     allreduceSum(send, sums.data(), count);
     const std::size_t mine = slices.begin(rank());
-    step(mine, slices.length(rank()), sums.data() + mine);
+    step(mine, slices.length(rank()), {GradientView{sums.data() + mine, {}}});
     for (int s = 0; s < size(); ++s) {
       const std::size_t begin = slices.begin(s);
       slice.resize(slices.length(s));
@@ -53,14 +53,17 @@ void Communicator::allreduceStepped(const float* send, const PiecedBuffer& targe
 
 namespace owner16 {
 
-void stepOwnSlice(WireFormat format, const PiecedBuffer& targets, std::size_t begin, std::size_t n, const float* sums,
-                  const OwnerStep& step, std::uint16_t* out, sum16::Carried carried, Scratch& scratch) {
+void stepOwnSlice(WireFormat format, const PiecedBuffer& targets, std::size_t begin, std::size_t n,
+                  const std::vector<const std::uint16_t*>& from, const OwnerStep& step, std::uint16_t* out,
+                  sum16::Carried carried, Scratch& scratch) {
   std::vector<float>& before = scratch.before;
   std::vector<float>& update = scratch.update;
   before.resize(n);
   update.resize(n);
   targets.copyTo(begin, n, before.data());
-  step(begin, n, sums);
+  std::vector<GradientView> views;
+  for (const std::uint16_t* slice : from) views.push_back(GradientView{nullptr, sum16::spanOfSlice(format, slice)});
+  step(begin, n, views);
   targets.copyTo(begin, n, update.data());
   // The update as a shard makes its kParams16 one (ParameterServer::stepPair): new minus
   // old, the residual carried in, rounded; then old + the update as it arrives everywhere.
@@ -107,11 +110,9 @@ void Communicator::allreduceStepped16(WireFormat format, const float* send, cons
     const int me = rank();
     std::vector<const std::uint16_t*> from;
     for (int r = 0; r < P; ++r) from.push_back(words(r) + slices.offset(me));
-    std::vector<float> sums(slices.length(me));
-    sum16::sumSlice(format, from, sums.size(), sums.data());
     std::vector<float> update((slices.words(me) + 1) / 2);
     owner16::Scratch scratch;
-    owner16::stepOwnSlice(format, targets, slices.begin(me), slices.length(me), sums.data(), step,
+    owner16::stepOwnSlice(format, targets, slices.begin(me), slices.length(me), from, step,
                           reinterpret_cast<std::uint16_t*>(update.data()),
                           sum16::Carried{feedback != nullptr ? &feedback->sum : nullptr, slices.begin(me)}, scratch);
     for (int s = 0; s < P; ++s) {

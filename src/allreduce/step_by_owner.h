@@ -45,10 +45,12 @@ struct PiecedBuffer {
   }
 };
 
-// The owner's part of an allreduce whose result is a step (allreduceStepped): with the
-// rank-order sums of values [begin, begin + n) of the buffer, update the same range of
-// the targets.
-using OwnerStep = std::function<void(std::size_t begin, std::size_t n, const float* sums)>;
+// The owner's part of an allreduce whose result is a step (allreduceStepped): from every
+// rank's contribution to values [begin, begin + n) of the buffer (`from`, in rank order, or
+// one that is their rank-order sum already), update the same range of the targets. The
+// step sums the contributions in rank order as it reads them (sgdStepViews), so no sum is
+// written and read back; the floats are the same as the sum's, bit for bit.
+using OwnerStep = std::function<void(std::size_t begin, std::size_t n, const std::vector<GradientView>& from)>;
 
 namespace owner16 {
 
@@ -58,12 +60,12 @@ struct Scratch {
 };
 
 // The owner's part on a 16-bit wire: steps values [begin, begin + n) of `targets` from
-// their fp32 `sums` (OwnerStep), writes the update (new minus old, with `carried`'s
+// the ranks' encoded slices `from` (OwnerStep: their sum in fp32, rank order), writes the update (new minus old, with `carried`'s
 // residual added and keeping what the rounding lost) encoded as a sum16 slice into `out`
 // (Slices::words(n): scale first), and leaves old + the update as every rank reads it in
 // the targets.
-void stepOwnSlice(WireFormat format, const PiecedBuffer& targets, std::size_t begin, std::size_t n, const float* sums,
-                  const OwnerStep& step, std::uint16_t* out, sum16::Carried carried, Scratch& scratch);
+void stepOwnSlice(WireFormat format, const PiecedBuffer& targets, std::size_t begin, std::size_t n,
+                  const std::vector<const std::uint16_t*>& from, const OwnerStep& step, std::uint16_t* out, sum16::Carried carried, Scratch& scratch);
 // Another owner's encoded update (a sum16 slice of n values) added onto values
 // [begin, begin + n) of `targets`: the same additions as the owner's own. CommError for
 // a scale no sender writes.

@@ -133,8 +133,8 @@ void AllreduceBuckets::schedule(std::uint64_t t) {
     // the sums it overwrites (by owner: for apply() to have ended the last iteration).
     if (by_owner_) {
       store_->pushStepped(bucket->key, bucket->in.data(), bucket->in_tag, &bucket->params,
-                          [this, bucket, t](std::size_t begin, std::size_t n, const float* sums) {
-                            stepSlice(*bucket, t, begin, n, sums);
+                          [this, bucket, t](std::size_t begin, std::size_t n, const std::vector<GradientView>& from) {
+                            stepSlice(*bucket, t, begin, n, from);
                           });
     } else {
       store_->push(bucket->key, bucket->in.data(), bucket->in_tag);
@@ -185,20 +185,22 @@ bool AllreduceBuckets::stepByOwner(const AllreduceOptions& o) {
 }
 
 void AllreduceBuckets::stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n,
-                                 const float* sums) {
+                                 const std::vector<GradientView>& from) {
   // Inside the collective's timeline span (its thread's track): no span of its own.
   const SgdOptions step = sgd_.at(t);
   const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
   const std::size_t end = begin + n;
+  std::vector<GradientView> here(from.size());
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
     Layer& layer = *layers_[bucket.plan.layers[i]];
     auto at = static_cast<std::size_t>(bucket.plan.offsets[i]);
     for (std::size_t k = 0; k < layer.params.size(); at += static_cast<std::size_t>(layer.sizes[k]), ++k) {
-      const std::size_t from = std::max(begin, at), to = std::min(end, at + static_cast<std::size_t>(layer.sizes[k]));
-      if (from >= to) continue;
-      float* momentum = layer.momentum[k].empty() ? nullptr : layer.momentum[k].data() + (from - at);
-      sgdStep(layer.params[k] + (from - at), momentum, {sums + (from - begin)}, scale,
-              static_cast<std::int64_t>(to - from), step, layer.first_step);
+      const std::size_t lo = std::max(begin, at), hi = std::min(end, at + static_cast<std::size_t>(layer.sizes[k]));
+      if (lo >= hi) continue;
+      float* momentum = layer.momentum[k].empty() ? nullptr : layer.momentum[k].data() + (lo - at);
+      for (std::size_t r = 0; r < from.size(); ++r) here[r] = from[r].from(lo - begin);
+      sgdStepViews(layer.params[k] + (lo - at), momentum, here, scale, static_cast<std::int64_t>(hi - lo), step,
+                   layer.first_step);
     }
   }
 }

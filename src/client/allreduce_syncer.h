@@ -86,8 +86,10 @@ class AllreduceBuckets {
   struct Bucket;
   static bool stepByOwner(const AllreduceOptions& options);
   void copyIn(Layer& layer, Bucket& bucket, std::int64_t offset, std::uint64_t t);
-  // By owner: iteration t's step of values [begin, begin + n) of the bucket from their sums.
-  void stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n, const float* sums);
+  // By owner: iteration t's step of values [begin, begin + n) of the bucket from every
+  // rank's contribution (OwnerStep), summed in rank order as the step reads them.
+  void stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n,
+                 const std::vector<GradientView>& from);
   void apply(Bucket& bucket, std::uint64_t t);
 
   FailureState& failure_;

@@ -54,6 +54,18 @@ struct HalfSpan {
 // out[0, n) = the span's floats [from, from + n).
 void widen(const HalfSpan& span, std::size_t from, float* out, std::size_t n);
 
+// One contribution to a sum as the step reads it: fp32, or 16-bit values off the wire that
+// are widened a block at a time as they are summed (no fp32 copy of them is made; the sum
+// is the same, bit for bit, as of the widened copy).
+struct GradientView {
+  const float* fp32 = nullptr;  // null: `half`
+  HalfSpan half;
+  // The same contribution from its value k on.
+  GradientView from(std::size_t k) const {
+    return fp32 != nullptr ? GradientView{fp32 + k, {}} : GradientView{nullptr, HalfSpan{half.format, half.scale, half.values + k}};
+  }
+};
+
 // Which code converts on this CPU: "avx2+f16c" or "scalar" (benchmarks print it).
 const char* halfKernels();
 

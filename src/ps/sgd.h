@@ -12,14 +12,6 @@
 
 namespace poseidon {
 
-// One worker's gradient as the step reads it: fp32, or 16-bit values off the wire that are
-// widened a block at a time as they are summed (no fp32 copy of the push is made; the sum
-// is the same, bit for bit, as of the widened copy).
-struct GradientView {
-  const float* fp32 = nullptr;  // null: `half`
-  HalfSpan half;
-};
-
 // One step over n parameters (in gradient mode: the mean gradient into `params`). `grads` are the workers'
 // contributions in rank order, summed and multiplied by `scale` (1/number of contributions; or one contribution that is
 // already a sum, with scale 1/workers). `momentum_buf` may be null when momentum is 0; `first_step` initialises it.

@@ -14,6 +14,19 @@
 
 namespace poseidon {
 
+std::vector<float> rankOrderSum(const std::vector<GradientView>& from, std::size_t n) {
+  std::vector<float> sum(n), one(n);
+  for (std::size_t r = 0; r < from.size(); ++r) {
+    if (from[r].fp32 != nullptr) {
+      std::copy(from[r].fp32, from[r].fp32 + n, one.begin());
+    } else {
+      widen(from[r].half, 0, one.data(), n);
+    }
+    for (std::size_t i = 0; i < n; ++i) sum[i] = r == 0 ? one[i] : sum[i] + one[i];
+  }
+  return sum;
+}
+
 namespace {
 
 // Sizes from one float to a few MB, so both latency- and bandwidth-bound collectives run.
@@ -127,9 +140,9 @@ std::int64_t steppedSumsWrong(Transport& transport, const KVStoreOptions& option
     for (std::size_t i = 0; i < n; ++i) old[i] = before(i);
     targets.copyFrom(0, n, old.data());
     int calls = 0;
-    comm->stepped(wire, send.data(), targets, [&](std::size_t begin, std::size_t len, const float* sums) {
+    comm->stepped(wire, send.data(), targets, [&](std::size_t begin, std::size_t len, const std::vector<GradientView>& from) {
       ++calls;
-      targets.copyFrom(begin, len, sums);
+      targets.copyFrom(begin, len, rankOrderSum(from, len).data());
     });
     bad += calls != 1;
     std::size_t i = 0;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "allreduce/kvstore.h"
 
@@ -24,6 +25,10 @@ struct StressResult {
   std::int64_t wrong_values = 0;
   double seconds = 0;
 };
+
+// The rank-order sum of a step by owner's contributions (an OwnerStep's `from`), widened
+// one by one: what the tests' steps read, written apart from sgdStepViews.
+std::vector<float> rankOrderSum(const std::vector<GradientView>& from, std::size_t n);
 
 StressResult runKVStoreStress(Transport& transport, const KVStoreOptions& options, int iterations, std::uint64_t seed);
 

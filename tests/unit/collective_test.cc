@@ -277,8 +277,9 @@ TEST(Sum16, StepByOwnerSendsRoundedUpdatesAndEveryReplicaEndsEqual) {
             for (int t = 0; t < T; ++t) {
               for (std::size_t i = 0; i < n; ++i) send[i] = values(t, r, i);
               comm->allreduceStepped16(format, send.data(), targets,
-                                       [&](std::size_t begin, std::size_t len, const float* sums) {
+                                       [&](std::size_t begin, std::size_t len, const std::vector<GradientView>& from) {
                                          ++calls[r];
+                                         const std::vector<float> sums = rankOrderSum(from, len);
                                          slice.resize(len);
                                          targets.copyTo(begin, len, slice.data());
                                          for (std::size_t i = 0; i < len; ++i) slice[i] = slice[i] * 0.5f - sums[i] * 0.25f;
