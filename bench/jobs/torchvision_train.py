@@ -89,7 +89,9 @@ def wrap(system, net, optimizer, a):
         import poseidon
         poseidon.init()
         nodes = a.devices_per_node if a.devices_per_node == "host" else int(a.devices_per_node)
-        return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes,
+        # An experiment's knob (BENCH_FUSION_BYTES): the allreduce layers' fusion buffer.
+        fusion = {"fusion_bytes": int(os.environ["BENCH_FUSION_BYTES"])} if os.environ.get("BENCH_FUSION_BYTES") else {}
+        return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes, **fusion,
                                          send_order="fifo" if system == "poseidon-fifo" else "priority",
                                          wfbp=not a.no_wfbp, timeline=bool(a.profile_out),
                                          mode="server" if system == "poseidon-server" else a.mode,

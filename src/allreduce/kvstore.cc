@@ -54,18 +54,27 @@ KVStore::Entry& KVStore::entry(int key) {
 
 std::size_t KVStore::count(int key) const {
   auto it = entries_.find(key);
-  return it == entries_.end() ? 0 : it->second.value.size();
+  return it == entries_.end() ? 0 : it->second.count;
 }
 
 void KVStore::init(int key, const float* value, std::size_t count, bool stepped) {
   POSEIDON_ENFORCE(entries_.count(key) == 0, "KVStore key ", key, " initialised twice");
   Entry e;
   e.stepped = stepped;
-  e.value.assign(value, value + count);
+  e.count = count;
   e.tag = engine_.newTag(detail::cat("kvstore key ", key));
   if (options_.error_feedback && options_.wire != WireFormat::kFp32) e.feedback = std::make_unique<sum16::Feedback>(count);
-  initCommunicator().broadcast(e.value.data(), count, 0);
+  if (!stepped) {
+    e.value.assign(value, value + count);
+    initCommunicator().broadcast(e.value.data(), count, 0);
+  }
   entries_.emplace(key, std::move(e));
+}
+
+const float* KVStore::value(int key) {
+  Entry& e = entry(key);
+  POSEIDON_ENFORCE(!e.stepped, "KVStore key ", key, " is stepped by owner: it stores no value");
+  return e.value.data();
 }
 
 void KVStore::addStateRecords(std::vector<StateRecord>& records) {
@@ -89,8 +98,8 @@ void KVStore::pushStepped(int key, const float* grad, Engine::Tag grad_tag, cons
                           OwnerStep step) {
   Entry& e = entry(key);
   POSEIDON_ENFORCE(e.stepped, "KVStore key ", key, " was not initialised for the step by owner");
-  POSEIDON_ENFORCE_EQ(targets->count(), e.value.size(), "values of a stepped push's targets");
-  issue(key, e, Collective{grad, nullptr, e.value.size(), e.feedback.get(), targets, std::move(step)}, grad_tag);
+  POSEIDON_ENFORCE_EQ(targets->count(), e.count, "values of a stepped push's targets");
+  issue(key, e, Collective{grad, nullptr, e.count, e.feedback.get(), targets, std::move(step)}, grad_tag);
 }
 
 void KVStore::Collective::run(Communicator& comm, WireFormat wire) const {
@@ -103,7 +112,7 @@ void KVStore::Collective::run(Communicator& comm, WireFormat wire) const {
 
 void KVStore::pull(int key, float* out, Engine::Tag out_tag) {
   Entry& e = entry(key);
-  const float* from = e.value.data();
+  const float* from = value(key);
   const std::size_t bytes = e.value.size() * sizeof(float);
   engine_.push([from, out, bytes] { std::memcpy(out, from, bytes); }, {e.tag}, {out_tag}, Engine::Kind::kCopy);
 }

@@ -60,7 +60,9 @@ class KVStore {
   virtual ~KVStore() = default;
 
   // Collective and synchronous, in the same order on every rank: the key stores `count`
-  // floats, rank 0's `value`. A `stepped` key is pushed with pushStepped only.
+  // floats, rank 0's `value`. A `stepped` key is pushed with pushStepped only and stores
+  // nothing: its pushes' targets hold its values, equal on every rank already (the caller
+  // broadcast them), so `value` may be null and no collective runs.
   void init(int key, const float* value, std::size_t count, bool stepped = false);
   // After the tasks queued before on `grad_tag` (mutations): the key's value becomes the
   // sum over ranks of `grad`.
@@ -75,7 +77,7 @@ class KVStore {
   // value(key) after the key's earlier pushes and before its next one (the engine orders
   // them). Not a push's source here: the allreduce buckets copy their gradients into
   // buffers of their own.
-  const float* value(int key) { return entry(key).value.data(); }
+  const float* value(int key);
   Engine::Tag tag(int key) { return entry(key).tag; }
 
   std::size_t count(int key) const;
@@ -91,7 +93,8 @@ class KVStore {
 
  protected:
   struct Entry {
-    std::vector<float> value;
+    std::vector<float> value;  // empty for a stepped key
+    std::size_t count = 0;
     Engine::Tag tag = 0;
     std::unique_ptr<sum16::Feedback> feedback;  // with error feedback on a 16-bit wire
     bool stepped = false;                       // pushed by owner's step (init)

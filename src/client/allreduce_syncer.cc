@@ -83,19 +83,19 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
     b->in_tag = engine_.newTag(detail::cat("bucket ", b->key, " in"));
     b->params_tag = engine_.newTag(detail::cat("bucket ", b->key, " parameters"));
     // init stores rank 0's parameters; the session has broadcast them already, so this
-    // only fills the store's buffers.
+    // only fills the store's buffers (by owner there are none: the tensors are the values).
     for (std::size_t i = 0; i < b->plan.layers.size(); ++i) {
       const Layer& layer = *layers_[b->plan.layers[i]];
       std::int64_t at = b->plan.offsets[i];
       for (std::size_t t = 0; t < layer.params.size(); ++t) {
-        std::memcpy(b->in.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
+        if (!by_owner_) std::memcpy(b->in.data() + at, layer.params[t], layer.sizes[t] * sizeof(float));
         at += layer.sizes[t];
         b->params.pieces.push_back(layer.params[t]);
         b->params.sizes.push_back(static_cast<std::size_t>(layer.sizes[t]));
       }
     }
     store_->init(b->key, b->in.data(), b->in.size(), by_owner_);
-    b->sums = store_->value(b->key);
+    if (!by_owner_) b->sums = store_->value(b->key);
     b->sums_tag = store_->tag(b->key);
     buckets_.push_back(std::move(b));
   }

@@ -331,6 +331,50 @@ TEST(Sum16, HalfTheRingsBytesAndAScalePerSlice) {
   EXPECT_EQ(slices.totalWords(), 16u);
 }
 
+// A stepped key stores no value (its targets are the values): its push steps them by owner,
+// and whatever would read a stored value is refused.
+TEST(KVStoreDesigns, AStepKeyStoresNoValueAndItsPushStepsTheTargets) {
+  constexpr int P = 2;
+  constexpr std::size_t n = 1001;
+  LoopbackHub hub(P);
+  std::vector<std::vector<float>> got(P);
+  std::vector<std::exception_ptr> errors(P);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        FailureState failure;
+        Engine engine(Engine::Threads{1, 1, 1}, failure);
+        auto store = KVStore::create(KVStoreOptions{}, engine, hub.transport(r), failure);
+        store->init(3, nullptr, n, /*stepped=*/true);
+        EXPECT_EQ(store->count(3), n);
+        EXPECT_THROW(store->value(3), Error);
+        std::vector<float> grad(n), out(n), params(n, 1.0f);
+        for (std::size_t i = 0; i < n; ++i) grad[i] = static_cast<float>(r + 1) * static_cast<float>(i);
+        const Engine::Tag grad_tag = engine.newTag("grad"), out_tag = engine.newTag("out");
+        EXPECT_THROW(store->push(3, grad.data(), grad_tag), Error);
+        EXPECT_THROW(store->pull(3, out.data(), out_tag), Error);
+        const PiecedBuffer targets{{params.data()}, {n}};
+        store->pushStepped(3, grad.data(), grad_tag, &targets,
+                           [&](std::size_t begin, std::size_t len, const std::vector<GradientView>& from) {
+                             const std::vector<float> sums = rankOrderSum(from, len);
+                             for (std::size_t i = 0; i < len; ++i) params[begin + i] -= sums[i];
+                           });
+        engine.waitAll(std::chrono::seconds(30));
+        got[r] = params;
+        engine.shutdown();
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < P; ++r) {
+    if (errors[r]) std::rethrow_exception(errors[r]);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], 1.0f - 3.0f * static_cast<float>(i)) << "rank " << r << " value " << i;
+  }
+}
+
 TEST(KVStoreDesigns, SettingsThatCouldDeadlockAreRefused) {
   EXPECT_THROW((KVStoreOptions{KVStoreType::kConcurrent, 4, 2}.validate()), InputError);
   EXPECT_THROW((KVStoreOptions{KVStoreType::kChained, 0, 1}.validate()), InputError);
