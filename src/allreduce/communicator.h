@@ -56,12 +56,13 @@ class Communicator {
   // MpiCommunicator's moves half a ring's bytes.
   virtual void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                               sum16::Feedback* feedback);
-  // The step by owner (issue 38): rank s gets the rank-order sum of slice s of every rank's
-  // `send` (the slices of sum16::Slices, no scales), calls `step` on it, which updates slice
-  // s of `targets`, and sends the updated slice to every rank. So each rank steps a P-th of
+  // The step by owner (issue 38): rank s gets slice s of every rank's `send` (the slices of
+  // sum16::Slices, no scales), calls `step` on them, which updates slice s of `targets` from
+  // their rank-order sum, and sends the updated slice to every rank. So each rank steps a P-th of
   // the buffer, and the ranks' targets end equal, bit for bit, with a ring's bytes moved
-  // (the updated values in place of the sums). This generic version sums every slice on
-  // every rank (allreduceSum), steps its own, and broadcasts it from its owner; MPI's sends
+  // (the updated values in place of the sums). This generic version sends every rank's `send`
+  // to every rank (a broadcast from each), steps its own slice from the P contributions,
+  // and broadcasts it from its owner; MPI's sends
   // only the owners' shares and gathers the updated values through a buffer of its own,
   // copied into the targets (MPI never holds the targets, which the caller may free).
   virtual void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step);

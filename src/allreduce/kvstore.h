@@ -59,17 +59,18 @@ class KVStore {
                                          FailureState& failure);
   virtual ~KVStore() = default;
 
-  // Collective and synchronous, in the same order on every rank: the key stores `count`
-  // floats, rank 0's `value`. A `stepped` key is pushed with pushStepped only and stores
-  // nothing: its pushes' targets hold its values, equal on every rank already (the caller
-  // broadcast them), so `value` may be null and no collective runs.
+  // In the same order on every rank, with the same `stepped`: the key stores `count`
+  // floats, rank 0's `value` (a collective, synchronous). A `stepped` key is pushed with
+  // pushStepped only and stores nothing: its pushes' targets hold its values, equal on
+  // every rank already (the caller broadcast them), so `value` may be null and no
+  // collective runs.
   void init(int key, const float* value, std::size_t count, bool stepped = false);
   // After the tasks queued before on `grad_tag` (mutations): the key's value becomes the
   // sum over ranks of `grad`.
   void push(int key, const float* grad, Engine::Tag grad_tag);
-  // The same collective with the step by owner (Communicator::stepped, on the store's wire):
-  // each rank's `step` updates its slice of `targets` from the sums, and every rank's
-  // `targets` get every slice. The key's value is left as it was: no pull reads this push.
+  // A stepped key's collective, the step by owner (Communicator::stepped, on the store's
+  // wire): each rank's `step` updates its slice of `targets` from every rank's contribution
+  // to it, and every rank's `targets` get every slice. The key has no value to pull.
   void pushStepped(int key, const float* grad, Engine::Tag grad_tag, const PiecedBuffer* targets, OwnerStep step);
   // After the key's earlier pushes: copies the value into `out` (a mutation of `out_tag`).
   void pull(int key, float* out, Engine::Tag out_tag);

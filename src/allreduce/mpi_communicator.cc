@@ -90,6 +90,7 @@ struct Grown {
   std::unique_ptr<T[]> data;
   std::size_t capacity = 0;
   T* atLeast(std::size_t n) {
+    n = std::max<std::size_t>(n, 1);  // never null: a GradientView's null fp32 means 16 bits
     if (capacity < n) {
       data.reset(new T[n]);  // uninitialised: MPI or the sum writes all of it before it is read
       capacity = n;

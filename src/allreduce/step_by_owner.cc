@@ -26,29 +26,35 @@ void PiecedBuffer::copyFrom(std::size_t from, std::size_t len, const float* in) 
   });
 }
 
-// The generic way, for communicators without an alltoall (the loopback): the whole sum on
-// every rank, the owner's step of its slice, then each owner's slice broadcast from it.
-// Counted once as itself, a ring's bytes, as MPI's override moves.
+// The generic way, for communicators without an alltoall (the loopback): every rank's
+// buffer to every rank, the owner's step of its slice from the P contributions (as MPI's
+// owner gets them), then each owner's slice broadcast from it. Counted once as itself, a
+// ring's bytes, as MPI's override moves.
 void Communicator::allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) {
+  const int P = size(), me = rank();
   const std::size_t count = targets.count();
-  const sum16::Slices slices(count, size());
-  std::vector<float> sums(count);
+  const sum16::Slices slices(count, P);
+  std::vector<std::vector<float>> all(P);
   std::vector<float> slice;
   {
     const Uncounted quiet(*this);
-    allreduceSum(send, sums.data(), count);
-    const std::size_t mine = slices.begin(rank());
-    step(mine, slices.length(rank()), {GradientView{sums.data() + mine, {}}});
-    for (int s = 0; s < size(); ++s) {
+    for (int r = 0; r < P; ++r) {
+      all[r] = r == me ? std::vector<float>(send, send + count) : std::vector<float>(count);
+      if (count > 0) broadcast(all[r].data(), count, r);
+    }
+    std::vector<GradientView> from;
+    for (int r = 0; r < P; ++r) from.push_back(GradientView{all[r].data() + slices.begin(me), {}});
+    step(slices.begin(me), slices.length(me), from);
+    for (int s = 0; s < P; ++s) {
       const std::size_t begin = slices.begin(s);
       slice.resize(slices.length(s));
       if (slice.empty()) continue;  // fewer values than ranks: the same slices empty on every rank
-      if (s == rank()) targets.copyTo(begin, slice.size(), slice.data());
+      if (s == me) targets.copyTo(begin, slice.size(), slice.data());
       broadcast(slice.data(), slice.size(), s);
-      if (s != rank()) targets.copyFrom(begin, slice.size(), slice.data());
+      if (s != me) targets.copyFrom(begin, slice.size(), slice.data());
     }
   }
-  counted(allreduceBytesSent(count, size()));
+  counted(allreduceBytesSent(count, P));
 }
 
 namespace owner16 {
@@ -92,8 +98,8 @@ void addUpdate(WireFormat format, const std::uint16_t* in, const PiecedBuffer& t
 }  // namespace owner16
 
 // The generic way on a 16-bit wire, as the fp32 one: every rank's encoding to every rank
-// (a broadcast from each, as Communicator::allreduceSum16), the owner's sum and step of
-// its slice, then each owner's encoded update broadcast from it and added everywhere else.
+// (a broadcast from each, as Communicator::allreduceSum16), the owner's step of its slice
+// from the P encoded contributions, then each owner's encoded update broadcast from it and added everywhere else.
 // Only the owner keeps its slice's residual in `feedback->sum`, as over MPI.
 void Communicator::allreduceStepped16(WireFormat format, const float* send, const PiecedBuffer& targets,
                                       const OwnerStep& step, sum16::Feedback* feedback) {

@@ -60,12 +60,12 @@ struct Scratch {
 };
 
 // The owner's part on a 16-bit wire: steps values [begin, begin + n) of `targets` from
-// the ranks' encoded slices `from` (OwnerStep: their sum in fp32, rank order), writes the update (new minus old, with `carried`'s
-// residual added and keeping what the rounding lost) encoded as a sum16 slice into `out`
-// (Slices::words(n): scale first), and leaves old + the update as every rank reads it in
-// the targets.
+// the ranks' encoded slices `from` (OwnerStep: their sum in fp32, rank order), writes the update (new minus old, with
+// `carried`'s residual added and keeping what the rounding lost) encoded as a sum16 slice into `out` (Slices::words(n):
+// scale first), and leaves old + the update as every rank reads it in the targets.
 void stepOwnSlice(WireFormat format, const PiecedBuffer& targets, std::size_t begin, std::size_t n,
-                  const std::vector<const std::uint16_t*>& from, const OwnerStep& step, std::uint16_t* out, sum16::Carried carried, Scratch& scratch);
+                  const std::vector<const std::uint16_t*>& from, const OwnerStep& step, std::uint16_t* out,
+                  sum16::Carried carried, Scratch& scratch);
 // Another owner's encoded update (a sum16 slice of n values) added onto values
 // [begin, begin + n) of `targets`: the same additions as the owner's own. CommError for
 // a scale no sender writes.

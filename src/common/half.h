@@ -62,7 +62,8 @@ struct GradientView {
   HalfSpan half;
   // The same contribution from its value k on.
   GradientView from(std::size_t k) const {
-    return fp32 != nullptr ? GradientView{fp32 + k, {}} : GradientView{nullptr, HalfSpan{half.format, half.scale, half.values + k}};
+    return fp32 != nullptr ? GradientView{fp32 + k, {}}
+                           : GradientView{nullptr, HalfSpan{half.format, half.scale, half.values + k}};
   }
 };
 

@@ -140,10 +140,11 @@ std::int64_t steppedSumsWrong(Transport& transport, const KVStoreOptions& option
     for (std::size_t i = 0; i < n; ++i) old[i] = before(i);
     targets.copyFrom(0, n, old.data());
     int calls = 0;
-    comm->stepped(wire, send.data(), targets, [&](std::size_t begin, std::size_t len, const std::vector<GradientView>& from) {
-      ++calls;
-      targets.copyFrom(begin, len, rankOrderSum(from, len).data());
-    });
+    comm->stepped(wire, send.data(), targets,
+                  [&](std::size_t begin, std::size_t len, const std::vector<GradientView>& from) {
+                    ++calls;
+                    targets.copyFrom(begin, len, rankOrderSum(from, len).data());
+                  });
     bad += calls != 1;
     std::size_t i = 0;
     for (const auto& piece : pieces) {

@@ -276,16 +276,17 @@ TEST(Sum16, StepByOwnerSendsRoundedUpdatesAndEveryReplicaEndsEqual) {
             std::vector<float> send(n), slice;
             for (int t = 0; t < T; ++t) {
               for (std::size_t i = 0; i < n; ++i) send[i] = values(t, r, i);
-              comm->allreduceStepped16(format, send.data(), targets,
-                                       [&](std::size_t begin, std::size_t len, const std::vector<GradientView>& from) {
-                                         ++calls[r];
-                                         const std::vector<float> sums = rankOrderSum(from, len);
-                                         slice.resize(len);
-                                         targets.copyTo(begin, len, slice.data());
-                                         for (std::size_t i = 0; i < len; ++i) slice[i] = slice[i] * 0.5f - sums[i] * 0.25f;
-                                         targets.copyFrom(begin, len, slice.data());
-                                       },
-                                       feedback ? &residuals : nullptr);
+              comm->allreduceStepped16(
+                  format, send.data(), targets,
+                  [&](std::size_t begin, std::size_t len, const std::vector<GradientView>& from) {
+                    ++calls[r];
+                    const std::vector<float> sums = rankOrderSum(from, len);
+                    slice.resize(len);
+                    targets.copyTo(begin, len, slice.data());
+                    for (std::size_t i = 0; i < len; ++i) slice[i] = slice[i] * 0.5f - sums[i] * 0.25f;
+                    targets.copyFrom(begin, len, slice.data());
+                  },
+                  feedback ? &residuals : nullptr);
             }
             targets.copyTo(0, n, got[r].data());
           });
@@ -371,7 +372,8 @@ TEST(KVStoreDesigns, AStepKeyStoresNoValueAndItsPushStepsTheTargets) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < P; ++r) {
     if (errors[r]) std::rethrow_exception(errors[r]);
-    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[r][i], 1.0f - 3.0f * static_cast<float>(i)) << "rank " << r << " value " << i;
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[r][i], 1.0f - 3.0f * static_cast<float>(i)) << "rank " << r << " value " << i;
   }
 }
 
