@@ -36,9 +36,8 @@ void addInRankOrder(const std::vector<const float*>& from, std::size_t n, float*
 
 // Poll interval of a collective in flight: one ring step of a few MB takes milliseconds,
 // so 20 us adds little latency and leaves the core to computation. Not backed off: a
-// backoff to 160 us measured 1.10x at 10 gbit but ~0.90x at 1 gbit, likely because each
-// of a collective's handshakes and socket refills then waits for the next poll while the
-// link idles (not profiled; docs/benchmarks/wire16-googlenet-1gbit-ab-owner-step16.txt).
+// backoff to 160 us, side by side with this in one build, read 1.04x at 10 gbit and 0.97x
+// at 1 gbit, within the lab's noise (docs/benchmarks/comm-poll-backoff-ab-direct.txt).
 constexpr auto kPoll = std::chrono::microseconds(20);
 }  // namespace
 
