@@ -85,12 +85,15 @@ std::vector<HalfSpan> spansOf(WireFormat format, const std::vector<const std::ui
   for (const std::uint16_t* in : from) ranks.push_back(spanOfSlice(format, in));
   return ranks;
 }
-}  // namespace
 
+// out[0, n) = the fp32 sum of the encoded slices `from[r]` (n values each), added in rank
+// order from rank 0's: what fp16's owner rounds, whose scale needs the whole sum first.
+// (The step by owner reads the same sum as it steps: sgdStepViews.)
 void sumSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n, float* out) {
   const std::vector<HalfSpan> ranks = spansOf(format, from);
   for (std::size_t i = 0; i < n; i += kChunk) sumChunk(ranks, i, std::min(kChunk, n - i), out + i);
 }
+}  // namespace
 
 void reduceSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n,
                  std::uint16_t* out, Carried carried) {

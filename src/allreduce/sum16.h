@@ -72,10 +72,6 @@ void encode(WireFormat format, const float* values, const Slices& slices, std::u
 void decodeSlice(WireFormat format, const std::uint16_t* in, std::size_t n, float* out);
 // The encoded slice's values where they lie, its scale checked as decodeSlice's.
 HalfSpan spanOfSlice(WireFormat format, const std::uint16_t* in);
-// out[0, n) = the fp32 sum of the encoded slices `from[r]` (n values each), added in rank
-// order from rank 0's: what an owner rounds (reduceSlice on fp16, whose scale needs the
-// whole sum first). The step by owner reads the same sum as it steps (sgdStepViews).
-void sumSlice(WireFormat format, const std::vector<const std::uint16_t*>& from, std::size_t n, float* out);
 // The owner's step: `from[r]` is rank r's encoded slice (n values); `out` gets the encoded
 // sum, added in fp32 in rank order, starting from rank 0's values (and the sum's residual
 // added before it is rounded, with `carried`).
