@@ -89,8 +89,11 @@ def wrap(system, net, optimizer, a):
         import poseidon
         poseidon.init()
         nodes = a.devices_per_node if a.devices_per_node == "host" else int(a.devices_per_node)
-        # An experiment's knob (BENCH_FUSION_BYTES): the allreduce layers' fusion buffer.
+        # Experiments' knobs: the allreduce layers' fusion buffer (BENCH_FUSION_BYTES) and
+        # KVStore design (BENCH_KVSTORE: funnel, concurrent or chained).
         fusion = {"fusion_bytes": int(os.environ["BENCH_FUSION_BYTES"])} if os.environ.get("BENCH_FUSION_BYTES") else {}
+        if os.environ.get("BENCH_KVSTORE"):
+            fusion["kvstore"] = os.environ["BENCH_KVSTORE"]
         return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes, **fusion,
                                          send_order="fifo" if system == "poseidon-fifo" else "priority",
                                          wfbp=not a.no_wfbp, timeline=bool(a.profile_out),

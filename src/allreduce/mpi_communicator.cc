@@ -66,6 +66,22 @@ void MpiCommunicator::check(int rc, const char* call) const {
 }
 
 void MpiCommunicator::wait(MPI_Request& request, const char* what, Clock::time_point until) {
+  if (poller_ != nullptr) {
+    using Outcome = MpiRequestPoller::Outcome;
+    const Outcome outcome = poller_->await(request, until, failure_);
+    if (outcome == Outcome::kDone) {
+      request = MPI_REQUEST_NULL;  // completed and freed by the poller
+      return;
+    }
+    if (outcome != Outcome::kNotPolling) {
+      abandoned_ = true;  // the request stays with MPI, and its buffers with it
+      failure_.rethrowIfFailed();
+      if (outcome == Outcome::kStopped) {
+        throw CommError(detail::cat("rank ", rank_, ": ", what, ": the MPI progress thread stopped before it completed"));
+      }
+      throwTimeout(detail::cat("rank ", rank_, ": ", what), timeout_);
+    }
+  }
   int done = 0;
   while (true) {
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);

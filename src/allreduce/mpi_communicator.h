@@ -1,7 +1,9 @@
 // A Communicator over a duplicate of Poseidon's MPI communicator. Collectives are issued
 // non-blocking (MPI_Ialltoallv, MPI_Iallgatherv, MPI_Ibcast) and completed by polling
 // MPI_Test with a short sleep between polls: a blocking MPI call busy-waits, and on an
-// oversubscribed machine a spinning rank takes the core its neighbours compute on. Needs
+// oversubscribed machine a spinning rank takes the core its neighbours compute on. With a
+// poller (the transport's progress thread, mpi_request_poller.h) the calling thread does not
+// poll at all: it hands the request over and sleeps until it completes. Needs
 // MPI_THREAD_MULTIPLE, since engine threads call MPI while the transport's progress thread
 // does too.
 #pragma once
@@ -15,6 +17,7 @@
 
 #include "allreduce/communicator.h"
 #include "allreduce/sum16.h"
+#include "comm/mpi_request_poller.h"
 #include "common/wait.h"
 
 namespace poseidon {
@@ -28,6 +31,9 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool abandoned() const override { return abandoned_; }
+  // Completes this communicator's requests from here on (it must outlive the communicator's
+  // calls); until then, and whenever it does not poll, the calling thread polls them itself.
+  void pollWith(MpiRequestPoller* poller) { poller_ = poller; }
   // By owner, as the 16-bit path in fp32: an MPI_Ialltoallv of slice s of every rank's
   // buffer to rank s, the owner's sum in rank order, an MPI_Iallgatherv of the sums in place.
   // Not MPI_Iallreduce: Open MPI 4.1's libnbc takes Rabenseifner's algorithm at 4+ ranks,
@@ -77,7 +83,8 @@ class MpiCommunicator final : public Communicator {
   // The owners' encoded 16-bit slices (`own` words of this rank's from b.sum16) to every
   // rank, into b.mine16, slices in order.
   void gather16(OwnerSumBuffers& b, int own, const char* what, Clock::time_point until);
-  // Polls `request` until it completes; past `until` it throws the timeout. One call's
+  // Waits until `request` completes (through the poller, else polling it here); past
+  // `until` it throws the timeout. One call's
   // collectives share one deadline, so a call gives up after --timeout, not once per step.
   void wait(MPI_Request& request, const char* what, Clock::time_point until);
   Clock::time_point deadline() const { return Clock::now() + timeout_; }
@@ -85,6 +92,7 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> abandoned_{false};  // a call gave up on a request MPI still holds
+  MpiRequestPoller* poller_ = nullptr;  // completes the requests, if set
   std::unique_ptr<OwnerSumBuffers> owner_sum_;  // the owner sums' (fp32, stepped, 16-bit), kept across calls
   int rank_ = 0;
   int size_ = 1;

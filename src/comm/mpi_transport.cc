@@ -20,6 +20,8 @@ constexpr auto kMinBackoff = std::chrono::microseconds(20);
 constexpr auto kMaxBackoff = std::chrono::microseconds(500);
 // Poll interval while sends or receives are in flight.
 constexpr auto kInFlightPoll = std::chrono::microseconds(30);
+// How often a thread in await() looks at the failure flag, which wakes nobody.
+constexpr auto kAwaitFailureLook = std::chrono::milliseconds(20);
 // What the budget lets go at once after a quiet period: one KV pair.
 constexpr double kBudgetBurstBytes = 2 << 20;
 }  // namespace
@@ -140,6 +142,7 @@ std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::millise
   auto comm = std::make_unique<MpiCommunicator>(comm_, timeout, failure);
   comm->countInto(&traffic());
   comm->paceWith(budget_.get());
+  comm->pollWith(this);
   return comm;
 }
 
@@ -470,10 +473,16 @@ bool MpiTransport::testInFlight() {
         "MPI_Testsome");
   if (outcount <= 0) return false;
   std::size_t sent = 0;
+  bool awaited_done = false;
   for (int i = 0; i < outcount; ++i) {
     InFlight& f = in_flight_[done[i]];
     const bool notice = f.tag == kLeavingTag || f.tag == kLeftTag;
-    if (f.is_send && f.tag == kHeaderPartTag) {
+    if (f.awaited) {
+      std::lock_guard<std::mutex> lock(mu_);
+      f.awaited->done = true;
+      awaited_done = true;
+      awaited_completed_.fetch_add(1);
+    } else if (f.is_send && f.tag == kHeaderPartTag) {
       f.buffer.reset();
     } else if (f.is_send && notice) {
       f.work->markDone();
@@ -501,6 +510,7 @@ bool MpiTransport::testInFlight() {
   }
   requests_.resize(keep);
   in_flight_.resize(keep);
+  if (awaited_done) awaited_cv_.notify_all();
   handleNotices();
   if (sent > 0) {
     {
@@ -512,9 +522,71 @@ bool MpiTransport::testInFlight() {
   return true;
 }
 
+MpiRequestPoller::Outcome MpiTransport::await(MPI_Request request, Clock::time_point until,
+                                              const FailureState& failure) {
+  auto awaited = std::make_shared<Awaited>();
+  awaited->request = request;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!polling_) return Outcome::kNotPolling;
+  awaited_.push_back(awaited);
+  ++pushes_;
+  cv_.notify_one();
+  while (!awaited->done && !awaited->ended) {
+    const auto now = Clock::now();
+    if (failure.failed() || now >= until) {
+      awaited->given_up = true;  // the progress thread keeps testing it, but stop() does not wait for it
+      return Outcome::kGaveUp;
+    }
+    awaited_cv_.wait_until(lock, std::min(until, now + kAwaitFailureLook));
+  }
+  return awaited->done ? Outcome::kDone : Outcome::kStopped;
+}
+
+bool MpiTransport::adoptAwaited() {
+  std::vector<std::shared_ptr<Awaited>> adopted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    adopted.swap(awaited_);
+  }
+  for (auto& a : adopted) {
+    requests_.push_back(a->request);
+    InFlight f{false, Message(), nullptr, nullptr};
+    f.awaited = std::move(a);
+    in_flight_.push_back(std::move(f));
+  }
+  return !adopted.empty();
+}
+
+void MpiTransport::endAwaited() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    polling_ = false;
+    for (auto& a : awaited_) a->ended = true;
+    awaited_.clear();
+    for (auto& f : in_flight_) {
+      if (f.awaited && !f.awaited->done) f.awaited->ended = true;
+    }
+  }
+  awaited_cv_.notify_all();
+}
+
+bool MpiTransport::onlyGivenUpLeft() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stopping_) return false;
+  for (const auto& f : in_flight_) {
+    if (!f.awaited || !f.awaited->given_up) return false;
+  }
+  return true;
+}
+
 void MpiTransport::runLoop() {
   pthread_setname_np(pthread_self(), "poseidon-mpi");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    polling_ = true;
+  }
   progressLoop();
+  endAwaited();
   {
     std::lock_guard<std::mutex> lock(mu_);
     loop_ended_ = true;
@@ -532,11 +604,18 @@ void MpiTransport::progressLoop() {
       }
       sayGoodbye();
       bool progressed = postSends();
+      progressed |= adoptAwaited();  // after postSends, which saw pushes_: none is left unseen
       progressed |= probeReceives();
       progressed |= testInFlight();
       if (progressed) {
         backoff = kMinBackoff;
         continue;
+      }
+      if (!requests_.empty() && onlyGivenUpLeft()) {
+        // Collectives nobody waits for: they stay with MPI, and their buffers with their
+        // communicator (MpiCommunicator::abandoned); not this transport's sends to drain.
+        requests_.clear();
+        in_flight_.clear();
       }
       if (!requests_.empty()) {
         // A transfer is under way: poll again soon. A short sleep rather than a

@@ -8,6 +8,9 @@
 //
 // Sends wait in the bandwidth manager's queue (bandwidth/send_queue.h): the thread hands
 // MPI at most the policy's window of bytes at once, most urgent first, within the budget.
+//
+// It is also the rank's one MPI poller (mpi_request_poller.h): the communicators it makes
+// hand it their collectives' requests, and it tests them with its own.
 #pragma once
 
 #include <mpi.h>
@@ -23,11 +26,12 @@
 #include "bandwidth/send_queue.h"
 #include "bandwidth/token_bucket.h"
 #include "comm/mpi_context.h"
+#include "comm/mpi_request_poller.h"
 #include "comm/transport.h"
 
 namespace poseidon {
 
-class MpiTransport final : public Transport {
+class MpiTransport final : public Transport, public MpiRequestPoller {
  public:
   // `max_payload_bytes` bounds what a received header may announce.
   MpiTransport(const MpiContext& mpi, std::size_t max_payload_bytes);
@@ -55,6 +59,10 @@ class MpiTransport final : public Transport {
   bool drained() const override { return !abandoned_; }
   bool settle(std::chrono::milliseconds limit) override;
   SendQueueStats sendStats() const override;
+  // A collective's request, completed by the progress thread while it runs.
+  Outcome await(MPI_Request request, Clock::time_point until, const FailureState& failure) override;
+  // Requests await() was handed that completed here: what the stress test checks.
+  std::uint64_t awaitedCompleted() const { return awaited_completed_.load(); }
   static constexpr std::chrono::seconds kDrainTimeout{10};
   // MPI_Comm_create_group's tag (any value: its traffic is apart from the messages').
   static constexpr int kGroupTag = 7;
@@ -85,6 +93,13 @@ class MpiTransport final : public Transport {
     std::size_t window_bytes = 0;  // what it takes of the window once handed to MPI
   };
   using Clock = std::chrono::steady_clock;
+  // A request handed over by await(): guarded by mu_ once shared.
+  struct Awaited {
+    MPI_Request request;
+    bool done = false;   // completed
+    bool ended = false;  // the progress thread ended first
+    bool given_up = false;  // its waiter left (timeout or failure): stopping does not wait for it
+  };
   struct InFlight {
     bool is_send;
     Message message;                         // a send keeps its bytes alive until done
@@ -94,6 +109,7 @@ class MpiTransport final : public Transport {
     int tag = 0;                             // receives: a message's type, or kLeavingTag / kLeftTag
     int source = -1;                         // receives
     bool split = false;                      // a receive of a payload apart: its header is in buffer
+    std::shared_ptr<Awaited> awaited{};      // another thread's request (await), and nothing else
   };
 
   void runLoop();
@@ -104,6 +120,12 @@ class MpiTransport final : public Transport {
   MPI_Request postApart(const Outgoing& out, int tag);
   void recordWait(const SendQueue<Outgoing>::Entry& e, std::chrono::steady_clock::time_point now);  // mu_ held
   bool probeReceives();
+  // The requests await() handed over since the last call, into the ones tested.
+  bool adoptAwaited();
+  // The progress thread ends: every request handed over and not done is told so.
+  void endAwaited();
+  // Stopping, and all that is in flight is requests whose waiters gave up: nothing to drain.
+  bool onlyGivenUpLeft();
   // A probed message of a header's size: the header, and the receive of its payload if one
   // follows apart (kPayloadTag).
   void receiveSplit(MPI_Message& handle, int source, int tag);
@@ -136,7 +158,7 @@ class MpiTransport final : public Transport {
   std::vector<bool> same_node_;                          // guarded by mu_: peers whose messages skip window and budget
   std::unique_ptr<TokenBucket> budget_;                  // shared with the collectives (thread-safe)
   SendQueue<Outgoing> outbox_{SendOrder::kPriority};     // guarded by mu_
-  std::uint64_t pushes_ = 0;                             // sends queued so far; guarded by mu_
+  std::uint64_t pushes_ = 0;                             // sends and awaited requests queued so far; guarded by mu_
   SendQueueStats stats_;                                 // guarded by mu_
   bool stopping_ = false;                                // guarded by mu_
   std::chrono::steady_clock::time_point stop_deadline_;  // guarded by mu_
@@ -148,6 +170,10 @@ class MpiTransport final : public Transport {
   std::string leaving_why_;                              // guarded by mu_
   std::atomic<bool> goodbye_pending_{false};             // leave() was called and a peer is still to be told
   std::vector<bool> departed_;                           // guarded by mu_: peers that left (nothing goes to them)
+  bool polling_ = false;                                 // guarded by mu_: the progress thread takes awaited requests
+  std::vector<std::shared_ptr<Awaited>> awaited_;        // guarded by mu_: handed over, not yet tested
+  std::condition_variable awaited_cv_;                   // an awaited request completed, or the loop ended
+  std::atomic<std::uint64_t> awaited_completed_{0};
 
   // Owned by the progress thread only.
   std::vector<MPI_Request> requests_;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "comm/mpi_transport.h"
 #include "comm/transport.h"
 #include "kvstore_stress.h"
 #include "poseidon/errors.h"
@@ -39,9 +40,16 @@ int main(int argc, char** argv) {
     // The message transport's progress thread runs beside the collectives, as in training.
     transport.start(TransportCallbacks{[](Message) {}, [](std::exception_ptr) {}});
     const StressResult r = runKVStoreStress(transport, o, iterations, 11);
-    std::printf("rank %d: %s: %lld collectives in %.2f s, %lld wrong values\n", transport.rank(),
-                kvstoreTypeName(o.type), static_cast<long long>(r.collectives), r.seconds,
-                static_cast<long long>(r.wrong_values));
+    // Every collective's requests go through the progress thread (mpi_request_poller.h).
+    const auto* mpi = dynamic_cast<const MpiTransport*>(&transport);
+    const long long polled = mpi != nullptr ? static_cast<long long>(mpi->awaitedCompleted()) : -1;
+    std::printf("rank %d: %s: %lld collectives in %.2f s, %lld wrong values, %lld requests completed by the progress thread\n",
+                transport.rank(), kvstoreTypeName(o.type), static_cast<long long>(r.collectives), r.seconds,
+                static_cast<long long>(r.wrong_values), polled);
+    if (transport.size() > 1 && r.collectives > 0 && polled <= 0) {
+      std::fprintf(stderr, "rank %d: no collective's request was completed by the progress thread\n", transport.rank());
+      return 1;
+    }
     return r.wrong_values == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kvstore_stress: error: %s\n", e.what());
