@@ -68,11 +68,11 @@ void MpiCommunicator::check(int rc, const char* call) const {
 void MpiCommunicator::wait(MPI_Request& request, const char* what, Clock::time_point until) {
   if (poller_ != nullptr) {
     using Outcome = MpiRequestPoller::Outcome;
-    const Outcome outcome = poller_->await(request, until, failure_);
-    if (outcome == Outcome::kDone) {
-      request = MPI_REQUEST_NULL;  // completed and freed by the poller
-      return;
-    }
+    int mpi_error = MPI_SUCCESS;
+    const Outcome outcome = poller_->await(request, until, failure_, mpi_error);
+    if (outcome != Outcome::kNotPolling) request = MPI_REQUEST_NULL;  // the poller's now
+    if (outcome == Outcome::kDone) return;
+    if (outcome == Outcome::kFailed) check(mpi_error, what);
     if (outcome != Outcome::kNotPolling) {
       abandoned_ = true;  // the request stays with MPI, and its buffers with it
       failure_.rethrowIfFailed();

@@ -17,15 +17,18 @@ namespace poseidon {
 class MpiRequestPoller {
  public:
   enum class Outcome {
-    kDone,        // the request completed (and is freed: the caller's handle is stale)
+    kDone,        // the request completed (and is freed)
+    kFailed,      // it completed with an error: `mpi_error` says which
     kGaveUp,      // `until` passed or `failure` was set: MPI still holds the request
     kStopped,     // the poller's thread ended before the request completed: MPI still holds it
-    kNotPolling,  // no thread polls now (not started, or stopped): the caller polls it itself
+    kNotPolling,  // no thread polls it (not started, or stopped first): still the caller's to poll
   };
   virtual ~MpiRequestPoller() = default;
-  // Blocks until one of the outcomes. From any thread; the request is the poller's until the
-  // call returns, so the caller must not test it meanwhile.
-  virtual Outcome await(MPI_Request request, Clock::time_point until, const FailureState& failure) = 0;
+  // Blocks until one of the outcomes. From any thread. Unless the outcome is kNotPolling the
+  // request is the poller's for good (it keeps testing a request given up on, and frees it
+  // once done): the caller's handle is stale and must not be tested, cancelled or freed.
+  virtual Outcome await(MPI_Request request, Clock::time_point until, const FailureState& failure,
+                        int& mpi_error) = 0;
 };
 
 }  // namespace poseidon

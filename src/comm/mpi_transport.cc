@@ -175,6 +175,7 @@ std::unique_ptr<Communicator> MpiTransport::newGroupCommunicator(const std::vect
   MPI_Comm_free(&sub);
   comm->countInto(&traffic());
   comm->paceWith(budget_.get());
+  comm->pollWith(this);
   return comm;
 }
 
@@ -469,19 +470,27 @@ bool MpiTransport::testInFlight() {
   std::vector<int> done(requests_.size());
   std::vector<MPI_Status> statuses(requests_.size());
   int outcount = 0;
-  check(MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &outcount, done.data(), statuses.data()),
-        "MPI_Testsome");
+  const int rc =
+      MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &outcount, done.data(), statuses.data());
+  // MPI_ERR_IN_STATUS: some completed with an error, each in its status. An awaited request's
+  // goes to its waiter (its collective fails, not this transport); one of ours ends the loop.
+  if (rc != MPI_ERR_IN_STATUS) check(rc, "MPI_Testsome");
   if (outcount <= 0) return false;
   std::size_t sent = 0;
   bool awaited_done = false;
   for (int i = 0; i < outcount; ++i) {
     InFlight& f = in_flight_[done[i]];
+    requests_[done[i]] = MPI_REQUEST_NULL;  // finished here (MPI has freed it, or keeps one that failed)
     const bool notice = f.tag == kLeavingTag || f.tag == kLeftTag;
+    const int error = rc == MPI_ERR_IN_STATUS ? statuses[i].MPI_ERROR : MPI_SUCCESS;
     if (f.awaited) {
       std::lock_guard<std::mutex> lock(mu_);
+      f.awaited->error = error;
       f.awaited->done = true;
       awaited_done = true;
       awaited_completed_.fetch_add(1);
+    } else if (error != MPI_SUCCESS) {
+      check(error, "MPI_Testsome");
     } else if (f.is_send && f.tag == kHeaderPartTag) {
       f.buffer.reset();
     } else if (f.is_send && notice) {
@@ -523,7 +532,7 @@ bool MpiTransport::testInFlight() {
 }
 
 MpiRequestPoller::Outcome MpiTransport::await(MPI_Request request, Clock::time_point until,
-                                              const FailureState& failure) {
+                                              const FailureState& failure, int& mpi_error) {
   auto awaited = std::make_shared<Awaited>();
   awaited->request = request;
   std::unique_lock<std::mutex> lock(mu_);
@@ -539,7 +548,10 @@ MpiRequestPoller::Outcome MpiTransport::await(MPI_Request request, Clock::time_p
     }
     awaited_cv_.wait_until(lock, std::min(until, now + kAwaitFailureLook));
   }
-  return awaited->done ? Outcome::kDone : Outcome::kStopped;
+  if (!awaited->adopted) return Outcome::kNotPolling;  // the loop ended before it took it
+  if (!awaited->done) return Outcome::kStopped;
+  mpi_error = awaited->error;
+  return mpi_error == MPI_SUCCESS ? Outcome::kDone : Outcome::kFailed;
 }
 
 bool MpiTransport::adoptAwaited() {
@@ -547,6 +559,7 @@ bool MpiTransport::adoptAwaited() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     adopted.swap(awaited_);
+    for (auto& a : adopted) a->adopted = true;
   }
   for (auto& a : adopted) {
     requests_.push_back(a->request);
@@ -572,11 +585,14 @@ void MpiTransport::endAwaited() {
 
 bool MpiTransport::onlyGivenUpLeft() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!stopping_) return false;
   for (const auto& f : in_flight_) {
     if (!f.awaited || !f.awaited->given_up) return false;
   }
   return true;
+}
+
+bool MpiTransport::ownInFlight() const {
+  return std::any_of(in_flight_.begin(), in_flight_.end(), [](const InFlight& f) { return !f.awaited; });
 }
 
 void MpiTransport::runLoop() {
@@ -599,7 +615,7 @@ void MpiTransport::progressLoop() {
   try {
     while (true) {
       if (pastStopDeadline()) {
-        abandoned_ = !requests_.empty();  // those requests stay with MPI: the owner ends the job
+        abandoned_ = ownInFlight();  // those requests stay with MPI: the owner ends the job
         return;
       }
       sayGoodbye();
@@ -611,13 +627,10 @@ void MpiTransport::progressLoop() {
         backoff = kMinBackoff;
         continue;
       }
-      if (!requests_.empty() && onlyGivenUpLeft()) {
-        // Collectives nobody waits for: they stay with MPI, and their buffers with their
-        // communicator (MpiCommunicator::abandoned); not this transport's sends to drain.
-        requests_.clear();
-        in_flight_.clear();
-      }
-      if (!requests_.empty()) {
+      // Collectives whose waiters gave up (a failing run) are tested at the idle pace, and
+      // stopping leaves them to MPI, their buffers with their communicator
+      // (MpiCommunicator::abandoned): not this transport's sends to drain.
+      if (!requests_.empty() && !onlyGivenUpLeft()) {
         // A transfer is under way: poll again soon. A short sleep rather than a
         // sched_yield spin measured as fast (fcnet, 4 ranks on 2 cores) and leaves the
         // core to the ranks that compute.
@@ -640,7 +653,7 @@ void MpiTransport::progressLoop() {
     }
   } catch (...) {
     auto error = std::current_exception();
-    abandoned_ = !requests_.empty();  // MPI still holds them: kept until the job ends
+    abandoned_ = ownInFlight();  // MPI still holds them: kept until the job ends
     for (auto& f : in_flight_) {
       if (f.is_send && f.work) f.work->markDone(error);  // a header part has none
     }

@@ -60,7 +60,8 @@ class MpiTransport final : public Transport, public MpiRequestPoller {
   bool settle(std::chrono::milliseconds limit) override;
   SendQueueStats sendStats() const override;
   // A collective's request, completed by the progress thread while it runs.
-  Outcome await(MPI_Request request, Clock::time_point until, const FailureState& failure) override;
+  Outcome await(MPI_Request request, Clock::time_point until, const FailureState& failure,
+                int& mpi_error) override;
   // Requests await() was handed that completed here: what the stress test checks.
   std::uint64_t awaitedCompleted() const { return awaited_completed_.load(); }
   static constexpr std::chrono::seconds kDrainTimeout{10};
@@ -96,9 +97,11 @@ class MpiTransport final : public Transport, public MpiRequestPoller {
   // A request handed over by await(): guarded by mu_ once shared.
   struct Awaited {
     MPI_Request request;
-    bool done = false;   // completed
-    bool ended = false;  // the progress thread ended first
-    bool given_up = false;  // its waiter left (timeout or failure): stopping does not wait for it
+    bool done = false;            // completed
+    int error = MPI_SUCCESS;      // once done: how
+    bool ended = false;           // the progress thread ended first
+    bool adopted = false;         // the progress thread took it (else, ended, it is still the waiter's)
+    bool given_up = false;        // its waiter left (timeout or failure): stopping does not wait for it
   };
   struct InFlight {
     bool is_send;
@@ -124,8 +127,11 @@ class MpiTransport final : public Transport, public MpiRequestPoller {
   bool adoptAwaited();
   // The progress thread ends: every request handed over and not done is told so.
   void endAwaited();
-  // Stopping, and all that is in flight is requests whose waiters gave up: nothing to drain.
+  // All that is in flight is requests whose waiters gave up: nothing to hurry for, or to
+  // drain once stopping.
   bool onlyGivenUpLeft();
+  // This transport's own messages in flight (not awaited requests): what stopping drains.
+  bool ownInFlight() const;
   // A probed message of a header's size: the header, and the receive of its payload if one
   // follows apart (kPayloadTag).
   void receiveSplit(MPI_Message& handle, int source, int tag);

@@ -13,14 +13,14 @@ from e2e import ENV, mpirun, run, train, expect_failure, leftovers, names_silent
 PHASES = ["startup", "broadcast", "iteration", "checkpoint", "finish"]
 
 
-def phase_fault(args, action, phase, timeout=5):
+def phase_fault(args, action, phase, timeout=5, scheme="ps"):
     """Runs 3 ranks with POSEIDON_FAULT making rank 1 `action` at `phase`; returns the exit
     code, stderr, the seconds from the fault to the job's end, and the error lines."""
     with tempfile.TemporaryDirectory() as tmp:
         # Iterations: the checkpoint of iteration 4 comes before the end; the fault on
         # "iteration" fires at the 3rd iteration's end, mid-run.
         env = dict(ENV, POSEIDON_FAULT=f"1:{phase}:{action}:3" if phase == "iteration" else f"1:{phase}:{action}")
-        cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "8", "--scheme", "ps",
+        cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "8", "--scheme", scheme,
                            "--timeout", str(timeout), "--synthetic", "--no-eval",
                            "--checkpoint-dir", f"{tmp}/ck", "--checkpoint-every", "4"]
         rc, out, err, secs = run(cmd, 120, env)
@@ -156,3 +156,24 @@ def test_rank_fails_each_phase(args):
         left = leftovers("--iterations 8")
         assert not left, f"{phase}: processes left behind: {left}"
         print(f"ok: failure at {phase}: ended after {secs:.1f} s: {errors[0][:160]}")
+
+
+def test_allreduce_rank_fails_or_stalls(args):
+    # Every layer by allreduce, whose collectives the transport's progress thread completes
+    # for the comm threads (mpi_request_poller.h): a rank that throws mid-run ends the job at
+    # once with its error, and one that stalls ends it within --timeout + 10 s (the others'
+    # collectives give up on it, and stopping does not wait for what they gave up on), with
+    # no crash in the teardown and no process left behind.
+    timeout = 5
+    for action, bound in (("throw", 3), ("stop", timeout + 10)):
+        rc, err, secs, errors = phase_fault(args, action, "iteration", timeout, scheme="allreduce")
+        assert rc != 0, f"{action}: the job must fail"
+        assert secs < bound, f"{action}: the job took {secs:.1f} s to end (bound {bound})"
+        assert errors, f"{action}: no one-line error:\n{err[-2000:]}"
+        if action == "throw":
+            assert any("injected failure at phase iteration" in l for l in errors), "\n".join(errors)
+        assert "Sanitizer" not in err and "terminate called" not in err and "Segmentation" not in err, (
+            f"{action}: a crash while tearing down:\n{err[-3000:]}")
+        left = leftovers("--iterations 8")
+        assert not left, f"{action}: processes left behind: {left}"
+        print(f"ok: {action} with allreduce layers: ended after {secs:.1f} s: {errors[0][:160]}")
