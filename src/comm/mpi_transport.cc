@@ -544,6 +544,7 @@ MpiRequestPoller::Outcome MpiTransport::await(MPI_Request request, Clock::time_p
     const auto now = Clock::now();
     if (failure.failed() || now >= until) {
       awaited->given_up = true;  // the progress thread keeps testing it, but stop() does not wait for it
+      any_given_up_.store(true);
       return Outcome::kGaveUp;
     }
     awaited_cv_.wait_until(lock, std::min(until, now + kAwaitFailureLook));
@@ -584,6 +585,7 @@ void MpiTransport::endAwaited() {
 }
 
 bool MpiTransport::onlyGivenUpLeft() {
+  if (!any_given_up_.load()) return false;  // a healthy run: no lock on the poll's path
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& f : in_flight_) {
     if (!f.awaited || !f.awaited->given_up) return false;

@@ -180,6 +180,7 @@ class MpiTransport final : public Transport, public MpiRequestPoller {
   std::vector<std::shared_ptr<Awaited>> awaited_;        // guarded by mu_: handed over, not yet tested
   std::condition_variable awaited_cv_;                   // an awaited request completed, or the loop ended
   std::atomic<std::uint64_t> awaited_completed_{0};
+  std::atomic<bool> any_given_up_{false};               // a waiter ever gave up (a failing run)
 
   // Owned by the progress thread only.
   std::vector<MPI_Request> requests_;
