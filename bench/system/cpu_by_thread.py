@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--callers", metavar="SYMBOL",
                     help="also record call chains (frame pointers) and print who calls SYMBOL, e.g. "
                          "__memmove_avx_unaligned_erms")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep each system's perf.data as DIR/SYSTEM.data, for `perf report` beyond the table")
     a = ap.parse_args()
     if shutil.which("perf") is None:
         sys.exit(f"{script_name()}: perf is not installed (apt-get install linux-perf)")
@@ -51,7 +53,10 @@ def main():
     cores = os.cpu_count() or 1
     print(f"# CPU by thread, {a.model} on {a.ranks} ranks, {a.link} lab; {machine()}")
     print(made_by() + "\n")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = a.keep or scratch
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
         for system in a.systems.split(","):
             s_per_iter, groups = profile(a, system, tmp)
             print(f"## {system}: {s_per_iter:.3f} s/iteration (median)\n")

@@ -11,6 +11,7 @@
 #include "checkpoint/state_file.h"
 #include "client/checked_options.h"
 #include "client/client.h"
+#include "client/progress_probe.h"
 #include "comm/control_channel.h"
 #include "comm/equal_everywhere.h"
 #include "comm/transport.h"
@@ -42,6 +43,7 @@ struct Dispatch {
   NodeStage* stage = nullptr;         // guarded by mu: on a node's leader
   DeviceClient* device = nullptr;     // guarded by mu: on a node's other ranks
   FailureState* failure = nullptr;    // guarded by mu
+  ProgressProbe* probe = nullptr;     // guarded by mu
 
   // A failure from the transport's thread; after detach() there is no session to tell.
   void fail(std::exception_ptr e) {
@@ -54,6 +56,10 @@ struct Dispatch {
     switch (m.type()) {
       case MsgType::kControl:
         if (control) control->onMessage(std::move(m));
+        return;
+      case MsgType::kWhere:
+      case MsgType::kHere:
+        if (probe) probe->onMessage(m);
         return;
       case MsgType::kPushGrad:
       case MsgType::kPushGrad16:
@@ -144,6 +150,8 @@ struct Session::Impl {
   // replicas (setStepValues).
   std::shared_ptr<StepValues> step_values = std::make_shared<StepValues>();
   ControlChannel control;
+  // Answers how far this rank's loop got, and asks the others when a sync times out.
+  ProgressProbe probe;
   // Before the components that record into it; shared with the transport, whose thread
   // records each send's wait in the queue and may outlive the session.
   std::shared_ptr<Timeline> timeline;
@@ -162,7 +170,7 @@ struct Session::Impl {
   const int uncaught = std::uncaught_exceptions();
 
   Impl(Transport& t, const Options& o)
-      : transport(t), options(o), checked(checkOptions(o)), control(t, o.timeout, failure) {}
+      : transport(t), options(o), checked(checkOptions(o)), control(t, o.timeout, failure), probe(t) {}
 
   // The session's construction, step by step (Session::Session).
   void startTransport();
@@ -219,6 +227,7 @@ struct Session::Impl {
     dispatch->stage = nullptr;
     dispatch->device = nullptr;
     dispatch->failure = nullptr;
+    dispatch->probe = nullptr;
   }
 };
 
@@ -270,6 +279,7 @@ Session::Session(Transport& transport, const ModelInfo& model, std::vector<std::
   sgd.step_values = s.step_values;
   s.makeServer(cluster, sgd);
   s.makeWorker(cluster, sgd);
+  if (s.worker) s.probe.trains(s.worker->iteration());
   s.publish();
   s.describeLayout();
   s.checkPlanAndBroadcast(model);
@@ -283,6 +293,7 @@ void Session::Impl::startTransport() {
   // created later, before the agreement check that every rank must pass before it sends any.
   dispatch->control = &control;
   dispatch->failure = &failure;
+  dispatch->probe = &probe;
   auto d = dispatch;
   transport.start(TransportCallbacks{[d](Message m) {
                                        try {
@@ -513,20 +524,44 @@ const SessionLayout& Session::layout() const { return impl_->layout; }
 Collectives& Session::control() { return impl_->control; }
 const ModelInfo& Session::model() const { return impl_->book->model(); }
 
+namespace {
+
+// A sync's timeout explained by who is behind (ProgressProbe), unless it names a rank
+// already. The hand-overs too: they rethrow a collective's timeout from the failure flag.
+template <class Call>
+void explained(ProgressProbe& probe, Call&& call) {
+  try {
+    call();
+  } catch (const CulpritTimeout&) {
+    throw;
+  } catch (const TimeoutError& e) {
+    probe.explain(e);
+  }
+}
+
+}  // namespace
+
 void Session::gradientsReady(int layer, std::vector<float*> grads, std::shared_ptr<const void> owner) {
-  impl_->failure.rethrowIfFailed();
-  impl_->training()->gradientsReady(layer, std::move(grads), std::move(owner));
+  explained(impl_->probe, [&] {
+    impl_->failure.rethrowIfFailed();
+    impl_->training()->gradientsReady(layer, std::move(grads), std::move(owner));
+  });
 }
 
 void Session::endIteration() {
-  impl_->failure.rethrowIfFailed();
-  impl_->training()->endIteration();
+  explained(impl_->probe, [&] {
+    impl_->failure.rethrowIfFailed();
+    impl_->training()->endIteration();
+  });
+  impl_->probe.trains(impl_->training()->iteration());
   faultPoint(impl_->transport.rank(), "iteration");
 }
 
-void Session::waitLayer(int layer) { impl_->training()->waitLayer(layer); }
+void Session::waitLayer(int layer) {
+  explained(impl_->probe, [&] { impl_->training()->waitLayer(layer); });
+}
 void Session::waitAll() {
-  if (impl_->worker) impl_->worker->waitAll();
+  if (impl_->worker) explained(impl_->probe, [&] { impl_->worker->waitAll(); });
 }
 std::uint64_t Session::iteration() const { return impl_->worker ? impl_->worker->iteration() : 0; }
 
@@ -536,8 +571,10 @@ void Session::serveUntil(std::uint64_t iterations) {
 }
 
 void Session::factorsReady(int layer, const float* U, const float* V, std::int64_t K) {
-  impl_->failure.rethrowIfFailed();
-  impl_->training()->factorsReady(layer, U, V, K);
+  explained(impl_->probe, [&] {
+    impl_->failure.rethrowIfFailed();
+    impl_->training()->factorsReady(layer, U, V, K);
+  });
 }
 
 void Session::setFactorGradients(int layer, std::vector<float*> grads) {

@@ -54,6 +54,8 @@ KeyKind keyKind(MsgType type) {
     case MsgType::kPushFactors:
       return KeyKind::kLayer;
     case MsgType::kControl:
+    case MsgType::kWhere:
+    case MsgType::kHere:
       return KeyKind::kSequence;
     case MsgType::kNodeGrad:
     case MsgType::kNodeFactors:

@@ -24,20 +24,23 @@ enum class MsgType : std::uint16_t {
   kParams16 = 12,          // shard -> worker: a KV pair's update (new values minus old) in 16 bits
   kMeanGrad16 = 13,        // shard -> worker, gradient mode: a KV pair's mean gradient in 16 bits
   kFactors16 = 14,         // as kFactors, in 16 bits (comm/factors.h)
-  kLastType = kFactors16,
+  kWhere = 15,             // a rank whose sync timed out asks how far a peer's loop got (client/progress_probe.h)
+  kHere = 16,              // the answer: the iterations its loop has ended, in the header's iteration
+  kLastType = kHere,
 };
 
 // What a header's key names, by the message's type: a KV pair of the information book
 // (kPushGrad, kPushGrad16, kParams, kParams16, kMeanGrad16), a layer (kFactors, kFactors16, kPushFactors), a piece of a layer (the kNode*
-// types: node/pieces.h's PieceKey), or a control message's sequence number (kControl).
+// types: node/pieces.h's PieceKey), or a control message's or a question's sequence number
+// (kControl, kWhere, kHere).
 enum class KeyKind { kPair, kLayer, kPiece, kSequence };
 KeyKind keyKind(MsgType type);
 
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
   // 2: kMeanGrad16, and large external payloads sent apart from their header (MpiTransport).
-  // 3: kFactors16.
-  static constexpr std::uint16_t kVersion = 3;
+  // 3: kFactors16. 4: kWhere, kHere.
+  static constexpr std::uint16_t kVersion = 4;
 
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;

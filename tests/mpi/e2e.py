@@ -94,9 +94,11 @@ def marked_processes(mark=None):
 def names_silent_rank(line, rank):
     """Whether an error line names `rank` as the one that went silent: "rank 1 sent no update",
     "ranks 1, 2 sent no update", "waiting for rank 1", "no fresh values from the shards on
-    ranks 0, 1", or rank 1's own wait running out ("error: rank 1: ... did not happen within")."""
+    ranks 0, 1", the progress probe's "rank 1 has ended 3 iterations" and "ranks 1, 2 did not
+    answer", or rank 1's own wait running out ("error: rank 1: ... did not happen within")."""
     r = rf"\b{rank}\b"
-    return re.search(rf"ranks? [0-9, ]*{r}[0-9, ]* sent no update|waiting for rank {r}"
+    return re.search(rf"ranks? [0-9, ]*{r}[0-9, ]* (sent no update|did not answer|ha(s|ve) ended)"
+                     rf"|waiting for rank {r}"
                      rf"|no fresh values from the shards? on ranks? [0-9, ]*{r}"
                      rf"|error: rank {r}: .* did not happen within", line) is not None
 

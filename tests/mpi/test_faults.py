@@ -163,7 +163,9 @@ def test_allreduce_rank_fails_or_stalls(args):
     # for the comm threads (mpi_request_poller.h): a rank that throws mid-run ends the job at
     # once with its error, and one that stalls ends it within --timeout + 10 s (the others'
     # collectives give up on it, and stopping does not wait for what they gave up on), with
-    # no crash in the teardown and no process left behind.
+    # no crash in the teardown and no process left behind. A collective cannot say who did
+    # not join; the others' progress probe names the stopped rank as the one that did not
+    # answer (client/progress_probe.h).
     timeout = 5
     for action, bound in (("throw", 3), ("stop", timeout + 10)):
         rc, err, secs, errors = phase_fault(args, action, "iteration", timeout, scheme="allreduce")
@@ -172,8 +174,29 @@ def test_allreduce_rank_fails_or_stalls(args):
         assert errors, f"{action}: no one-line error:\n{err[-2000:]}"
         if action == "throw":
             assert any("injected failure at phase iteration" in l for l in errors), "\n".join(errors)
+        else:
+            assert any(names_silent_rank(l, 1) for l in errors), "no error names rank 1:\n" + "\n".join(errors)
         assert "Sanitizer" not in err and "terminate called" not in err and "Segmentation" not in err, (
             f"{action}: a crash while tearing down:\n{err[-3000:]}")
         left = leftovers("--iterations 8")
         assert not left, f"{action}: processes left behind: {left}"
         print(f"ok: {action} with allreduce layers: ended after {secs:.1f} s: {errors[0][:160]}")
+
+
+def test_allreduce_rank_stalls_in_its_loop(args):
+    # A rank that sleeps in its training loop (alive: its transport thread answers) under
+    # allreduce: the others' collectives time out, and their probe names it as behind, with
+    # the iterations each side has ended, within twice the timeout.
+    timeout = 5
+    env = dict(ENV, POSEIDON_FAULT_DELAY="1:5:600000")
+    cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "400", "--scheme", "allreduce",
+                       "--timeout", str(timeout), "--synthetic", "--no-eval"]
+    rc, out, err, secs = run(cmd, 120, env)
+    assert rc != 0, "the job must fail when a rank stalls"
+    assert secs < 2 * timeout + 15, f"the job took {secs:.1f} s to end after a rank stalled"
+    errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
+    assert any(re.search(r"rank 1 has ended \d+ iterations?, this rank \d+", l) for l in errors), (
+        "\n".join(errors) or err[-2000:])
+    left = leftovers()
+    assert not left, f"processes left behind: {left}"
+    print(f"ok: rank 1 stalled in its loop under allreduce; ended with exit {rc} after {secs:.1f} s: {errors[0][:240]}")

@@ -4,10 +4,12 @@ a small training under mpirun in which one rank or every rank raises after a few
 once one rank inside a try/finally that closes the model: close() then returns at once), and
 checks that mpirun exits non-zero within --limit seconds (the sync timeout is 120 s) with the
 error's text in its output. Then a rank that stalls (alive, so the launcher cannot tell) in a
-3-rank job on the parameter server (an allreduce cannot tell who is missing) with a 5 s
-timeout, the others' loops raising their timeouts as they come, or closing the model in a
-`finally:` on the way up: the job ends within --stall-limit seconds with an error that names
-the stalled rank ("rank 1 sent no update"), whichever other rank's wait runs out first.
+3-rank job on the parameter server with a 5 s timeout, the others' loops raising their
+timeouts as they come, or closing the model in a `finally:` on the way up: the job ends
+within --stall-limit seconds with an error that names the stalled rank ("rank 1 sent no
+update"), whichever other rank's wait runs out first. The same by allreduce, where no
+collective can tell who is missing: the others' progress probe names it ("rank 1 has ended
+3 iterations").
 
     PYTHONPATH=build/python .venv/bin/python tests/python/user_error.py
 """
@@ -23,7 +25,8 @@ poseidon.init()
 net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
 opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
 stall = sys.argv[1].startswith("stall")
-model = poseidon.DistributedModel(net, opt, **({"timeout": 5, "scheme": "ps"} if stall else {}))
+scheme = "allreduce" if sys.argv[1].endswith("allreduce") else "ps"
+model = poseidon.DistributedModel(net, opt, **({"timeout": 5, "scheme": scheme} if stall else {}))
 failing = sys.argv[1] == "all" or poseidon.rank() == 1
 try:
     for step in range(50):
@@ -49,8 +52,9 @@ def main():
                     help="seconds for the stall cases: start-up, 3 steps, the 5 s timeout, the grace")
     a = ap.parse_args()
     failed = []
-    for on in ("one", "all", "finally", "stall", "stall-finally"):
-        ranks, limit, want = (3, a.stall_limit, "rank 1 sent no update") if on.startswith("stall") else (
+    for on in ("one", "all", "finally", "stall", "stall-finally", "stall-allreduce"):
+        want = "rank 1 has ended 3 iterations" if on.endswith("allreduce") else "rank 1 sent no update"
+        ranks, limit, want = (3, a.stall_limit, want) if on.startswith("stall") else (
             a.ranks, a.limit, "a bug in the user's loop")
         start = time.monotonic()
         p = subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), sys.executable,

@@ -1,0 +1,125 @@
+#include "client/progress_probe.h"
+
+#include "comm/transport.h"
+#include "poseidon/errors.h"
+
+namespace poseidon {
+
+ProgressProbe::ProgressProbe(Transport& transport) : transport_(transport) {}
+
+void ProgressProbe::trains(std::uint64_t iterations) { ended_.store(iterations, std::memory_order_relaxed); }
+
+void ProgressProbe::onMessage(const Message& m) {
+  const MessageHeader& h = m.header();
+  if (h.source >= static_cast<std::uint32_t>(transport_.size())) {
+    throw CommError(detail::cat("a progress message from rank ", h.source, " of a job of ", transport_.size()));
+  }
+  if (m.type() == MsgType::kWhere) {
+    // The question's number goes back with the answer: a late answer to an older one is
+    // told apart.
+    try {
+      transport_.send(static_cast<int>(h.source),
+                      Message::make(MsgType::kHere, h.key, static_cast<std::uint32_t>(transport_.rank()),
+                                    ended_.load(std::memory_order_relaxed), 0));
+    } catch (const std::exception&) {  // stopping or leaving: the asker hears silence, as from a dead rank
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (h.key != question_ || answers_.empty()) return;
+  answers_[h.source] = h.iteration;
+  cv_.notify_all();
+}
+
+std::vector<std::uint64_t> ProgressProbe::ask(std::chrono::milliseconds limit) {
+  const int me = transport_.rank(), n = transport_.size();
+  std::uint32_t question = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    question = ++question_;
+    answers_.assign(static_cast<std::size_t>(n), kSilent);
+    answers_[static_cast<std::size_t>(me)] = ended_.load(std::memory_order_relaxed);
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    try {
+      transport_.send(r, Message::make(MsgType::kWhere, question, static_cast<std::uint32_t>(me), 0, 0));
+    } catch (const std::exception&) {  // a transport that can no longer send: r stays silent
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto all_in = [&] {
+    for (auto a : answers_) {
+      if (a == kSilent) return false;
+    }
+    return true;
+  };
+  cv_.wait_for(lock, limit, all_in);
+  return answers_;
+}
+
+void ProgressProbe::explain(const TimeoutError& e, std::chrono::milliseconds limit) {
+  {
+    // The failure flag rethrows one timeout at every later call (the hand-overs, the
+    // waits of the teardown): it is asked about once.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (explained_ && explained_what_ == e.what()) std::rethrow_exception(explained_);
+  }
+  bool names_rank = false;
+  const std::string why = explainAnswers(ask(limit), transport_.rank(), names_rank);
+  std::exception_ptr out = why.empty() ? std::make_exception_ptr(e)
+                                       : std::make_exception_ptr(CulpritTimeout(e.what() + why, names_rank));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    explained_what_ = e.what();
+    explained_ = out;
+  }
+  std::rethrow_exception(out);
+}
+
+namespace {
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s = ranks.size() > 1 ? "ranks " : "rank ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += detail::cat(i ? ", " : "", ranks[i]);
+  return s;
+}
+
+}  // namespace
+
+std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank) {
+  const std::uint64_t mine = answers.at(static_cast<std::size_t>(me));
+  std::vector<int> silent, behind;
+  std::string counts;
+  for (std::size_t r = 0; r < answers.size(); ++r) {
+    const std::uint64_t a = answers[r];
+    if (a == ProgressProbe::kSilent) silent.push_back(static_cast<int>(r));
+    if (a == ProgressProbe::kServes || a == ProgressProbe::kSilent || mine == ProgressProbe::kServes) continue;
+    if (a < mine) {
+      counts += detail::cat(behind.empty() ? "" : ", ", a);
+      behind.push_back(static_cast<int>(r));
+    }
+  }
+  // Silence from every peer at once points at this rank's own link, not at theirs.
+  names_rank = !behind.empty() || (!silent.empty() && silent.size() + 1 < answers.size());
+  std::string why;
+  // "Ended" counts the iterations whose gradients a rank has handed over.
+  if (behind.size() == 1) {
+    why += detail::cat("; ", rankList(behind), " has ended ", counts, " iteration", counts == "1" ? "" : "s",
+                       ", this rank ", mine, ": stalled in its training loop, or far slower");
+  } else if (!behind.empty()) {
+    why += detail::cat("; ", rankList(behind), " have ended fewer iterations than this rank (", counts, " against ",
+                       mine, "): stalled in their training loops, or far slower");
+  }
+  if (!silent.empty()) {
+    why += detail::cat("; ", rankList(silent), " did not answer (stopped, hung or dead)");
+  }
+  if (why.empty() && mine != ProgressProbe::kServes) {
+    // Every loop handed its gradients over: what they sent never arrived.
+    why = detail::cat("; every training rank has ended ", mine, " iteration", mine == 1 ? "" : "s",
+                      " or more and answers: the exchange itself stalled (a link, or the network)");
+  }
+  return why;
+}
+
+}  // namespace poseidon

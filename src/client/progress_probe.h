@@ -1,0 +1,69 @@
+// Who is behind, when a sync runs out its timeout (what Horovod's stall inspector does when
+// it names the ranks that never submitted a tensor). A collective cannot tell which rank
+// did not join it, and an allreduce layer has no messages of its own to miss; but every
+// rank's transport thread answers while its training loop is stuck. So the rank whose wait
+// ran out asks every other rank how many iterations its loop has ended (kWhere), waits a
+// moment for the answers (kHere), and names the ranks behind it and those that did not
+// answer (a stopped, hung or dead process).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/message.h"
+
+namespace poseidon {
+
+class Transport;
+class TimeoutError;
+
+class ProgressProbe {
+ public:
+  // How long an explanation waits for the answers: a live peer's transport thread answers
+  // within milliseconds.
+  static constexpr std::chrono::milliseconds kAnswerLimit{2000};
+
+  explicit ProgressProbe(Transport& transport);
+
+  // This rank trains (a rank that only serves answers that it does), and its loop has
+  // ended `iterations` iterations so far (counted from the run's start, a resumed run's
+  // checkpoint included). Any thread.
+  void trains(std::uint64_t iterations);
+
+  // kWhere (answered at once) and kHere, on the transport's thread.
+  void onMessage(const Message& m);
+
+  // Throws `e` explained (a CulpritTimeout): the ranks behind this one, those that did not
+  // answer within `limit`, or that none is behind; `e` itself on a rank that only serves.
+  [[noreturn]] void explain(const TimeoutError& e, std::chrono::milliseconds limit = kAnswerLimit);
+
+  // The answers of every other rank to one question: its iterations ended, or kServes, or
+  // kSilent where none came within `limit`. Index: rank (this rank's own entry is its own).
+  static constexpr std::uint64_t kServes = UINT64_MAX;
+  static constexpr std::uint64_t kSilent = UINT64_MAX - 1;
+  std::vector<std::uint64_t> ask(std::chrono::milliseconds limit);
+
+ private:
+  Transport& transport_;
+  std::atomic<std::uint64_t> ended_{kServes};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint32_t question_ = 0;          // guarded by mu_: the sequence number of the last one asked
+  std::vector<std::uint64_t> answers_;  // guarded by mu_: to the last question, by rank
+  std::string explained_what_;          // guarded by mu_: the last timeout explained,
+  std::exception_ptr explained_;        // and what explain() threw for it
+};
+
+// What `answers` (ProgressProbe::ask) say about the ranks that stalled a sync of this rank
+// (`me`): "" on a rank that only serves and hears every rank. `names_rank`: a rank answered
+// that it is behind, or some (not all) peers were silent: CulpritTimeout::namesWorker.
+std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank);
+
+}  // namespace poseidon
