@@ -93,20 +93,27 @@ def test_ranks_disagree(args):
     expect_failure(args, cmd, "different model or configuration", timeout=60)
 
 
-def test_rank_stalls(args):
-    # A rank that hangs (not dead, so the launcher cannot tell): the others time out, name
-    # it, and the whole job ends within twice the timeout with no process left behind.
-    timeout = 5
+def stalled_job(args, scheme, timeout=5):
+    """Runs 3 ranks whose rank 1 hangs in its loop at iteration 5 (alive, so the launcher
+    cannot tell); checks that the job fails within twice the timeout with no process left
+    behind, and returns its exit code, seconds and error lines."""
     env = dict(ENV, POSEIDON_FAULT_DELAY="1:5:600000")
-    cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "400", "--scheme", "ps",
+    cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "400", "--scheme", scheme,
                        "--timeout", str(timeout), "--synthetic", "--no-eval"]
     rc, out, err, secs = run(cmd, 120, env)
     assert rc != 0, "the job must fail when a rank stalls"
     assert secs < 2 * timeout + 15, f"the job took {secs:.1f} s to end after a rank stalled"
     errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
-    assert any("rank 1 sent no update" in l for l in errors), "\n".join(errors) or err[-2000:]
+    assert errors, f"no one-line error:\n{err[-2000:]}"
     left = leftovers()
     assert not left, f"processes left behind: {left}"
+    return rc, secs, errors
+
+
+def test_rank_stalls(args):
+    # The others time out and name it: its shard heard nothing from it.
+    rc, secs, errors = stalled_job(args, "ps")
+    assert any("rank 1 sent no update" in l for l in errors), "\n".join(errors)
     print(f"ok: rank 1 stalled; the job ended with exit {rc} after {secs:.1f} s: {errors[0][:200]}")
 
 
@@ -184,19 +191,8 @@ def test_allreduce_rank_fails_or_stalls(args):
 
 
 def test_allreduce_rank_stalls_in_its_loop(args):
-    # A rank that sleeps in its training loop (alive: its transport thread answers) under
-    # allreduce: the others' collectives time out, and their probe names it as behind, with
-    # the iterations each side has ended, within twice the timeout.
-    timeout = 5
-    env = dict(ENV, POSEIDON_FAULT_DELAY="1:5:600000")
-    cmd = mpirun(3) + [args.poseidon, "train", "--model", "mlp", "--iterations", "400", "--scheme", "allreduce",
-                       "--timeout", str(timeout), "--synthetic", "--no-eval"]
-    rc, out, err, secs = run(cmd, 120, env)
-    assert rc != 0, "the job must fail when a rank stalls"
-    assert secs < 2 * timeout + 15, f"the job took {secs:.1f} s to end after a rank stalled"
-    errors = [l for l in err.splitlines() if l.startswith("poseidon: error:")]
-    assert any(re.search(r"rank 1 has ended \d+ iterations?, this rank \d+", l) for l in errors), (
-        "\n".join(errors) or err[-2000:])
-    left = leftovers()
-    assert not left, f"processes left behind: {left}"
+    # Under allreduce no message of its is missed; the others' progress probe names it as
+    # behind (its transport thread answers), with the iterations each side has ended.
+    rc, secs, errors = stalled_job(args, "allreduce")
+    assert any(re.search(r"rank 1 has ended \d+ iterations?, this rank \d+", l) for l in errors), "\n".join(errors)
     print(f"ok: rank 1 stalled in its loop under allreduce; ended with exit {rc} after {secs:.1f} s: {errors[0][:240]}")
