@@ -1,11 +1,14 @@
 #include "client/progress_probe.h"
 
+#include <algorithm>
+
 #include "comm/transport.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
 
-ProgressProbe::ProgressProbe(Transport& transport) : transport_(transport) {}
+ProgressProbe::ProgressProbe(Transport& transport, int staleness)
+    : transport_(transport), staleness_(static_cast<std::uint64_t>(std::max(staleness, 0))) {}
 
 void ProgressProbe::trains(std::uint64_t iterations) { ended_.store(iterations, std::memory_order_relaxed); }
 
@@ -59,22 +62,20 @@ std::vector<std::uint64_t> ProgressProbe::ask(std::chrono::milliseconds limit) {
 }
 
 void ProgressProbe::explain(const TimeoutError& e, std::chrono::milliseconds limit) {
-  {
-    // The failure flag rethrows one timeout at every later call (the hand-overs, the
-    // waits of the teardown): it is asked about once.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (explained_ && explained_what_ == e.what()) std::rethrow_exception(explained_);
-  }
+  std::lock_guard<std::mutex> lock(explain_mu_);
+  // The failure flag rethrows one timeout at every later call (the hand-overs, the waits
+  // of the teardown): it is asked about once.
+  if (explained_ && explained_what_ == e.what()) std::rethrow_exception(explained_);
   bool names_rank = false;
-  const std::string why = explainAnswers(ask(limit), transport_.rank(), names_rank);
-  std::exception_ptr out = why.empty() ? std::make_exception_ptr(e)
-                                       : std::make_exception_ptr(CulpritTimeout(e.what() + why, names_rank));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    explained_what_ = e.what();
-    explained_ = out;
-  }
-  std::rethrow_exception(out);
+  const std::string why = explainAnswers(ask(limit), transport_.rank(), names_rank, staleness_);
+  // Only a named rank makes a CulpritTimeout: the front ends wait for a direct witness
+  // (CulpritTimeout::kIndirectWitnessGrace) after one that names nobody, and this rank's
+  // plain timeout ended the job at once before the probe.
+  explained_what_ = e.what();
+  explained_ = why.empty()   ? std::make_exception_ptr(e)
+               : names_rank ? std::make_exception_ptr(CulpritTimeout(e.what() + why, true))
+                            : std::make_exception_ptr(TimeoutError(e.what() + why));
+  std::rethrow_exception(explained_);
 }
 
 namespace {
@@ -87,7 +88,8 @@ std::string rankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
-std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank) {
+std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank,
+                           std::uint64_t staleness) {
   const std::uint64_t mine = answers.at(static_cast<std::size_t>(me));
   std::vector<int> silent, behind;
   std::string counts;
@@ -95,7 +97,7 @@ std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bo
     const std::uint64_t a = answers[r];
     if (a == ProgressProbe::kSilent) silent.push_back(static_cast<int>(r));
     if (a == ProgressProbe::kServes || a == ProgressProbe::kSilent || mine == ProgressProbe::kServes) continue;
-    if (a < mine) {
+    if (a + staleness < mine) {
       counts += detail::cat(behind.empty() ? "" : ", ", a);
       behind.push_back(static_cast<int>(r));
     }
@@ -115,9 +117,10 @@ std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bo
     why += detail::cat("; ", rankList(silent), " did not answer (stopped, hung or dead)");
   }
   if (why.empty() && mine != ProgressProbe::kServes) {
-    // Every loop handed its gradients over: what they sent never arrived.
-    why = detail::cat("; every training rank has ended ", mine, " iteration", mine == 1 ? "" : "s",
-                      " or more and answers: the exchange itself stalled (a link, or the network)");
+    // Not a loop behind: what was sent did not arrive, or a part of a rank other than its
+    // loop (a shard, a syncer) stalled.
+    why = detail::cat("; every rank answers and no training rank is behind this one (", mine,
+                      " iteration", mine == 1 ? "" : "s", " ended): the exchange itself stalled");
   }
   return why;
 }

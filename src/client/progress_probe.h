@@ -29,7 +29,8 @@ class ProgressProbe {
   // within milliseconds.
   static constexpr std::chrono::milliseconds kAnswerLimit{2000};
 
-  explicit ProgressProbe(Transport& transport);
+  // `staleness`: how many iterations a healthy rank may be behind (SSP), not named for it.
+  explicit ProgressProbe(Transport& transport, int staleness = 0);
 
   // This rank trains (a rank that only serves answers that it does), and its loop has
   // ended `iterations` iterations so far (counted from the run's start, a resumed run's
@@ -39,8 +40,9 @@ class ProgressProbe {
   // kWhere (answered at once) and kHere, on the transport's thread.
   void onMessage(const Message& m);
 
-  // Throws `e` explained (a CulpritTimeout): the ranks behind this one, those that did not
-  // answer within `limit`, or that none is behind; `e` itself on a rank that only serves.
+  // Throws `e` explained: a CulpritTimeout naming the ranks behind this one or those that
+  // did not answer within `limit` (some, not all, of them); else a TimeoutError with what
+  // the answers say (every peer silent, or none behind), which names nobody.
   [[noreturn]] void explain(const TimeoutError& e, std::chrono::milliseconds limit = kAnswerLimit);
 
   // The answers of every other rank to one question: its iterations ended, or kServes, or
@@ -51,19 +53,26 @@ class ProgressProbe {
 
  private:
   Transport& transport_;
+  const std::uint64_t staleness_;
   std::atomic<std::uint64_t> ended_{kServes};
+
+  // Held through explain(): the hand-overs (a staging thread) and the waits (the loop) may
+  // run out together; one asks, the other reads its explanation.
+  std::mutex explain_mu_;
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::uint32_t question_ = 0;          // guarded by mu_: the sequence number of the last one asked
   std::vector<std::uint64_t> answers_;  // guarded by mu_: to the last question, by rank
-  std::string explained_what_;          // guarded by mu_: the last timeout explained,
+  std::string explained_what_;          // guarded by explain_mu_: the last timeout explained,
   std::exception_ptr explained_;        // and what explain() threw for it
 };
 
 // What `answers` (ProgressProbe::ask) say about the ranks that stalled a sync of this rank
-// (`me`): "" on a rank that only serves and hears every rank. `names_rank`: a rank answered
-// that it is behind, or some (not all) peers were silent: CulpritTimeout::namesWorker.
-std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank);
+// (`me`), a rank more than `staleness` iterations behind counting as behind: "" on a rank
+// that only serves and hears every rank. `names_rank`: a rank answered that it is behind,
+// or some (not all) peers were silent.
+std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank,
+                           std::uint64_t staleness = 0);
 
 }  // namespace poseidon

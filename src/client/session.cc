@@ -170,7 +170,7 @@ struct Session::Impl {
   const int uncaught = std::uncaught_exceptions();
 
   Impl(Transport& t, const Options& o)
-      : transport(t), options(o), checked(checkOptions(o)), control(t, o.timeout, failure), probe(t) {}
+      : transport(t), options(o), checked(checkOptions(o)), control(t, o.timeout, failure), probe(t, o.staleness) {}
 
   // The session's construction, step by step (Session::Session).
   void startTransport();

@@ -36,6 +36,11 @@ enum class MsgType : std::uint16_t {
 enum class KeyKind { kPair, kLayer, kPiece, kSequence };
 KeyKind keyKind(MsgType type);
 
+// The progress probe's few bytes pass the bandwidth manager's window and budget, as a
+// message to the same node does: sends to a stopped peer, never completed, may hold the
+// window full, and the question is asked exactly then.
+inline bool skipsSendWindow(MsgType type) { return type == MsgType::kWhere || type == MsgType::kHere; }
+
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
   // 2: kMeanGrad16, and large external payloads sent apart from their header (MpiTransport).

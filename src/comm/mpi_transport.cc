@@ -123,7 +123,8 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
       return work;
     }
     traffic().countSend(peer, bytes);
-    const bool network = peer != rank_ && (same_node_.empty() || !same_node_[peer]);
+    const bool network =
+        peer != rank_ && (same_node_.empty() || !same_node_[peer]) && !skipsSendWindow(message.type());
     outbox_.push(Outgoing{peer, std::move(message), work}, priority, bytes, network, Clock::now());
     ++unsent_;
     ++pushes_;

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -252,6 +254,50 @@ TEST(SessionLoopback, RanksThatDisagreeFailAtStartup) {
                                    Session session(transport, model, ptrs, o);
                                  }),
                InputError);
+}
+
+// An allreduce has no message of its own to miss: a rank whose loop stops after 2
+// iterations (alive: its transport answers) is named by the others' timeout as behind, with
+// the iterations each has ended (client/progress_probe.h, wired into the session).
+TEST(SessionLoopback, AllreduceTimeoutNamesTheRankBehind) {
+  const ModelInfo model = toy::model();
+  Options o;
+  o.scheme = "allreduce";
+  o.lr = 0.05f;
+  o.timeout = std::chrono::milliseconds(1500);
+  std::mutex mu;
+  std::condition_variable cv;
+  int explained = 0;
+  std::vector<std::string> errors(3);
+  testing::runRanks(3, [&](Transport& transport, int rank) {
+    toy::Replica r = toy::makeReplica(model, rank);
+    Session session(transport, model, r.pointers(), o);
+    std::vector<std::vector<float*>> grads(model.layers.size());
+    for (std::size_t l = 0; l < model.layers.size(); ++l) {
+      for (auto& g : r.grads[l]) grads[l].push_back(g.data());
+    }
+    const int iterations = rank == 1 ? 2 : 4;
+    try {
+      for (int it = 0; it < iterations; ++it) {
+        for (int l = static_cast<int>(model.layers.size()) - 1; l >= 0; --l) session.gradientsReady(l, grads[l]);
+        session.endIteration();
+        session.waitAll();
+      }
+    } catch (const TimeoutError& e) {
+      errors[rank] = e.what();
+    }
+    // Rank 1 stays (its transport answering) until the others have their explanation.
+    std::unique_lock<std::mutex> lock(mu);
+    if (rank != 1) ++explained;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return explained == 2; });
+  });
+  EXPECT_EQ(errors[1], "");
+  for (int rank : {0, 2}) {
+    EXPECT_NE(errors[rank].find("; rank 1 has ended 2 iterations, this rank 3: stalled in its training loop"),
+              std::string::npos)
+        << "rank " << rank << ": " << errors[rank];
+  }
 }
 
 }  // namespace
