@@ -51,13 +51,7 @@ std::vector<std::uint64_t> ProgressProbe::ask(std::chrono::milliseconds limit) {
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  const auto all_in = [&] {
-    for (auto a : answers_) {
-      if (a == kSilent) return false;
-    }
-    return true;
-  };
-  cv_.wait_for(lock, limit, all_in);
+  cv_.wait_for(lock, limit, [&] { return std::find(answers_.begin(), answers_.end(), kSilent) == answers_.end(); });
   return answers_;
 }
 
@@ -107,7 +101,8 @@ std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bo
   std::string why;
   // "Ended" counts the iterations whose gradients a rank has handed over.
   if (behind.size() == 1) {
-    why += detail::cat("; ", rankList(behind), " has ended ", counts, " iteration", counts == "1" ? "" : "s",
+    const std::uint64_t ended = answers[static_cast<std::size_t>(behind[0])];
+    why += detail::cat("; ", rankList(behind), " has ended ", ended, " iteration", ended == 1 ? "" : "s",
                        ", this rank ", mine, ": stalled in its training loop, or far slower");
   } else if (!behind.empty()) {
     why += detail::cat("; ", rankList(behind), " have ended fewer iterations than this rank (", counts, " against ",
