@@ -65,10 +65,17 @@ void ProgressProbe::explain(const TimeoutError& e, std::chrono::milliseconds lim
   // Only a named rank makes a CulpritTimeout: the front ends wait for a direct witness
   // (CulpritTimeout::kIndirectWitnessGrace) after one that names nobody, and this rank's
   // plain timeout ended the job at once before the probe.
+  // A PS timeout that names only silent shards stays a CulpritTimeout naming no worker
+  // unless the answers name one: its grace still lets a direct witness speak.
+  const auto* shards_only = dynamic_cast<const CulpritTimeout*>(&e);
   explained_what_ = e.what();
-  explained_ = why.empty()   ? std::make_exception_ptr(e)
-               : names_rank ? std::make_exception_ptr(CulpritTimeout(e.what() + why, true))
-                            : std::make_exception_ptr(TimeoutError(e.what() + why));
+  if (names_rank) {
+    explained_ = std::make_exception_ptr(CulpritTimeout(e.what() + why, true));
+  } else if (shards_only) {
+    explained_ = std::make_exception_ptr(CulpritTimeout(e.what() + why, false));
+  } else {
+    explained_ = std::make_exception_ptr(TimeoutError(e.what() + why));
+  }
   std::rethrow_exception(explained_);
 }
 

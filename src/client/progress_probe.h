@@ -41,8 +41,9 @@ class ProgressProbe {
   void onMessage(const Message& m);
 
   // Throws `e` explained: a CulpritTimeout naming the ranks behind this one or those that
-  // did not answer within `limit` (some, not all, of them); else a TimeoutError with what
-  // the answers say (every peer silent, or none behind), which names nobody.
+  // did not answer within `limit` (some, not all, of them); else `e`'s own kind (a
+  // TimeoutError, or a CulpritTimeout naming no worker) with what the answers say (every
+  // peer silent, or none behind).
   [[noreturn]] void explain(const TimeoutError& e, std::chrono::milliseconds limit = kAnswerLimit);
 
   // The answers of every other rank to one question: its iterations ended, or kServes, or

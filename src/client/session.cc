@@ -526,14 +526,17 @@ const ModelInfo& Session::model() const { return impl_->book->model(); }
 
 namespace {
 
-// A sync's timeout explained by who is behind (ProgressProbe), unless it names a rank
+// A sync's timeout explained by who is behind (ProgressProbe), unless it names a worker
 // already. The hand-overs too: they rethrow a collective's timeout from the failure flag.
+// A PS wait that names only silent shards is asked about too: the shard may wait on a
+// stopped rank, which the probe names, so this rank need not wait for a direct witness.
 template <class Call>
 void explained(ProgressProbe& probe, Call&& call) {
   try {
     call();
-  } catch (const CulpritTimeout&) {
-    throw;
+  } catch (const CulpritTimeout& e) {
+    if (e.namesWorker()) throw;
+    probe.explain(e);
   } catch (const TimeoutError& e) {
     probe.explain(e);
   }

@@ -125,6 +125,33 @@ TEST(ProgressProbe, ServingRanksAreNotBehindAndAllSilentNamesNoWorker) {
   EXPECT_TRUE(names);
 }
 
+// A PS wait that names only the silent shards (a CulpritTimeout naming no worker) is asked
+// about too: a stopped rank the shard waits on is named, so no grace is needed; with no
+// rank named it stays a CulpritTimeout naming no worker, the grace kept.
+TEST(ProgressProbe, NamesTheRankASilentShardWaitsOn) {
+  Ranks ranks({false, true, false});
+  for (auto& p : ranks.probes) p->trains(3);
+  const CulpritTimeout shards_only("fresh values did not happen; no fresh values from the shard on rank 0", false);
+  try {
+    ranks.probes[2]->explain(shards_only, milliseconds(500));
+    FAIL() << "explain must throw";
+  } catch (const CulpritTimeout& e) {
+    EXPECT_STREQ(e.what(),
+                 "fresh values did not happen; no fresh values from the shard on rank 0; rank 1 did not answer "
+                 "(stopped, hung or dead)");
+    EXPECT_TRUE(e.namesWorker());
+  }
+  Ranks healthy({false, false, false});
+  for (auto& p : healthy.probes) p->trains(3);
+  try {
+    healthy.probes[2]->explain(shards_only, milliseconds(2000));
+    FAIL() << "explain must throw";
+  } catch (const CulpritTimeout& e) {
+    EXPECT_NE(std::string(e.what()).find("the exchange itself stalled"), std::string::npos) << e.what();
+    EXPECT_FALSE(e.namesWorker());
+  }
+}
+
 // Under SSP a healthy rank may be up to `staleness` iterations behind: only beyond is it named.
 TEST(ProgressProbe, StalenessIsNotStalling) {
   bool names = false;
