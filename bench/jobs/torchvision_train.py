@@ -21,6 +21,8 @@ that runs inside each job. Systems:
                 iteration, waited for only at the next iteration's start. No sums, no
                 conversions, perfect overlap: a reference ceiling for a system that
                 moves a 16-bit wire's bytes (DDP + fp16 hook moves as many) over TCP here
+  compute-traffic32  the same with a 32-bit buffer: the ceiling of an exact scheme, which
+                moves as many bytes as a ring allreduce (DDP, Poseidon's fp32 wire)
 --device cuda: each rank on the GPU of its local rank among the visible ones (several ranks
 share one GPU, each with its own CUDA context); DDP with gloo on CUDA tensors (NCCL refuses
 two ranks on one GPU).
@@ -38,7 +40,8 @@ from benchlib.env import arguments  # noqa: E402
 from benchlib.torch_loop import rank_and_size, timed_steps, traced_step, warm_median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-server", "poseidon-fifo", "poseidon-sfb-host",
-           "poseidon-bf16", "poseidon-fp16", "compute", "compute-traffic16")
+           "poseidon-bf16", "poseidon-fp16", "compute", "compute-traffic16", "compute-traffic32")
+TRAFFIC = {"compute-traffic16": torch.float16, "compute-traffic32": torch.float32}
 
 
 def build(name):
@@ -48,18 +51,18 @@ def build(name):
     return getattr(torchvision.models, name)(**kwargs)
 
 
-class Traffic16(torch.nn.Module):
-    """The compute-traffic16 system: `net`, with a 16-bit sharded PS's traffic of all its
+class Traffic(torch.nn.Module):
+    """The compute-traffic16/32 systems: `net`, with a 16/32-bit sharded PS's traffic of all its
     parameters (every rank sends each other rank that rank's shard of its gradients, then
     receives that rank's shard of the update) in flight from each iteration's start to the
     next's. No gradient feeds it and nothing waits for it sooner, so it measures what moving
     the bytes costs the host (kernel and gloo CPU, the link) and nothing of any schedule."""
 
-    def __init__(self, net, size):
+    def __init__(self, net, size, dtype):
         super().__init__()
         self.net = net
         n = sum(p.numel() for p in net.parameters())
-        self.send = torch.zeros(-(-n // size) * size, dtype=torch.float16)  # split evenly across the ranks
+        self.send = torch.zeros(-(-n // size) * size, dtype=dtype)  # split evenly across the ranks
         self.received = [torch.empty_like(self.send) for _ in range(2)]  # the pushes, then the pulls
         self.work = []
 
@@ -108,8 +111,8 @@ def wrap(system, net, optimizer, a):
         state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=4, start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powersgd.powerSGD_hook)
         return ddp
-    if system == "compute-traffic16":
-        return Traffic16(net, size)
+    if system in TRAFFIC:
+        return Traffic(net, size, TRAFFIC[system])
     ddp = torch.nn.parallel.DistributedDataParallel(net)
     if system == "ddp-fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -169,7 +172,7 @@ def main():
         traced_step(model, optimizer, x, y, a.trace_out if rank == 0 else None)
         if poseidon_run:
             model.synchronize()
-    if a.system == "compute-traffic16":
+    if a.system in TRAFFIC:
         model.finish()
         sent = model.bytes_sent(size)
     mode = None

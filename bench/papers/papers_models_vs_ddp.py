@@ -13,7 +13,9 @@ iteration that takes the larger of the compute-only time and Poseidon's bytes se
 iteration (per rank, measured) over the link rate. With poseidon-bf16 among --systems, the
 same for it (its own bytes, so its own bound). With compute-traffic16 (the compute loop
 while a 16-bit sharded PS's bytes move beside it, perfectly overlapped: a reference ceiling
-for a 16-bit wire), its ratio to the best DDP variant and poseidon-bf16's share of it.
+for a 16-bit wire), its ratio to the best DDP variant and poseidon-bf16's share of it; with
+compute-traffic32 (the same with 32-bit bytes, as many as an exact scheme moves: the
+ceiling of fp32 Poseidon, and of DDP), the same for poseidon.
 Writes papers-models.{md,csv,png} into --out.
   sudo bench/papers/papers_models_vs_ddp.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
 On a GPU (--device cuda): every rank shares the host's GPU (each its own CUDA context, so the
@@ -36,9 +38,10 @@ SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "compute")
 # Also measurable (--systems): Poseidon with SFB layers stepped on the host, not the GPU; Poseidon
 # in server mode from the first step (against mode auto's move after it); Poseidon with its PS
 # layers in 16 bits on the wire (issue 38); compute with a 16-bit sharded PS's bytes moving
-# beside it (gloo all-to-alls), perfectly overlapped: a reference ceiling for a 16-bit wire.
+# beside it (gloo all-to-alls), perfectly overlapped: a reference ceiling for a 16-bit wire;
+# the same with 32-bit bytes, the ceiling of an exact scheme.
 KNOWN = (SYSTEMS[:4] + ("poseidon-sfb-host", "poseidon-server", "poseidon-bf16", "poseidon-fp16") + SYSTEMS[4:]
-         + ("compute-traffic16",))
+         + ("compute-traffic16", "compute-traffic32"))
 
 
 def main():
@@ -113,25 +116,29 @@ def measure(a, model, bw, systems):
             compute_s = a.ranks * 32 / row["compute"]
             row[prefix + "bound"] = a.ranks * 32 / max(compute_s, row[prefix + "bytes_per_iter"] / bytes_per_s(bw))
             row[prefix + "of_bound"] = row[system] / row[prefix + "bound"]
-    if "compute-traffic16" in row and variants:
-        row["traffic16_vs_best_ddp"] = row["compute-traffic16"] / max(variants)
-    if "compute-traffic16" in row and "poseidon-bf16" in row:
-        row["bf16_of_traffic16"] = row["poseidon-bf16"] / row["compute-traffic16"]
+    for bits, system, prefix in (("16", "poseidon-bf16", "bf16_"), ("32", "poseidon", "fp32_")):
+        ceiling = "compute-traffic" + bits
+        if ceiling in row and variants:
+            row[f"traffic{bits}_vs_best_ddp"] = row[ceiling] / max(variants)
+        if ceiling in row and system in row:
+            row[f"{prefix}of_traffic{bits}"] = row[system] / row[ceiling]
     return row
 
 
 # The columns after the systems' images/s: key and title; the bf16_ ones with poseidon-bf16,
-# the traffic16 ones with compute-traffic16 (columns()).
+# the trafficN ones with compute-trafficN (columns()).
 TITLES = {"vs_ddp": "vs DDP", "vs_best_ddp": "vs best DDP", "bound": "bound", "of_bound": "of bound",
           "bf16_vs_best_ddp": "bf16 vs best DDP", "bf16_bound": "bf16 bound", "bf16_of_bound": "bf16 of bound",
-          "traffic16_vs_best_ddp": "traffic16 vs best DDP", "bf16_of_traffic16": "bf16 of traffic16"}
+          "traffic16_vs_best_ddp": "traffic16 vs best DDP", "bf16_of_traffic16": "bf16 of traffic16",
+          "traffic32_vs_best_ddp": "traffic32 vs best DDP", "fp32_of_traffic32": "fp32 of traffic32"}
 VARIANTS = ("ddp", "ddp-fp16", "ddp-powersgd")
 
 
 def columns(systems):
-    """The TITLES keys shown: a bf16_ key needs poseidon-bf16 among the systems, a traffic16 key compute-traffic16."""
+    """The TITLES keys shown: a bf16_ key needs poseidon-bf16 among the systems, a trafficN key compute-trafficN."""
     def needs(key):
-        return (["poseidon-bf16"] if key.startswith("bf16_") else []) + (["compute-traffic16"] if "traffic16" in key else [])
+        traffic = [f"compute-traffic{n}" for n in ("16", "32") if f"traffic{n}" in key]
+        return (["poseidon-bf16"] if key.startswith("bf16_") else []) + traffic
     return [k for k in TITLES if all(s in systems for s in needs(k))]
 
 
@@ -160,7 +167,7 @@ def cell(row, key):
         return "-"
     if key.endswith("vs_ddp") or key.endswith("vs_best_ddp"):
         return f"{v:.2f}x"
-    return f"{v:.0%}" if key.endswith("of_bound") or key.endswith("of_traffic16") else f"{v:.2f}"
+    return f"{v:.0%}" if key.endswith("of_bound") or "_of_traffic" in key else f"{v:.2f}"
 
 
 def rows_from_logs(paths):
