@@ -21,27 +21,29 @@ void ProgressProbe::onMessage(const Message& m) {
     // The question's number goes back with the answer: a late answer to an older one is
     // told apart.
     try {
-      transport_.send(static_cast<int>(h.source),
-                      Message::make(MsgType::kHere, h.key, static_cast<std::uint32_t>(transport_.rank()),
-                                    ended_.load(std::memory_order_relaxed), 0));
+      Message here = Message::make(MsgType::kHere, h.key, static_cast<std::uint32_t>(transport_.rank()),
+                                   ended_.load(std::memory_order_relaxed), 1);
+      here.payload()[0] = in_sync_.load(std::memory_order_relaxed) > 0 ? 1 : 0;
+      transport_.send(static_cast<int>(h.source), std::move(here));
     } catch (const std::exception&) {  // stopping or leaving: the asker hears silence, as from a dead rank
     }
     return;
   }
+  if (m.payloadBytes() != 1) throw CommError(detail::cat("a progress answer of ", m.payloadBytes(), " bytes, not 1"));
   std::lock_guard<std::mutex> lock(mu_);
   if (h.key != question_ || answers_.empty()) return;
-  answers_[h.source] = h.iteration;
+  answers_[h.source] = Answer(h.iteration, m.payload()[0] != 0);
   cv_.notify_all();
 }
 
-std::vector<std::uint64_t> ProgressProbe::ask(std::chrono::milliseconds limit) {
+std::vector<ProgressProbe::Answer> ProgressProbe::ask(std::chrono::milliseconds limit) {
   const int me = transport_.rank(), n = transport_.size();
   std::uint32_t question = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     question = ++question_;
-    answers_.assign(static_cast<std::size_t>(n), kSilent);
-    answers_[static_cast<std::size_t>(me)] = ended_.load(std::memory_order_relaxed);
+    answers_.assign(static_cast<std::size_t>(n), Answer());
+    answers_[static_cast<std::size_t>(me)] = Answer(ended_.load(std::memory_order_relaxed));
   }
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
@@ -51,7 +53,9 @@ std::vector<std::uint64_t> ProgressProbe::ask(std::chrono::milliseconds limit) {
     }
   }
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, limit, [&] { return std::find(answers_.begin(), answers_.end(), kSilent) == answers_.end(); });
+  cv_.wait_for(lock, limit, [&] {
+    return std::none_of(answers_.begin(), answers_.end(), [](const Answer& a) { return a.ended == kSilent; });
+  });
   return answers_;
 }
 
@@ -89,40 +93,48 @@ std::string rankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
-std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank,
+std::string explainAnswers(const std::vector<ProgressProbe::Answer>& answers, int me, bool& names_rank,
                            std::uint64_t staleness) {
-  const std::uint64_t mine = answers.at(static_cast<std::size_t>(me));
-  std::vector<int> silent, behind;
-  std::string counts;
+  using Answer = ProgressProbe::Answer;
+  const std::uint64_t mine = answers.at(static_cast<std::size_t>(me)).ended;
+  std::vector<int> silent, behind, held;  // held: behind, but waiting in a sync on others
+  std::string counts, held_counts;
   for (std::size_t r = 0; r < answers.size(); ++r) {
-    const std::uint64_t a = answers[r];
-    if (a == ProgressProbe::kSilent) silent.push_back(static_cast<int>(r));
-    if (a == ProgressProbe::kServes || a == ProgressProbe::kSilent || mine == ProgressProbe::kServes) continue;
-    if (a + staleness < mine) {
-      counts += detail::cat(behind.empty() ? "" : ", ", a);
-      behind.push_back(static_cast<int>(r));
+    const Answer& a = answers[r];
+    if (a.ended == ProgressProbe::kSilent) silent.push_back(static_cast<int>(r));
+    if (a.ended == ProgressProbe::kServes || a.ended == ProgressProbe::kSilent || mine == ProgressProbe::kServes) {
+      continue;
     }
+    if (a.ended + staleness >= mine) continue;
+    std::string& c = a.in_sync ? held_counts : counts;
+    c += detail::cat(c.empty() ? "" : ", ", a.ended);
+    (a.in_sync ? held : behind).push_back(static_cast<int>(r));
   }
   // Silence from every peer at once points at this rank's own link, not at theirs.
   names_rank = !behind.empty() || (!silent.empty() && silent.size() + 1 < answers.size());
   std::string why;
   // "Ended" counts the iterations whose gradients a rank has handed over.
   if (behind.size() == 1) {
-    const std::uint64_t ended = answers[static_cast<std::size_t>(behind[0])];
+    const std::uint64_t ended = answers[static_cast<std::size_t>(behind[0])].ended;
     why += detail::cat("; ", rankList(behind), " has ended ", ended, " iteration", ended == 1 ? "" : "s",
                        ", this rank ", mine, ": stalled in its training loop, or far slower");
   } else if (!behind.empty()) {
     why += detail::cat("; ", rankList(behind), " have ended fewer iterations than this rank (", counts, " against ",
                        mine, "): stalled in their training loops, or far slower");
   }
+  if (!held.empty()) {
+    why += detail::cat("; ", rankList(held), held.size() > 1 ? " are" : " is", " behind too (", held_counts,
+                       " iterations ended) but wait", held.size() > 1 ? "" : "s", " in a sync, on others");
+  }
   if (!silent.empty()) {
     why += detail::cat("; ", rankList(silent), " did not answer (stopped, hung or dead)");
   }
-  if (why.empty() && mine != ProgressProbe::kServes) {
+  if (behind.empty() && silent.empty() && mine != ProgressProbe::kServes) {
     // Not a loop behind: what was sent did not arrive, or a part of a rank other than its
     // loop (a shard, a syncer) stalled.
-    why = detail::cat("; every rank answers and no training rank is behind this one (", mine,
-                      " iteration", mine == 1 ? "" : "s", " ended): the exchange itself stalled");
+    why += detail::cat("; every rank answers and no training rank is ", held.empty() ? "" : "stalled ",
+                       "behind this one (", mine, " iteration", mine == 1 ? "" : "s",
+                       " ended): the exchange itself stalled");
   }
   return why;
 }

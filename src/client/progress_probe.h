@@ -2,9 +2,11 @@
 // it names the ranks that never submitted a tensor). A collective cannot tell which rank
 // did not join it, and an allreduce layer has no messages of its own to miss; but every
 // rank's transport thread answers while its training loop is stuck. So the rank whose wait
-// ran out asks every other rank how many iterations its loop has ended (kWhere), waits a
-// moment for the answers (kHere), and names the ranks behind it and those that did not
-// answer (a stopped, hung or dead process).
+// ran out asks every other rank how many iterations its loop has ended and whether it waits
+// in a sync itself (kWhere), waits a moment for the answers (kHere), and names the ranks
+// behind it that do not wait on others (stalled in their loops) and those that did not
+// answer (a stopped, hung or dead process). A rank behind that waits in a sync is itself
+// held up: it is said, not named.
 #pragma once
 
 #include <atomic>
@@ -37,6 +39,19 @@ class ProgressProbe {
   // checkpoint included). Any thread.
   void trains(std::uint64_t iterations);
 
+  // While one lives, this rank's loop (or a hand-over) waits in a sync: on its peers, not
+  // stalled in its own code. The session holds one around each call that may wait.
+  class InSync {
+   public:
+    explicit InSync(ProgressProbe& p) : p_(p) { p_.in_sync_.fetch_add(1, std::memory_order_relaxed); }
+    ~InSync() { p_.in_sync_.fetch_sub(1, std::memory_order_relaxed); }
+    InSync(const InSync&) = delete;
+    InSync& operator=(const InSync&) = delete;
+
+   private:
+    ProgressProbe& p_;
+  };
+
   // kWhere (answered at once) and kHere, on the transport's thread.
   void onMessage(const Message& m);
 
@@ -46,16 +61,24 @@ class ProgressProbe {
   // peer silent, or none behind).
   [[noreturn]] void explain(const TimeoutError& e, std::chrono::milliseconds limit = kAnswerLimit);
 
-  // The answers of every other rank to one question: its iterations ended, or kServes, or
-  // kSilent where none came within `limit`. Index: rank (this rank's own entry is its own).
+  // One rank's answer: its iterations ended, or kServes, or kSilent where none came; and
+  // whether its loop waited in a sync when it answered.
   static constexpr std::uint64_t kServes = UINT64_MAX;
   static constexpr std::uint64_t kSilent = UINT64_MAX - 1;
-  std::vector<std::uint64_t> ask(std::chrono::milliseconds limit);
+  struct Answer {
+    Answer(std::uint64_t ended_ = kSilent, bool in_sync_ = false) : ended(ended_), in_sync(in_sync_) {}  // NOLINT
+    std::uint64_t ended;
+    bool in_sync;
+  };
+  // The answers of every other rank to one question, those silent within `limit` kSilent.
+  // Index: rank (this rank's own entry is its own).
+  std::vector<Answer> ask(std::chrono::milliseconds limit);
 
  private:
   Transport& transport_;
   const std::uint64_t staleness_;
   std::atomic<std::uint64_t> ended_{kServes};
+  std::atomic<int> in_sync_{0};  // InSync guards alive
 
   // Held through explain(): the hand-overs (a staging thread) and the waits (the loop) may
   // run out together; one asks, the other reads its explanation.
@@ -64,16 +87,16 @@ class ProgressProbe {
   std::mutex mu_;
   std::condition_variable cv_;
   std::uint32_t question_ = 0;          // guarded by mu_: the sequence number of the last one asked
-  std::vector<std::uint64_t> answers_;  // guarded by mu_: to the last question, by rank
+  std::vector<Answer> answers_;         // guarded by mu_: to the last question, by rank
   std::string explained_what_;          // guarded by explain_mu_: the last timeout explained,
   std::exception_ptr explained_;        // and what explain() threw for it
 };
 
 // What `answers` (ProgressProbe::ask) say about the ranks that stalled a sync of this rank
 // (`me`), a rank more than `staleness` iterations behind counting as behind: "" on a rank
-// that only serves and hears every rank. `names_rank`: a rank answered that it is behind,
-// or some (not all) peers were silent.
-std::string explainAnswers(const std::vector<std::uint64_t>& answers, int me, bool& names_rank,
+// that only serves and hears every rank. `names_rank`: a rank answered that it is behind
+// and not waiting in a sync, or some (not all) peers were silent.
+std::string explainAnswers(const std::vector<ProgressProbe::Answer>& answers, int me, bool& names_rank,
                            std::uint64_t staleness = 0);
 
 }  // namespace poseidon

@@ -533,6 +533,7 @@ namespace {
 template <class Call>
 void explained(ProgressProbe& probe, Call&& call) {
   try {
+    const ProgressProbe::InSync waiting(probe);  // on others: a peer's probe does not name this rank
     call();
   } catch (const CulpritTimeout& e) {
     if (e.namesWorker()) throw;

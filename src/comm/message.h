@@ -25,7 +25,7 @@ enum class MsgType : std::uint16_t {
   kMeanGrad16 = 13,        // shard -> worker, gradient mode: a KV pair's mean gradient in 16 bits
   kFactors16 = 14,         // as kFactors, in 16 bits (comm/factors.h)
   kWhere = 15,             // a rank whose sync timed out asks how far a peer's loop got (client/progress_probe.h)
-  kHere = 16,              // the answer: the iterations its loop has ended, in the header's iteration
+  kHere = 16,              // the answer: the iterations its loop has ended (header's iteration), whether it waits in a sync (1 byte)
   kLastType = kHere,
 };
 

@@ -43,9 +43,9 @@ TEST(ProgressProbe, NamesTheRankBehindAndTheOneThatDoesNotAnswer) {
   ranks.probes[2]->trains(4);
   const auto answers = ranks.probes[0]->ask(milliseconds(2000));
   ASSERT_EQ(answers.size(), 3u);
-  EXPECT_EQ(answers[0], 4u);
-  EXPECT_EQ(answers[1], 3u);
-  EXPECT_EQ(answers[2], ProgressProbe::kSilent);
+  EXPECT_EQ(answers[0].ended, 4u);
+  EXPECT_EQ(answers[1].ended, 3u);
+  EXPECT_EQ(answers[2].ended, ProgressProbe::kSilent);
   try {
     ranks.probes[0]->explain(TimeoutError("rank 0: sync of layer 'fc1' for iteration 3 did not happen"),
                              milliseconds(2000));
@@ -109,16 +109,16 @@ TEST(ProgressProbe, ServingRanksAreNotBehindAndAllSilentNamesNoWorker) {
   ranks.probes[0]->trains(2);
   ranks.probes[1]->trains(2);  // rank 2 never calls trains(): it only serves
   const auto answers = ranks.probes[0]->ask(milliseconds(2000));
-  EXPECT_EQ(answers[2], ProgressProbe::kServes);
+  EXPECT_EQ(answers[2].ended, ProgressProbe::kServes);
   bool names = true;
   EXPECT_EQ(explainAnswers(answers, 2, names), "");  // the serving rank itself, hearing every rank
   EXPECT_FALSE(names);
   EXPECT_EQ(explainAnswers(answers, 0, names).rfind("; every rank answers and no training rank is behind", 0), 0u);
   EXPECT_FALSE(names);
-  const std::vector<std::uint64_t> silent{5, ProgressProbe::kSilent, ProgressProbe::kSilent};
+  const std::vector<ProgressProbe::Answer> silent{5, ProgressProbe::kSilent, ProgressProbe::kSilent};
   EXPECT_EQ(explainAnswers(silent, 0, names), "; ranks 1, 2 did not answer (stopped, hung or dead)");
   EXPECT_FALSE(names);
-  const std::vector<std::uint64_t> two_behind{5, 3, 4};
+  const std::vector<ProgressProbe::Answer> two_behind{5, 3, 4};
   EXPECT_EQ(explainAnswers(two_behind, 0, names),
             "; ranks 1, 2 have ended fewer iterations than this rank (3, 4 against 5): stalled in their training "
             "loops, or far slower");
@@ -152,10 +152,45 @@ TEST(ProgressProbe, NamesTheRankASilentShardWaitsOn) {
   }
 }
 
+// A rank behind that waits in a sync is held up by others: it is said, not named; the one
+// stalled in its own loop is named.
+TEST(ProgressProbe, ARankBehindThatWaitsInASyncIsNotNamed) {
+  using A = ProgressProbe::Answer;
+  bool names = true;
+  const std::vector<A> held{A(3), A(2, true), A(3)};
+  EXPECT_EQ(explainAnswers(held, 0, names),
+            "; rank 1 is behind too (2 iterations ended) but waits in a sync, on others; every rank answers and no "
+            "training rank is stalled behind this one (3 iterations ended): the exchange itself stalled");
+  EXPECT_FALSE(names);
+  const std::vector<A> chain{A(3), A(2, true), A(2)};
+  EXPECT_EQ(explainAnswers(chain, 0, names),
+            "; rank 2 has ended 2 iterations, this rank 3: stalled in its training loop, or far slower; rank 1 is "
+            "behind too (2 iterations ended) but waits in a sync, on others");
+  EXPECT_TRUE(names);
+  const std::vector<A> stopped{A(3), A(2, true), A()};
+  EXPECT_EQ(explainAnswers(stopped, 0, names),
+            "; rank 1 is behind too (2 iterations ended) but waits in a sync, on others; rank 2 did not answer "
+            "(stopped, hung or dead)");
+  EXPECT_TRUE(names);
+  // Over the transport: the answer carries the flag while an InSync lives.
+  Ranks ranks({false, false, false});
+  ranks.probes[0]->trains(3);
+  ranks.probes[1]->trains(2);
+  ranks.probes[2]->trains(3);
+  {
+    const ProgressProbe::InSync waiting(*ranks.probes[1]);
+    const auto answers = ranks.probes[0]->ask(milliseconds(2000));
+    EXPECT_EQ(answers[1].ended, 2u);
+    EXPECT_TRUE(answers[1].in_sync);
+    EXPECT_FALSE(answers[2].in_sync);
+  }
+  EXPECT_FALSE(ranks.probes[0]->ask(milliseconds(2000))[1].in_sync);
+}
+
 // Under SSP a healthy rank may be up to `staleness` iterations behind: only beyond is it named.
 TEST(ProgressProbe, StalenessIsNotStalling) {
   bool names = false;
-  const std::vector<std::uint64_t> answers{5, 4, 3};
+  const std::vector<ProgressProbe::Answer> answers{5, 4, 3};
   EXPECT_EQ(explainAnswers(answers, 0, names, 1),
             "; rank 2 has ended 3 iterations, this rank 5: stalled in its training loop, or far slower");
   EXPECT_TRUE(names);
