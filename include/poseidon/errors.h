@@ -31,7 +31,8 @@ class TimeoutError : public Error {
 // should have sent it something (`names_worker`: the likely stalled rank), or only shards
 // whose values never came (which may be waiting on that rank in turn) or every peer at
 // once (this rank may be the one cut off). The progress probe (client/progress_probe.h)
-// makes one only where it names a rank (behind, or silent while others answer).
+// makes one naming a worker where it names a rank (stalled behind, or silent while others
+// answer), and explains one naming no worker further without changing its kind otherwise.
 class CulpritTimeout final : public TimeoutError {
  public:
   CulpritTimeout(const std::string& what, bool names_worker) : TimeoutError(what), names_worker_(names_worker) {}

@@ -23,13 +23,16 @@ void ProgressProbe::onMessage(const Message& m) {
     try {
       Message here = Message::make(MsgType::kHere, h.key, static_cast<std::uint32_t>(transport_.rank()),
                                    ended_.load(std::memory_order_relaxed), 1);
-      here.payload()[0] = in_sync_.load(std::memory_order_relaxed) > 0 ? 1 : 0;
+      const bool waits = in_sync_.load(std::memory_order_relaxed) > 0 || timed_out_.load(std::memory_order_relaxed);
+      here.payload()[0] = waits ? 1 : 0;
       transport_.send(static_cast<int>(h.source), std::move(here));
     } catch (const std::exception&) {  // stopping or leaving: the asker hears silence, as from a dead rank
     }
     return;
   }
-  if (m.payloadBytes() != 1) throw CommError(detail::cat("a progress answer of ", m.payloadBytes(), " bytes, not 1"));
+  if (m.payloadBytes() != 1 || m.payload()[0] > 1) {
+    throw CommError(detail::cat("a progress answer of ", m.payloadBytes(), " bytes, not one byte of 0 or 1"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (h.key != question_ || answers_.empty()) return;
   answers_[h.source] = Answer(h.iteration, m.payload()[0] != 0);
@@ -61,16 +64,16 @@ std::vector<ProgressProbe::Answer> ProgressProbe::ask(std::chrono::milliseconds 
 
 void ProgressProbe::explain(const TimeoutError& e, std::chrono::milliseconds limit) {
   std::lock_guard<std::mutex> lock(explain_mu_);
+  timed_out_.store(true, std::memory_order_relaxed);
   // The failure flag rethrows one timeout at every later call (the hand-overs, the waits
   // of the teardown): it is asked about once.
   if (explained_ && explained_what_ == e.what()) std::rethrow_exception(explained_);
   bool names_rank = false;
   const std::string why = explainAnswers(ask(limit), transport_.rank(), names_rank, staleness_);
-  // Only a named rank makes a CulpritTimeout: the front ends wait for a direct witness
-  // (CulpritTimeout::kIndirectWitnessGrace) after one that names nobody, and this rank's
-  // plain timeout ended the job at once before the probe.
-  // A PS timeout that names only silent shards stays a CulpritTimeout naming no worker
-  // unless the answers name one: its grace still lets a direct witness speak.
+  // Only a named rank makes a CulpritTimeout naming a worker (the front ends end the job at
+  // once). Otherwise the timeout keeps its kind: a plain one ended the job at once before
+  // the probe too, and a PS one naming no worker (silent shards, or every worker) keeps its
+  // grace (CulpritTimeout::kIndirectWitnessGrace), so a direct witness may still speak.
   const auto* shards_only = dynamic_cast<const CulpritTimeout*>(&e);
   explained_what_ = e.what();
   if (names_rank) {

@@ -39,8 +39,9 @@ class ProgressProbe {
   // checkpoint included). Any thread.
   void trains(std::uint64_t iterations);
 
-  // While one lives, this rank's loop (or a hand-over) waits in a sync: on its peers, not
-  // stalled in its own code. The session holds one around each call that may wait.
+  // While one lives, this rank's loop waits in a sync: on its peers, not stalled in its own
+  // code. The session holds one around the loop's waits. After explain() a rank answers
+  // that it waits for good: its own sync ran out waiting on others.
   class InSync {
    public:
     explicit InSync(ProgressProbe& p) : p_(p) { p_.in_sync_.fetch_add(1, std::memory_order_relaxed); }
@@ -55,10 +56,10 @@ class ProgressProbe {
   // kWhere (answered at once) and kHere, on the transport's thread.
   void onMessage(const Message& m);
 
-  // Throws `e` explained: a CulpritTimeout naming the ranks behind this one or those that
-  // did not answer within `limit` (some, not all, of them); else `e`'s own kind (a
-  // TimeoutError, or a CulpritTimeout naming no worker) with what the answers say (every
-  // peer silent, or none behind).
+  // Throws `e` explained: a CulpritTimeout naming the ranks behind this one (not waiting in
+  // a sync) or those that did not answer within `limit` (some, not all, of them); else
+  // `e`'s own kind (a TimeoutError, or a CulpritTimeout naming no worker) with what the
+  // answers say (every peer silent, or none stalled behind).
   [[noreturn]] void explain(const TimeoutError& e, std::chrono::milliseconds limit = kAnswerLimit);
 
   // One rank's answer: its iterations ended, or kServes, or kSilent where none came; and
@@ -66,7 +67,7 @@ class ProgressProbe {
   static constexpr std::uint64_t kServes = UINT64_MAX;
   static constexpr std::uint64_t kSilent = UINT64_MAX - 1;
   struct Answer {
-    Answer(std::uint64_t ended_ = kSilent, bool in_sync_ = false) : ended(ended_), in_sync(in_sync_) {}  // NOLINT
+    explicit Answer(std::uint64_t e = kSilent, bool waits = false) : ended(e), in_sync(waits) {}
     std::uint64_t ended;
     bool in_sync;
   };
@@ -78,7 +79,8 @@ class ProgressProbe {
   Transport& transport_;
   const std::uint64_t staleness_;
   std::atomic<std::uint64_t> ended_{kServes};
-  std::atomic<int> in_sync_{0};  // InSync guards alive
+  std::atomic<int> in_sync_{0};       // InSync guards alive
+  std::atomic<bool> timed_out_{false};  // explain() ran: this rank's own sync ran out
 
   // Held through explain(): the hand-overs (a staging thread) and the waits (the loop) may
   // run out together; one asks, the other reads its explanation.

@@ -528,12 +528,12 @@ namespace {
 
 // A sync's timeout explained by who is behind (ProgressProbe), unless it names a worker
 // already. The hand-overs too: they rethrow a collective's timeout from the failure flag.
-// A PS wait that names only silent shards is asked about too: the shard may wait on a
-// stopped rank, which the probe names, so this rank need not wait for a direct witness.
+// A PS timeout that names no worker (only silent shards, or every worker at once) is asked
+// about too: the shard may wait on a stopped rank, which the probe names, so this rank
+// need not wait for a direct witness.
 template <class Call>
 void explained(ProgressProbe& probe, Call&& call) {
   try {
-    const ProgressProbe::InSync waiting(probe);  // on others: a peer's probe does not name this rank
     call();
   } catch (const CulpritTimeout& e) {
     if (e.namesWorker()) throw;
@@ -552,7 +552,11 @@ void Session::gradientsReady(int layer, std::vector<float*> grads, std::shared_p
   });
 }
 
+// The loop's waits on its peers hold ProgressProbe::InSync, the explanation included: a
+// peer's probe then does not name this rank as stalled in its loop. (Not the hand-overs:
+// a GPU model's run on a staging thread while the loop may be stuck in user code.)
 void Session::endIteration() {
+  const ProgressProbe::InSync waiting(impl_->probe);
   explained(impl_->probe, [&] {
     impl_->failure.rethrowIfFailed();
     impl_->training()->endIteration();
@@ -562,9 +566,11 @@ void Session::endIteration() {
 }
 
 void Session::waitLayer(int layer) {
+  const ProgressProbe::InSync waiting(impl_->probe);
   explained(impl_->probe, [&] { impl_->training()->waitLayer(layer); });
 }
 void Session::waitAll() {
+  const ProgressProbe::InSync waiting(impl_->probe);
   if (impl_->worker) explained(impl_->probe, [&] { impl_->worker->waitAll(); });
 }
 std::uint64_t Session::iteration() const { return impl_->worker ? impl_->worker->iteration() : 0; }

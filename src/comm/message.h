@@ -44,8 +44,8 @@ inline bool skipsSendWindow(MsgType type) { return type == MsgType::kWhere || ty
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
   // 2: kMeanGrad16, and large external payloads sent apart from their header (MpiTransport).
-  // 3: kFactors16. 4: kWhere, kHere.
-  static constexpr std::uint16_t kVersion = 4;
+  // 3: kFactors16. 4: kWhere, kHere. 5: kHere's byte (waits in a sync).
+  static constexpr std::uint16_t kVersion = 5;
 
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;

@@ -115,10 +115,11 @@ TEST(ProgressProbe, ServingRanksAreNotBehindAndAllSilentNamesNoWorker) {
   EXPECT_FALSE(names);
   EXPECT_EQ(explainAnswers(answers, 0, names).rfind("; every rank answers and no training rank is behind", 0), 0u);
   EXPECT_FALSE(names);
-  const std::vector<ProgressProbe::Answer> silent{5, ProgressProbe::kSilent, ProgressProbe::kSilent};
+  using A = ProgressProbe::Answer;
+  const std::vector<A> silent{A(5), A(ProgressProbe::kSilent), A(ProgressProbe::kSilent)};
   EXPECT_EQ(explainAnswers(silent, 0, names), "; ranks 1, 2 did not answer (stopped, hung or dead)");
   EXPECT_FALSE(names);
-  const std::vector<ProgressProbe::Answer> two_behind{5, 3, 4};
+  const std::vector<A> two_behind{A(5), A(3), A(4)};
   EXPECT_EQ(explainAnswers(two_behind, 0, names),
             "; ranks 1, 2 have ended fewer iterations than this rank (3, 4 against 5): stalled in their training "
             "loops, or far slower");
@@ -133,7 +134,7 @@ TEST(ProgressProbe, NamesTheRankASilentShardWaitsOn) {
   for (auto& p : ranks.probes) p->trains(3);
   const CulpritTimeout shards_only("fresh values did not happen; no fresh values from the shard on rank 0", false);
   try {
-    ranks.probes[2]->explain(shards_only, milliseconds(500));
+    ranks.probes[2]->explain(shards_only, milliseconds(2000));
     FAIL() << "explain must throw";
   } catch (const CulpritTimeout& e) {
     EXPECT_STREQ(e.what(),
@@ -185,12 +186,16 @@ TEST(ProgressProbe, ARankBehindThatWaitsInASyncIsNotNamed) {
     EXPECT_FALSE(answers[2].in_sync);
   }
   EXPECT_FALSE(ranks.probes[0]->ask(milliseconds(2000))[1].in_sync);
+  // A rank whose own sync ran out waited on others: it says so from then on.
+  EXPECT_THROW(ranks.probes[1]->explain(TimeoutError("its wait did not happen"), milliseconds(2000)), TimeoutError);
+  EXPECT_TRUE(ranks.probes[0]->ask(milliseconds(2000))[1].in_sync);
 }
 
 // Under SSP a healthy rank may be up to `staleness` iterations behind: only beyond is it named.
 TEST(ProgressProbe, StalenessIsNotStalling) {
   bool names = false;
-  const std::vector<ProgressProbe::Answer> answers{5, 4, 3};
+  using A = ProgressProbe::Answer;
+  const std::vector<A> answers{A(5), A(4), A(3)};
   EXPECT_EQ(explainAnswers(answers, 0, names, 1),
             "; rank 2 has ended 3 iterations, this rank 5: stalled in its training loop, or far slower");
   EXPECT_TRUE(names);
