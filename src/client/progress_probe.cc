@@ -74,11 +74,11 @@ void ProgressProbe::explain(const TimeoutError& e, std::chrono::milliseconds lim
   // once). Otherwise the timeout keeps its kind: a plain one ended the job at once before
   // the probe too, and a PS one naming no worker (silent shards, or every worker) keeps its
   // grace (CulpritTimeout::kIndirectWitnessGrace), so a direct witness may still speak.
-  const auto* shards_only = dynamic_cast<const CulpritTimeout*>(&e);
+  const bool keeps_grace = dynamic_cast<const CulpritTimeout*>(&e) != nullptr;
   explained_what_ = e.what();
   if (names_rank) {
     explained_ = std::make_exception_ptr(CulpritTimeout(e.what() + why, true));
-  } else if (shards_only) {
+  } else if (keeps_grace) {
     explained_ = std::make_exception_ptr(CulpritTimeout(e.what() + why, false));
   } else {
     explained_ = std::make_exception_ptr(TimeoutError(e.what() + why));
@@ -101,18 +101,19 @@ std::string explainAnswers(const std::vector<ProgressProbe::Answer>& answers, in
   using Answer = ProgressProbe::Answer;
   const std::uint64_t mine = answers.at(static_cast<std::size_t>(me)).ended;
   std::vector<int> silent, behind, held;  // held: behind, but waiting in a sync on others
-  std::string counts, held_counts;
   for (std::size_t r = 0; r < answers.size(); ++r) {
     const Answer& a = answers[r];
     if (a.ended == ProgressProbe::kSilent) silent.push_back(static_cast<int>(r));
     if (a.ended == ProgressProbe::kServes || a.ended == ProgressProbe::kSilent || mine == ProgressProbe::kServes) {
       continue;
     }
-    if (a.ended + staleness >= mine) continue;
-    std::string& c = a.in_sync ? held_counts : counts;
-    c += detail::cat(c.empty() ? "" : ", ", a.ended);
-    (a.in_sync ? held : behind).push_back(static_cast<int>(r));
+    if (a.ended + staleness < mine) (a.in_sync ? held : behind).push_back(static_cast<int>(r));
   }
+  const auto counts = [&](const std::vector<int>& ranks) {
+    std::string list;
+    for (int r : ranks) list += detail::cat(list.empty() ? "" : ", ", answers[static_cast<std::size_t>(r)].ended);
+    return list;
+  };
   // Silence from every peer at once points at this rank's own link, not at theirs.
   names_rank = !behind.empty() || (!silent.empty() && silent.size() + 1 < answers.size());
   std::string why;
@@ -122,11 +123,11 @@ std::string explainAnswers(const std::vector<ProgressProbe::Answer>& answers, in
     why += detail::cat("; ", rankList(behind), " has ended ", ended, " iteration", ended == 1 ? "" : "s",
                        ", this rank ", mine, ": stalled in its training loop, or far slower");
   } else if (!behind.empty()) {
-    why += detail::cat("; ", rankList(behind), " have ended fewer iterations than this rank (", counts, " against ",
+    why += detail::cat("; ", rankList(behind), " have ended fewer iterations than this rank (", counts(behind), " against ",
                        mine, "): stalled in their training loops, or far slower");
   }
   if (!held.empty()) {
-    why += detail::cat("; ", rankList(held), held.size() > 1 ? " are" : " is", " behind too (", held_counts,
+    why += detail::cat("; ", rankList(held), held.size() > 1 ? " are" : " is", " behind too (", counts(held),
                        " iterations ended) but wait", held.size() > 1 ? "" : "s", " in a sync, on others");
   }
   if (!silent.empty()) {

@@ -535,10 +535,9 @@ template <class Call>
 void explained(ProgressProbe& probe, Call&& call) {
   try {
     call();
-  } catch (const CulpritTimeout& e) {
-    if (e.namesWorker()) throw;
-    probe.explain(e);
   } catch (const TimeoutError& e) {
+    const auto* culprit = dynamic_cast<const CulpritTimeout*>(&e);
+    if (culprit && culprit->namesWorker()) throw;
     probe.explain(e);
   }
 }
