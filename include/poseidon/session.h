@@ -112,6 +112,14 @@ class Session {
   void waitLayer(int layer);
   void waitAll();
   std::uint64_t iteration() const;
+  // At the iteration's end, before the hand-overs of the layers this rank did not use
+  // (DDP's find_unused_parameters rule): this rank's use of each layer, then (only where
+  // it did not use some) which layers no rank used, waiting for every rank to record its
+  // own; the steps of those then leave them as they are (skipUnused, where the scheme
+  // steps on the workers: SFB and allreduce layers).
+  void recordUse(const std::vector<bool>& used);
+  std::vector<bool> unusedByAll();
+  void skipUnused(const std::vector<bool>& unused);
   // Server-only ranks: serve until every pair of the shard has had `iterations` steps.
   void serveUntil(std::uint64_t iterations);
 
@@ -127,6 +135,15 @@ class Session {
   // the shard's optimizer state, replicated optimizer state. Valid only between
   // iterations, after waitAll() (and serveUntil() on a server-only rank).
   std::vector<StateRecord> stateRecords();
+  // Server mode, between iterations, on this rank alone: the SGD momentum of every
+  // parameter, gathered from the ranks that hold it (each shard its pairs', each allreduce
+  // owner its slices'; the replicated layers' from this rank), as the pieces came. Every
+  // other rank's transport thread answers, so their loops need not call it (optimizer.
+  // state_dict() on rank 0). Refused under SSP and straggler dropping and on a node's device.
+  std::vector<MomentumValues> gatherMomentum();
+  // The momentum records were written from a loaded optimizer state (AutogradSync::
+  // seedMomentum): the next step continues the buffers instead of starting them.
+  void momentumSeeded();
   // Digest of the state every worker replicates (SFB and allreduce layers, their momentum
   // where it is replicated, not where allreduce layers step by owner;
   // PS layers whose shards send 16-bit updates, which each worker adds to its own copy).

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace poseidon {
 
@@ -27,6 +28,20 @@ struct StateRecord {
   void* data = nullptr;
   std::size_t bytes = 0;
   ParamSlice momentum_of;
+  // Momentum records only, for gathering the optimizer's state (Session::gatherMomentum):
+  // every rank holds the same (SFB and replicated allreduce layers), and which of the
+  // record's floats this rank keeps current (an allreduce slice stepped by its owner; -1:
+  // all of them).
+  bool replicated = false;
+  std::int64_t current_begin = 0;
+  std::int64_t current_count = -1;
+};
+
+// SGD momentum of the floats [of.offset, of.offset + values.size()) of one parameter tensor,
+// as Session::gatherMomentum returns it.
+struct MomentumValues {
+  ParamSlice of;
+  std::vector<float> values;
 };
 
 }  // namespace poseidon

@@ -149,10 +149,10 @@ class PyModel {
   }
 
   // With a timeline: the spans a compute profile is made of (write_profile), by the adapter's ForwardTimer.
-  void beginForward(bool training, bool no_sync, std::int64_t batch) {
+  void beginForward(bool training, bool no_sync) {
     Timeline* tl = training ? sync().session().timeline() : nullptr;
     const auto start = timer_.now(tl);
-    sync().beginForward(training, false, no_sync, batch);  // waits for layers and makes the buffers equal
+    sync().beginForward(training, false, no_sync);  // waits for layers and makes the buffers equal
     timer_.begin(tl, training, start);
   }
   void endForward(bool aborted) {
@@ -438,6 +438,8 @@ void bindModel(py::module_& m) {
           "seed_momentum",
           [](PyModel& p, const std::vector<std::vector<torch::Tensor>>& momentum) { p.sync().seedMomentum(momentum); },
           unlocked)
+      .def(
+          "gather_momentum", [](PyModel& p) { return p.sync().gatherMomentum(); }, unlocked)
       // True on every rank if every rank passed True: over the session's own control channel
       // (no communicator is made beside a running session, as a Collectives would).
       .def(

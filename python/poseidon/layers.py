@@ -21,6 +21,7 @@ another module reads, that runs inside torch.utils.checkpoint (its forward runs 
 in backward) or under autocast (half-precision output) goes by PS (or allreduce, under
 auto), not by factors. DistributedModel.describe() shows each decision.
 """
+import json
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +45,7 @@ class Layer:
     why_not_factors: str = ""  # a Linear that is not factorable: why (describe())
     rows_per_example: int = 1
     self_waited: bool = False
+    used: bool = False  # the probe's forward used its parameters
 
 
 def find_layers(module):
@@ -173,6 +175,17 @@ def _why_not_factors(i, rows, watch):
     return ""
 
 
+def outside_compiled_forward(layers):
+    """A model compiled by torch.compile: no hook of Poseidon's runs inside its forward,
+    where each would break the compiled graph. Every layer is waited for before the forward
+    and no Linear goes by factors (their capture is a forward hook)."""
+    for layer in layers:
+        layer.self_waited = False
+        if layer.linear and not layer.why_not_factors:
+            layer.why_not_factors = "the model is compiled (torch.compile): capturing factors would break its graph"
+            layer.factorable = False
+
+
 def batch_of(args, kwargs):
     """Examples in a forward's inputs: the first dimension of its first tensor of rank >= 1."""
     return next((t.shape[0] for t in _tensors((args, kwargs)) if t.dim() > 0), 1)
@@ -229,8 +242,8 @@ def probe(root, layers, args, kwargs):
             torch.cuda.set_rng_state_all(cuda_rng)
     batch = batch_of(args, kwargs)
     for i, layer in enumerate(layers):
-        used = i in watch.first_use
-        layer.self_waited = used and i not in watch.outside
+        layer.used = i in watch.first_use
+        layer.self_waited = layer.used and i not in watch.outside
         if layer.linear:
             layer.why_not_factors = _why_not_factors(i, rows, watch)
             layer.factorable = not layer.why_not_factors
@@ -238,3 +251,42 @@ def probe(root, layers, args, kwargs):
             layer.rows_per_example = max(1, rows[i] // max(1, batch))
     order = sorted(watch.first_use, key=watch.first_use.get)
     return order + [i for i in range(len(layers)) if i not in watch.first_use], batch
+
+
+
+def agree(layers, order, batch, allgather):
+    """What every rank's probe saw, merged into one plan that every rank holds: each rank
+    probed its own first batch, whose shapes (batch size, sequence length, a branch taken or
+    not) are data, not model, and may differ by rank. `allgather(bytes)` returns every
+    rank's bytes. Returns (order, batch) as probe() does, with the layers' probe fields set
+    to the merged figures:
+      - order: rank 0's order of first use, then the layers only other ranks used, then
+        the unused ones (an order for priorities only: any one works if all ranks hold it);
+      - batch and factor rows per example: the largest any rank saw (the cost model's K);
+      - a layer is waited for in its own forward when every rank that used it said so;
+      - a Linear goes by factors when some rank ran it and every rank that ran it vouched
+        for it (a rank whose batch does not reach it sends no factor rows).
+    Ranks whose models differ (layer names or parameter shapes) keep their own figures:
+    the session's start-up check then names the first difference."""
+    mine = {"model": [[l.name, [list(p.shape) for _, p in l.params]] for l in layers],
+            "order": [i for i in order if layers[i].used], "batch": int(batch),
+            "layers": [[l.used, l.why_not_factors, l.rows_per_example, l.self_waited] for l in layers]}
+    ranks = [json.loads(b) for b in allgather(json.dumps(mine).encode())]
+    if any(r["model"] != mine["model"] for r in ranks):
+        return order, batch
+    merged = []
+    for r in ranks:
+        merged += [i for i in r["order"] if i not in merged]
+    merged += [i for i in range(len(layers)) if i not in merged]
+    for i, layer in enumerate(layers):
+        seen = [r["layers"][i] for r in ranks]
+        users = [s for s in seen if s[0]]
+        layer.used = bool(users)
+        layer.self_waited = bool(users) and all(s[3] for s in users)
+        layer.rows_per_example = max(s[2] for s in seen)
+        if layer.linear:
+            # A rank that used its parameters without running its forward saw a reason too.
+            reasons = [s[1] for s in users if s[1]] or ([] if users else [seen[0][1]])
+            layer.why_not_factors = reasons[0] if reasons else ""
+            layer.factorable = not layer.why_not_factors
+    return merged, max(r["batch"] for r in ranks)

@@ -66,6 +66,7 @@ _OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "
                 "kv_pair_bytes", "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout",
                 "timeout", "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
                 "stack_rate", "wire", "error_feedback")
+_REPLACED = ("step", "zero_grad", "state_dict", "load_state_dict")  # the optimizer's methods a model replaces
 SERVER_ONLY = ("staleness", "straggler_timeout", "lr_decay_iterations", "overlap_step")  # options: mode "server"
 
 
@@ -267,7 +268,9 @@ class DistributedModel(torch.nn.Module):
         if cost_model != "schedule" and (profile is not None or _rate(stack_rate, "stack_rate")):
             raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
         self._runtime = runtime.runtime()
-        self.module = module
+        # torch.compile(module) first, as PyTorch's docs show for DDP: Poseidon probes, hooks
+        # and names the eager module and runs the compiled one's forward (no hook inside it).
+        self.module, self._compiled = _compiled_parts(module)
         self.optimizer = optimizer
         self.name = name or type(module).__name__
         self._layers = layers_mod.find_layers(module)
@@ -301,14 +304,23 @@ class DistributedModel(torch.nn.Module):
         self._stepped = False  # deciding: the first iteration ended with optimizer.step()
         self._watched = []  # the parameters whose .grad reads a window watches now
         self._param_ids = {id(p) for p in module.parameters()}
-        self._original = (optimizer.step, optimizer.zero_grad)
-        self._own = {k: optimizer.__dict__[k] for k in ("step", "zero_grad") if k in optimizer.__dict__}
+        self._original = (optimizer.step, optimizer.zero_grad, optimizer.state_dict, optimizer.load_state_dict)
+        self._own = {k: optimizer.__dict__[k] for k in _REPLACED if k in optimizer.__dict__}
         # Bound to the optimizer, as LibTorch's schedulers expect of optimizer.step; the
         # model is reached through a weak reference (no cycle keeps it alive).
         me = weakref.ref(self)
-        optimizer.step = types.MethodType(lambda opt, closure=None: me()._optimizer_step(closure), optimizer)
+        def step(opt, closure=None):
+            opt._opt_called = True  # as a scheduler's own wrapper marks it (its order check)
+            return me()._optimizer_step(closure)
+
+        # A scheduler made before the model wrapped the old step and checks, at its first step,
+        # that optimizer.step still carries its mark: this one counts the calls for it.
+        step._wrapped_by_lr_sched = True
+        optimizer.step = types.MethodType(step, optimizer)
         optimizer.zero_grad = types.MethodType(lambda opt, set_to_none=False: me()._zero_grad(set_to_none),
                                                optimizer)
+        optimizer.state_dict = types.MethodType(lambda opt: me()._optimizer_state(), optimizer)
+        optimizer.load_state_dict = types.MethodType(lambda opt, state: me()._load_optimizer_state(state), optimizer)
         module._poseidon_wrapped = True
         if self.mode == "server":
             _SERVER_MODELS.add(self)
@@ -379,11 +391,15 @@ class DistributedModel(torch.nn.Module):
     def _start(self, args, kwargs):
         """The first forward: probe, then start the session on every rank."""
         order, batch = layers_mod.probe(self.module, self._layers, args, kwargs)
+        if self._compiled is not None:
+            layers_mod.outside_compiled_forward(self._layers)
+        with _C.Collectives(self._runtime, self.options.timeout.total_seconds()) as job:  # one plan for all
+            order, batch = layers_mod.agree(self._layers, order, batch, job.allgather_bytes)
         self._layers = [self._layers[i] for i in order]
         self.options.batch = int(batch) * self.options.backward_passes_per_step
         self._open_core()
         try:
-            self._checkpoints.restore(self._core, checkpoint.config_of(self, self._core), self.optimizer)
+            self._checkpoints.restore(self._core, checkpoint.config_of(self, self._core), self._own_state())
         except BaseException:
             self.close()  # not half-open: no training from weights that were never restored
             raise
@@ -402,6 +418,8 @@ class DistributedModel(torch.nn.Module):
                               list(self.module.parameters()),
                               [i for i, layer in enumerate(self._layers) if layer.self_waited], self.options)
         self._install_hooks()
+        if self.mode == "server" and not self._deciding:
+            self._optimizer_state_to_servers()
         # The gradient accumulators of the parameters autograd trains (SFB weights excepted):
         # whether a backward writes .grad (_mean_after_backward), and what a skipped step left.
         trained = [p for p in self.module.parameters() if p.requires_grad]
@@ -431,13 +449,28 @@ class DistributedModel(torch.nn.Module):
     # --- one iteration ---
 
     def forward(self, *args, **kwargs):
+        # Poseidon's bookkeeping runs outside torch.compile's graphs (a wrapper compiled as a
+        # whole keeps the module's forward in one graph, as DDP's does), the module's inside.
+        training, passes_before = self._before_forward(args, kwargs)
+        try:
+            out = (self._compiled or self.module)(*args, **kwargs)
+        except BaseException:
+            self._forward_failed(passes_before)
+            raise
+        self._after_forward(out, training, args, kwargs)
+        return out
+
+    @torch.compiler.disable
+    def _before_forward(self, args, kwargs):
+        """Everything before the module's forward: start, checkpoints due, the iteration's
+        count and mode, the layers' waits. Returns (training, passes before this one)."""
         if self._core is None:
             if self._original is None:
                 raise RuntimeError("this DistributedModel has been closed")
             self._start(args, kwargs)
         if self._checkpoints.pending:  # due at the last step; the loop has finished that step
             self._decide_when_due()  # a checkpoint holds the mode the run goes on in
-            self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer,
+            self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self._own_state(),
                                     self._saved_mode())
         training = torch.is_grad_enabled() and self.module.training
         if training:
@@ -455,7 +488,6 @@ class DistributedModel(torch.nn.Module):
             self._count_step()
         if training:
             self._decide_when_due()
-        batch = layers_mod.batch_of(args, kwargs)  # counted as the probe counts it
         if training and args and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
             self._batch = args[0].size(0)  # a profile's batch (write_profile): a training forward's
         if training and self.mode == "server":
@@ -464,20 +496,22 @@ class DistributedModel(torch.nn.Module):
         if training:
             self._count_pass()
         try:
-            self._core.begin_forward(training, self._in_no_sync, batch)
+            self._core.begin_forward(training, self._in_no_sync)
         except BaseException:
             self._passes = passes_before
             raise
-        try:
-            out = self.module(*args, **kwargs)
-        except BaseException:
-            self._core.abort_forward()  # not a pass: the next forward may come
-            self._passes = passes_before
-            raise
+        return training, passes_before
+
+    @torch.compiler.disable
+    def _forward_failed(self, passes_before):
+        self._core.abort_forward()  # not a pass: the next forward may come
+        self._passes = passes_before
+
+    @torch.compiler.disable
+    def _after_forward(self, out, training, args, kwargs):
         self._core.end_forward()
         if training and self._passes == 0 and (self.mode == "gradient" or self._watches()):
             self._at_backward_end(out, args, kwargs)
-        return out
 
     def _at_backward_end(self, out, args, kwargs):
         """The iteration's last pass: when the backward through `out` ends, gradient mode's
@@ -585,9 +619,6 @@ class DistributedModel(torch.nn.Module):
         """Server mode from this forward on: a new session whose servers and replicas start
         from the parameters and SGD momentum the first, worker-side step left (equal on every
         rank: compared by digest, not broadcast again), at this iteration."""
-        momentum = None
-        if self._sgd[1] != 0:
-            momentum = [[self.optimizer.state[p]["momentum_buffer"] for _, p in layer.params] for layer in self._layers]
         batch = self.options.batch
         self._core.synchronize()
         core, self._core = self._core, None
@@ -600,15 +631,59 @@ class DistributedModel(torch.nn.Module):
         self.options = self._options(self._option_args)
         self.options.batch, self.options.start_iteration = batch, self.iteration
         self.options.replicas_equal = True  # the first session left them equal: no second broadcast
-        self._open_core()
-        if momentum is not None:
-            self._core.seed_momentum(momentum)
-        self.optimizer.state.clear()  # the servers hold it now (as for a model in server mode from the start)
+        self._open_core()  # which hands the optimizer's momentum to the servers
         # The first step's mean gradients go too: server mode's zero_grad() does nothing, so a
         # loop that zeroes between this forward and its backward would have them added in.
         for p in self.module.parameters():
             p.grad = None
         _SERVER_MODELS.add(self)
+
+    # --- the optimizer's state: the user's, wherever the stepping happens ---
+
+    def _optimizer_state_to_servers(self):
+        """Server mode: the SGD momentum the user's optimizer holds (a first iteration stepped on
+        the workers, a loaded state_dict) becomes the servers' and replicas' (each takes its
+        slice); the optimizer keeps none. A parameter without a buffer starts from zeros,
+        which is what SGD's first step does with it (the buffer becomes the gradient)."""
+        state = self.optimizer.state
+        if self._sgd[1] != 0 and any("momentum_buffer" in state.get(p, {}) for layer in self._layers
+                                     for _, p in layer.params):
+            def buffer(p):
+                b = state.get(p, {}).get("momentum_buffer")
+                return b if b is not None else torch.zeros_like(p)
+            self._core.seed_momentum([[buffer(p) for _, p in layer.params] for layer in self._layers])
+        state.clear()
+
+    def _own_state(self):
+        """The optimizer's own state_dict and load_state_dict, for checkpoints, which keep the
+        servers' momentum in the session's records."""
+        return types.SimpleNamespace(state_dict=self._original[2], load_state_dict=self._original[3])
+
+    def _optimizer_state(self):
+        """optimizer.state_dict(): what it would hold under DDP. In server mode the servers
+        hold SGD's momentum, each shard its pairs' and each allreduce owner its slices': this
+        rank gathers it (the others' transport threads answer, so it may be called on rank 0
+        alone, as DDP's and Horovod's examples save it) into the optimizer's own layout."""
+        if self._core is None or self.mode != "server" or self._sgd[1] == 0:
+            return self._original[2]()
+        state = self.optimizer.state
+        momentum = self._core.gather_momentum()  # after every layer's newest values: this step's
+        try:
+            for layer, buffers in zip(self._layers, momentum):
+                for (_, p), b in zip(layer.params, buffers):
+                    state[p]["momentum_buffer"] = b.to(device=p.device, dtype=p.dtype)
+            return self._original[2]()
+        finally:
+            state.clear()
+
+    def _load_optimizer_state(self, state):
+        """optimizer.load_state_dict(): the optimizer's own; in server mode its momentum then
+        goes where the stepping happens (every rank loads, as under DDP)."""
+        result = self._original[3](state)
+        if self._core is not None and self.mode == "server":
+            self._core.synchronize()  # no sync in flight writes momentum while it is replaced
+            self._optimizer_state_to_servers()
+        return result
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -701,7 +776,7 @@ class DistributedModel(torch.nn.Module):
         self._started()
         self._checkpoints.pending = None
         self._decide_when_due()
-        self._checkpoints.save(self._core, self.iteration, checkpoint.config_of(self, self._core), self.optimizer,
+        self._checkpoints.save(self._core, self.iteration, checkpoint.config_of(self, self._core), self._own_state(),
                                self._saved_mode())
 
     def _saved_mode(self):
@@ -804,7 +879,7 @@ class DistributedModel(torch.nn.Module):
                 try:
                     if not failing and self._checkpoints.pending:
                         self._decide_when_due()
-                        self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self.optimizer,
+                        self._checkpoints.flush(self._core, checkpoint.config_of(self, self._core), self._own_state(),
                                                 self._saved_mode())
                 finally:
                     core, self._core = self._core, None
@@ -814,7 +889,7 @@ class DistributedModel(torch.nn.Module):
                 h.remove()
             self._hooks = []
             if self._original is not None:
-                for k in ("step", "zero_grad"):  # as they were: the class's, or the object's own
+                for k in _REPLACED:  # as they were: the class's, or the object's own
                     if k in self._own:
                         setattr(self.optimizer, k, self._own[k])
                     else:
@@ -828,6 +903,25 @@ class DistributedModel(torch.nn.Module):
     def _started(self):
         if self._core is None:
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
+
+
+def _compiled_parts(module):
+    """(the eager module, the compiled one or None) of what torch.compile returned, or of a
+    plain module. The compiled one is kept out of the wrapper's submodules (one copy of every
+    name in its state_dict)."""
+    if type(module).__name__ == "OptimizedModule" and isinstance(getattr(module, "_orig_mod", None), torch.nn.Module):
+        return module._orig_mod, _Compiled(module)
+    return module, None
+
+
+class _Compiled:
+    """A compiled module's forward, held outside torch.nn.Module's registry."""
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def __call__(self, *args, **kwargs):
+        return self.compiled(*args, **kwargs)
 
 
 def _tensors_of(value):

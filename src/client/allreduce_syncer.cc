@@ -1,6 +1,7 @@
 #include "client/allreduce_syncer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "allreduce/communicator.h"
@@ -20,6 +21,10 @@ struct AllreduceBuckets::Layer {
   std::vector<std::int64_t> sizes;
   std::vector<std::vector<float>> momentum;
   bool first_step = true;
+  // 1 + the last iteration that no rank used this layer in (skipUnused): its step leaves it
+  // as it is, as an optimizer skips a parameter whose .grad is None.
+  std::atomic<std::uint64_t> unused_before{0};
+  bool skipped(std::uint64_t t) const { return unused_before.load(std::memory_order_acquire) == t + 1; }
   Engine::Tag grad_tag = 0;
   ExternalEvent gradient;  // the iteration's gradient task ends when autograd reports it
   std::mutex mu;
@@ -49,6 +54,7 @@ AllreduceBuckets::AllreduceBuckets(const ModelInfo& model, const std::vector<int
       before_copy_(options.before_copy),
       after_step_(options.after_step),
       workers_(transport.size()),
+      rank_(transport.rank()),
       wire_(options.kvstore.wire),
       by_owner_(stepByOwner(options)),
       on_done_(std::move(on_done)),
@@ -196,7 +202,7 @@ void AllreduceBuckets::stepSlice(Bucket& bucket, std::uint64_t t, std::size_t be
     auto at = static_cast<std::size_t>(bucket.plan.offsets[i]);
     for (std::size_t k = 0; k < layer.params.size(); at += static_cast<std::size_t>(layer.sizes[k]), ++k) {
       const std::size_t lo = std::max(begin, at), hi = std::min(end, at + static_cast<std::size_t>(layer.sizes[k]));
-      if (lo >= hi) continue;
+      if (lo >= hi || layer.skipped(t)) continue;
       float* momentum = layer.momentum[k].empty() ? nullptr : layer.momentum[k].data() + (lo - at);
       for (std::size_t r = 0; r < from.size(); ++r) here[r] = from[r].from(lo - begin);
       sgdStepViews(layer.params[k] + (lo - at), momentum, here, scale, static_cast<std::int64_t>(hi - lo), step,
@@ -209,7 +215,7 @@ void AllreduceBuckets::apply(Bucket& bucket, std::uint64_t t) {
   TimelineSpan span(timeline_, "engine compute", timeline_ ? detail::cat("apply key ", bucket.key) : "", "allreduce");
   if (by_owner_) {  // the collective stepped and gathered the parameters
     for (int l : bucket.plan.layers) {
-      layers_[l]->first_step = false;
+      if (!layers_[l]->skipped(t)) layers_[l]->first_step = false;
       on_done_(l);
     }
     return;
@@ -218,6 +224,11 @@ void AllreduceBuckets::apply(Bucket& bucket, std::uint64_t t) {
   const float scale = 1.0f / static_cast<float>(workers_ * step.devices);
   for (std::size_t i = 0; i < bucket.plan.layers.size(); ++i) {
     Layer& layer = *layers_[bucket.plan.layers[i]];
+    if (layer.skipped(t)) {  // gradient mode: its .grad, zeros, goes back to None (AutogradSync)
+      if (after_step_) after_step_(layer.id, t);
+      on_done_(layer.id);
+      continue;
+    }
     const float* sum = bucket.sums + bucket.plan.offsets[i];
     // Gradient mode: the mean goes into the gradients the user's optimizer reads.
     std::vector<float*> targets = layer.params;
@@ -256,16 +267,43 @@ std::int64_t AllreduceBuckets::floatsOfLayer(int layer) const {
 // slice: a resumed run (the same ranks) reads its own slices, and a checkpoint of the
 // replicated step resumes alike.
 void AllreduceBuckets::addStateRecords(std::vector<StateRecord>& records) {
-  for (auto& l : layers_) {
-    if (!l) continue;
-    for (std::size_t k = 0; k < l->momentum.size(); ++k) {
-      if (l->momentum[k].empty()) continue;
-      records.push_back(StateRecord{detail::cat("allreduce/layer", l->id, "/tensor", k, "/momentum"),
-                                    l->momentum[k].data(), l->momentum[k].size() * sizeof(float),
-                                    ParamSlice{l->id, static_cast<int>(k), 0}});
+  addMomentumRecords(records);
+  store_->addStateRecords(records);
+}
+
+void AllreduceBuckets::addMomentumRecords(std::vector<StateRecord>& records) {
+  for (auto& b : buckets_) {
+    const sum16::Slices slices(b->in.size(), workers_);  // by owner: this rank's, as the communicators cut
+    const auto mine_begin = static_cast<std::int64_t>(slices.begin(rank_));
+    const auto mine_end = static_cast<std::int64_t>(slices.begin(rank_ + 1));
+    for (std::size_t i = 0; i < b->plan.layers.size(); ++i) {
+      Layer& l = *layers_[b->plan.layers[i]];
+      std::int64_t at = b->plan.offsets[i];
+      for (std::size_t k = 0; k < l.momentum.size(); at += l.sizes[k], ++k) {
+        if (l.momentum[k].empty()) continue;
+        StateRecord r{detail::cat("allreduce/layer", l.id, "/tensor", k, "/momentum"), l.momentum[k].data(),
+                      l.momentum[k].size() * sizeof(float), ParamSlice{l.id, static_cast<int>(k), 0}};
+        r.replicated = !by_owner_;
+        if (by_owner_) {  // current on this rank: its slice (before any step, all of it, as on every rank)
+          r.current_begin = std::clamp<std::int64_t>(mine_begin - at, 0, l.sizes[k]);
+          r.current_count = std::clamp<std::int64_t>(mine_end - at, 0, l.sizes[k]) - r.current_begin;
+        }
+        records.push_back(r);
+      }
     }
   }
-  store_->addStateRecords(records);
+}
+
+void AllreduceBuckets::skipUnused(std::uint64_t t, const std::vector<bool>& unused) {
+  for (auto& l : layers_) {
+    if (l && unused.at(static_cast<std::size_t>(l->id))) l->unused_before.store(t + 1, std::memory_order_release);
+  }
+}
+
+void AllreduceBuckets::momentumSeeded() {
+  for (auto& l : layers_) {
+    if (l) l->first_step = false;
+  }
 }
 
 void AllreduceBuckets::addToDigest(Digest& d) const {

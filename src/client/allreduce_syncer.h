@@ -77,6 +77,12 @@ class AllreduceBuckets {
   // The optimizer state (momentum: replicated, or by owner current on this rank's slices),
   // then the store's error feedback, for checkpoints.
   void addStateRecords(std::vector<StateRecord>& records);
+  // Just the momentum's; reads no more than the containers' places (any thread).
+  void addMomentumRecords(std::vector<StateRecord>& records);
+  void momentumSeeded();
+  // Iteration t's steps leave the layers marked `unused` (used by no rank) as they are;
+  // before their gradients are handed over.
+  void skipUnused(std::uint64_t t, const std::vector<bool>& unused);
   // Stops the store and the engine. The queued tasks of the iteration after the last
   // wait only for gradients that will not come, and are dropped.
   void stop();
@@ -98,6 +104,7 @@ class AllreduceBuckets {
   const std::function<void(int, std::uint64_t, const std::vector<float*>&)> before_copy_;
   const std::function<void(int, std::uint64_t)> after_step_;
   const int workers_;
+  const int rank_;
   const WireFormat wire_;  // how the sums travel
   const bool by_owner_;    // the step by owner (stepByOwner)
   std::function<void(int)> on_done_;

@@ -279,6 +279,24 @@ void Client::addStateRecords(std::vector<StateRecord>& records) {
   if (allreduce_) allreduce_->addStateRecords(records);
 }
 
+void Client::addAllreduceMomentum(std::vector<StateRecord>& records) const {
+  if (allreduce_) allreduce_->addMomentumRecords(records);
+}
+
+void Client::skipUnused(std::uint64_t t, const std::vector<bool>& unused) {
+  for (std::size_t l = 0; l < syncers_.size(); ++l) {
+    if (syncers_[l] && unused.at(l)) syncers_[l]->usedByNoRank(t);
+  }
+  if (allreduce_) allreduce_->skipUnused(t, unused);
+}
+
+void Client::momentumSeeded() {
+  for (auto& s : syncers_) {
+    if (s) s->momentumSeeded();
+  }
+  if (allreduce_) allreduce_->momentumSeeded();
+}
+
 void Client::addReplicatedStateToDigest(Digest& digest) const {
   for (const auto& s : syncers_) {
     if (s) s->addToDigest(digest);

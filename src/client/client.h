@@ -91,6 +91,12 @@ class Client : public Worker {
   void addReplicatedStateToDigest(Digest& digest) const;
   // Optimizer state kept on the workers (SFB and allreduce layers), for checkpoints.
   void addStateRecords(std::vector<StateRecord>& records);
+  void momentumSeeded();
+  // Iteration t's steps leave the layers no rank used as they are (PS layers' shards,
+  // AllreduceBuckets; SFB layers see no factor rows from any rank and skip by themselves).
+  void skipUnused(std::uint64_t t, const std::vector<bool>& unused);
+  // The momentum of the allreduce layers (what an owner keeps current): any thread.
+  void addAllreduceMomentum(std::vector<StateRecord>& records) const;
 
  private:
   std::unique_ptr<LayerSyncer> makeSyncer(int layer, Scheme scheme, ParameterServer* local_server,

@@ -71,6 +71,12 @@ class LayerSyncer {
   virtual bool setApplier(std::unique_ptr<FactorApplier>& /*applier*/) { return false; }
   // Optimizer state the workers replicate (checkpoints) and its digest (--verify).
   virtual void addStateRecords(std::vector<StateRecord>& /*records*/) {}
+  // The replicated momentum was written from a loaded optimizer state: the next step
+  // continues it instead of starting it from the gradient. Between iterations.
+  virtual void momentumSeeded() {}
+  // No rank used the layer in iteration t (DDP's rule: the optimizer skips it): its step
+  // leaves it as it is. Before its hand-over; where the scheme steps elsewhere than here.
+  virtual void usedByNoRank(std::uint64_t /*t*/) {}
   virtual void addToDigest(Digest& /*digest*/) const {}
 
   // Bytes this syncer has sent; SSP: the most iterations any read lacked.

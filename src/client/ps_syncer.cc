@@ -64,6 +64,11 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
   POSEIDON_ENFORCE_EQ(grads.size(), params_.size(), "gradients for layer ", layer());
   expect(iteration);
   const int me = transport_.rank();
+  if (unused_before_ == iteration + 1) {
+    grads_ = grads;  // Move clears them (server mode) or writes what the shards send back (gradient mode)
+    sendUnused(iteration);
+    return;
+  }
   if (staleness_ > 0) {
     // SSP: the worker runs on at once, so the gradient is copied out and cleared now.
     for (std::uint32_t key : keys_) {
@@ -98,6 +103,20 @@ void PsSyncer::Send(std::uint64_t iteration, const std::vector<float*>& grads,
                                       static_cast<std::size_t>(kv.length) * sizeof(float), memory);
     bytes_sent_ += m.wireBytes();
     sends_.push_back(transport_.send(owner, std::move(m.setPriority(layer()))));
+  }
+}
+
+void PsSyncer::sendUnused(std::uint64_t iteration) {
+  const int me = transport_.rank();
+  for (std::uint32_t key : keys_) {
+    const int owner = book_.cluster().shardRank(book_.pair(key).shard);
+    if (owner == me && local_shard_ != nullptr && !local_by_message_) {
+      local_shard_->pushLocal(key, iteration, nullptr);
+      continue;
+    }
+    Message m = Message::make(MsgType::kPushGrad, key, static_cast<std::uint32_t>(me), iteration, 0);
+    bytes_sent_ += m.wireBytes();
+    transport_.send(owner, std::move(m.setPriority(layer())));
   }
 }
 

@@ -82,6 +82,9 @@ class PsSyncer final : public LayerSyncer {
   // A shard's fresh values (kParams), on the transport thread; the co-located shard's.
   void deliver(Message message) override;
   void localFresh(std::uint32_t key, std::uint64_t version) override;
+  // Iteration t's pushes say so instead of carrying zeros: empty kPushGrad messages, and a
+  // null gradient for the co-located shard.
+  void usedByNoRank(std::uint64_t t) override { unused_before_ = t + 1; }
   // With 16-bit updates each worker adds them to its own copy, as SFB does: the layer's
   // values join the digest that --verify compares (fp32 values are the servers' own copies).
   void addToDigest(Digest& digest) const override;
@@ -100,6 +103,8 @@ class PsSyncer final : public LayerSyncer {
   Message copyOfPush(std::uint32_t key, std::uint64_t iteration, const float* src);
   // 16-bit wire: the push of `key` as the co-located shard reads it in place (rounded_).
   const float* roundedForShard(std::uint32_t key, const float* src);
+  // The pushes of a layer no rank used in `iteration` (usedByNoRank).
+  void sendUnused(std::uint64_t iteration);
   // From now on Receive waits for version iteration + 1 of every pair.
   void expect(std::uint64_t iteration);
 
@@ -122,6 +127,7 @@ class PsSyncer final : public LayerSyncer {
   // Gradient mode: the shards send the mean gradient, which Move writes into grads_.
   const bool into_gradients_;
   const bool factor_push_;
+  std::uint64_t unused_before_ = 0;  // 1 + the iteration no rank used this layer in (usedByNoRank)
   const WireFormat wire_;
   const bool error_feedback_;
   const WireFormat updates_;

@@ -11,6 +11,8 @@
 #include "checkpoint/state_file.h"
 #include "client/checked_options.h"
 #include "client/client.h"
+#include "client/layer_use.h"
+#include "client/momentum_gather.h"
 #include "client/progress_probe.h"
 #include "comm/control_channel.h"
 #include "comm/equal_everywhere.h"
@@ -44,6 +46,8 @@ struct Dispatch {
   DeviceClient* device = nullptr;     // guarded by mu: on a node's other ranks
   FailureState* failure = nullptr;    // guarded by mu
   ProgressProbe* probe = nullptr;     // guarded by mu
+  MomentumGather* gather = nullptr;   // guarded by mu
+  LayerUse* use = nullptr;            // guarded by mu
 
   // A failure from the transport's thread; after detach() there is no session to tell.
   void fail(std::exception_ptr e) {
@@ -60,6 +64,14 @@ struct Dispatch {
       case MsgType::kWhere:
       case MsgType::kHere:
         if (probe) probe->onMessage(m);
+        return;
+      case MsgType::kMomentumAsk:
+      case MsgType::kMomentum:
+        if (gather) gather->onMessage(m);
+        return;
+      case MsgType::kUseAsk:
+      case MsgType::kUse:
+        if (use) use->onMessage(m);
         return;
       case MsgType::kPushGrad:
       case MsgType::kPushGrad16:
@@ -152,6 +164,10 @@ struct Session::Impl {
   ControlChannel control;
   // Answers how far this rank's loop got, and asks the others when a sync times out.
   ProgressProbe probe;
+  // Answers what momentum this rank holds, and gathers every rank's (optimizer.state_dict()).
+  MomentumGather gather;
+  // Which layers each rank used in an iteration (DDP's rule for those no rank used).
+  LayerUse use;
   // Before the components that record into it; shared with the transport, whose thread
   // records each send's wait in the queue and may outlive the session.
   std::shared_ptr<Timeline> timeline;
@@ -170,7 +186,13 @@ struct Session::Impl {
   const int uncaught = std::uncaught_exceptions();
 
   Impl(Transport& t, const Options& o)
-      : transport(t), options(o), checked(checkOptions(o)), control(t, o.timeout, failure), probe(t, o.staleness) {}
+      : transport(t),
+        options(o),
+        checked(checkOptions(o)),
+        control(t, o.timeout, failure),
+        probe(t, o.staleness),
+        gather(t, [this] { return momentumPieces(false); }),
+        use(t) {}
 
   // The session's construction, step by step (Session::Session).
   void startTransport();
@@ -185,6 +207,9 @@ struct Session::Impl {
   void makeWorker(const ClusterInfo& cluster, const SgdOptions& sgd);
   void publish();
   void describeLayout();
+  // The momentum this rank keeps current, as views: only what no other rank replicates,
+  // unless `replicated` (Session::gatherMomentum).
+  std::vector<MomentumPiece> momentumPieces(bool replicated);
   // Fails on every rank unless every rank passed the same `mine`.
   void agree(const std::string& mine, const std::string& what);
   void checkPlanAndBroadcast(const ModelInfo& model);
@@ -228,6 +253,8 @@ struct Session::Impl {
     dispatch->device = nullptr;
     dispatch->failure = nullptr;
     dispatch->probe = nullptr;
+    dispatch->gather = nullptr;
+    dispatch->use = nullptr;
   }
 };
 
@@ -294,6 +321,8 @@ void Session::Impl::startTransport() {
   dispatch->control = &control;
   dispatch->failure = &failure;
   dispatch->probe = &probe;
+  dispatch->gather = &gather;
+  dispatch->use = &use;
   auto d = dispatch;
   transport.start(TransportCallbacks{[d](Message m) {
                                        try {
@@ -574,6 +603,17 @@ void Session::waitAll() {
 }
 std::uint64_t Session::iteration() const { return impl_->worker ? impl_->worker->iteration() : 0; }
 
+void Session::recordUse(const std::vector<bool>& used) { impl_->use.record(impl_->training()->iteration(), used); }
+
+std::vector<bool> Session::unusedByAll() {
+  const ProgressProbe::InSync waiting(impl_->probe);  // held up by the others: not stalled in its loop
+  return impl_->use.unusedByAll(impl_->training()->iteration(), impl_->options.timeout);
+}
+
+void Session::skipUnused(const std::vector<bool>& unused) {
+  if (impl_->client) impl_->client->skipUnused(impl_->training()->iteration(), unused);
+}
+
 void Session::serveUntil(std::uint64_t iterations) {
   POSEIDON_ENFORCE(impl_->server != nullptr, "serveUntil on a rank without a shard");
   impl_->server->waitVersion(iterations, impl_->options.timeout);
@@ -649,6 +689,58 @@ std::vector<StateRecord> Session::stateRecords() {
   if (s.server) s.server->addStateRecords(records);
   if (s.client) s.client->addStateRecords(records);
   return records;
+}
+
+std::vector<MomentumPiece> Session::Impl::momentumPieces(bool replicated) {
+  // Asked by another rank (on the transport's thread): only the shard's and the allreduce
+  // owners' records, which name memory and touch nothing; the replicated layers' records
+  // may copy from a GPU, which only the loop's thread does.
+  std::vector<StateRecord> records;
+  if (server) server->addMomentumRecords(records);
+  if (client && replicated) {
+    client->addStateRecords(records);
+  } else if (client) {
+    client->addAllreduceMomentum(records);
+  }
+  std::vector<MomentumPiece> pieces;
+  for (const auto& r : records) {
+    if (r.momentum_of.layer < 0 || (r.replicated && !replicated)) continue;
+    const auto floats = static_cast<std::int64_t>(r.bytes / sizeof(float));
+    const std::int64_t begin = r.current_count < 0 ? 0 : r.current_begin;
+    const std::int64_t count = r.current_count < 0 ? floats : r.current_count;
+    if (count == 0) continue;
+    ParamSlice of = r.momentum_of;
+    of.offset += begin;
+    pieces.push_back(MomentumPiece{of, static_cast<const float*>(r.data) + begin, count});
+  }
+  return pieces;
+}
+
+std::vector<MomentumValues> Session::gatherMomentum() {
+  Impl& s = *impl_;
+  const int me = s.transport.rank();
+  if (s.options.gradient_mode) throw InputError("gradient mode: the workers' own optimizer holds its state");
+  if (s.options.staleness > 0 || s.options.straggler_timeout.count() > 0) {
+    // The shards step without this rank's contribution: their momentum would move while read.
+    throw InputError("the optimizer's momentum cannot be gathered under staleness or straggler_timeout (the shards "
+                     "step on without this rank); checkpoint the whole job instead");
+  }
+  if (s.nodes.hierarchical() && !s.nodes.isLeader(me)) {
+    throw InputError(detail::cat("rank ", me, " is a device of its node (devices_per_node), whose leader steps the "
+                                 "replicated layers: gather the optimizer's state on a node's first rank (rank 0 is one)"));
+  }
+  s.training()->waitAll();
+  std::vector<MomentumValues> all = s.gather.gather(s.options.timeout);
+  for (const auto& p : s.momentumPieces(true)) {
+    all.push_back(MomentumValues{p.of, std::vector<float>(p.data, p.data + p.count)});
+  }
+  return all;
+}
+
+void Session::momentumSeeded() {
+  Impl& s = *impl_;
+  if (s.server) s.server->momentumSeeded();
+  if (s.client) s.client->momentumSeeded();
 }
 
 Timeline* Session::timeline() const { return impl_->timeline.get(); }

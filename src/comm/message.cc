@@ -56,6 +56,10 @@ KeyKind keyKind(MsgType type) {
     case MsgType::kControl:
     case MsgType::kWhere:
     case MsgType::kHere:
+    case MsgType::kMomentumAsk:
+    case MsgType::kMomentum:
+    case MsgType::kUseAsk:
+    case MsgType::kUse:
       return KeyKind::kSequence;
     case MsgType::kNodeGrad:
     case MsgType::kNodeFactors:

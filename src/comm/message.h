@@ -26,26 +26,33 @@ enum class MsgType : std::uint16_t {
   kFactors16 = 14,         // as kFactors, in 16 bits (comm/factors.h)
   kWhere = 15,             // a rank whose sync timed out asks how far a peer's loop got (client/progress_probe.h)
   kHere = 16,              // the answer: the iterations its loop has ended (header's iteration), whether it waits in a sync (1 byte)
-  kLastType = kHere,
+  kMomentumAsk = 17,       // optimizer.state_dict() on a server-mode rank asks every rank for the momentum it holds
+  kMomentum = 18,          // one piece of the answer (client/momentum_gather.h); header's iteration: the answer's pieces
+  kUseAsk = 19,            // a rank that did not use some layer asks which layers a peer used in an iteration (client/layer_use.h)
+  kUse = 20,               // the answer: a byte per layer, 1 if used (header's iteration: the iteration)
+  kLastType = kUse,
 };
 
 // What a header's key names, by the message's type: a KV pair of the information book
 // (kPushGrad, kPushGrad16, kParams, kParams16, kMeanGrad16), a layer (kFactors, kFactors16, kPushFactors), a piece of a layer (the kNode*
 // types: node/pieces.h's PieceKey), or a control message's or a question's sequence number
-// (kControl, kWhere, kHere).
+// (kControl, kWhere, kHere, kMomentumAsk, kMomentum, kUseAsk, kUse).
 enum class KeyKind { kPair, kLayer, kPiece, kSequence };
 KeyKind keyKind(MsgType type);
 
 // The progress probe's few bytes pass the bandwidth manager's window and budget, as a
 // message to the same node does: sends to a stopped peer, never completed, may hold the
-// window full, and the question is asked exactly then.
-inline bool skipsSendWindow(MsgType type) { return type == MsgType::kWhere || type == MsgType::kHere; }
+// window full, and the question is asked exactly then. So do the layer-use questions,
+// which an iteration's end waits for.
+inline bool skipsSendWindow(MsgType type) {
+  return type == MsgType::kWhere || type == MsgType::kHere || type == MsgType::kUseAsk || type == MsgType::kUse;
+}
 
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
   // 2: kMeanGrad16, and large external payloads sent apart from their header (MpiTransport).
-  // 3: kFactors16. 4: kWhere, kHere. 5: kHere's byte (waits in a sync).
-  static constexpr std::uint16_t kVersion = 5;
+  // 3: kFactors16. 4: kWhere, kHere. 5: kHere's byte (waits in a sync). 6: kMomentumAsk, kMomentum, kUseAsk, kUse.
+  static constexpr std::uint16_t kVersion = 6;
 
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;

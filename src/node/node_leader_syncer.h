@@ -39,6 +39,8 @@ class NodeLeaderSyncer final : public LayerSyncer {
   void deliver(Message message) override { inner_->deliver(std::move(message)); }
   void localFresh(std::uint32_t key, std::uint64_t version) override { inner_->localFresh(key, version); }
   void addStateRecords(std::vector<StateRecord>& records) override { inner_->addStateRecords(records); }
+  void momentumSeeded() override { inner_->momentumSeeded(); }
+  void usedByNoRank(std::uint64_t t) override { inner_->usedByNoRank(t); }
   void addToDigest(Digest& digest) const override { inner_->addToDigest(digest); }
   std::uint64_t bytesSent() const override { return inner_->bytesSent(); }
   std::uint64_t maxStalenessSeen() const override { return inner_->maxStalenessSeen(); }

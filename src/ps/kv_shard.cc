@@ -96,15 +96,31 @@ int KVShard::step(std::uint32_t key) {
   auto& pending = s.pending[s.slot()];
   // The updates present, in rank order: every run rounds the same way.
   std::vector<GradientView> grads;
+  int unused = 0;
   for (int w = 0; w < workers_; ++w) {
-    if (pending[w].present()) grads.push_back(GradientView{pending[w].data, pending[w].half});
+    if (pending[w].unused) {
+      ++unused;
+    } else if (pending[w].present()) {
+      grads.push_back(GradientView{pending[w].data, pending[w].half});
+    }
+  }
+  if (unused > 0 && !grads.empty()) {
+    throw CommError(detail::cat("KV pair ", key, ": ", unused, " workers said no rank used its layer in iteration ",
+                                s.version, ", ", grads.size(), " sent a gradient"));
+  }
+  if (unused > 0) {  // as an optimizer skips a parameter whose .grad is None (DDP's rule)
+    for (auto& p : pending) p = Contribution();
+    s.count[s.slot()] = 0;
+    ++s.version;
+    if (s.count[s.slot()] > 0) s.first_at = std::chrono::steady_clock::now();
+    return 0;
   }
   POSEIDON_ENFORCE(!grads.empty(), "a step needs at least one update");
   const int missing = workers_ - static_cast<int>(grads.size());
   dropped_ += static_cast<std::uint64_t>(missing);
   sgdStepViews(s.values, s.momentum.empty() ? nullptr : s.momentum.data(), grads,
           1.0f / static_cast<float>(grads.size() * static_cast<std::size_t>(options_.devices)), book_.pair(key).length,
-          options_.at(s.version), s.version == 0);
+          options_.at(s.version), s.version == 0 && !seeded_.load(std::memory_order_relaxed));
   for (auto& p : pending) p = Contribution();
   s.count[s.slot()] = 0;
   ++s.version;

@@ -6,6 +6,7 @@
 // Not thread-safe: the ParameterServer's thread is its only user.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -24,11 +25,14 @@ struct StateRecord;
 // A worker's gradient for one pair: a pointer into a message it arrived in (kept alive
 // here) or, for the co-located worker, straight into its engine gradient (zero copy); or
 // the 16-bit values of a kPushGrad16 message, read in place (data is then null).
+// Or the mark of a worker that says no rank used the pair's layer this iteration
+// (`unused`: every worker sends it then, and the step leaves the pair as it is).
 struct Contribution {
   const float* data = nullptr;
   Message keep_alive;
   HalfSpan half;
-  bool present() const { return data != nullptr || half.values != nullptr; }
+  bool unused = false;
+  bool present() const { return data != nullptr || half.values != nullptr || unused; }
 };
 
 class KVShard {
@@ -71,6 +75,9 @@ class KVShard {
   int shard() const { return shard_; }
   // Optimizer state for checkpoints: each pair's momentum, in key order (none without momentum).
   void addStateRecords(std::vector<StateRecord>& records);
+  // The momentum was written from a loaded optimizer state: a pair's first step continues
+  // it (SGD's buffer exists) instead of starting it from the gradient. Between steps.
+  void momentumSeeded() { seeded_.store(true, std::memory_order_relaxed); }
 
  private:
   struct PairState {
@@ -95,6 +102,7 @@ class KVShard {
   bool drops_allowed_ = false;
   std::uint64_t dropped_ = 0;
   std::uint64_t late_ = 0;
+  std::atomic<bool> seeded_{false};  // momentumSeeded()
 };
 
 }  // namespace poseidon

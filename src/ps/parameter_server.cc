@@ -70,12 +70,16 @@ void ParameterServer::onPush(Message message) {
   const auto& h = message.header();
   const std::uint32_t pair = message.pair();
   const bool half = message.type() == MsgType::kPushGrad16;  // decoded on the server thread (runLoop)
+  // An empty fp32 push says that no rank used the pair's layer this iteration.
+  const bool unused = !half && message.payloadBytes() == 0;
   if ((!half && message.payloadBytes() % sizeof(float) != 0) || pair >= book_.pairs().size() ||
-      (!half && message.floatCount() != static_cast<std::size_t>(book_.pair(pair).length))) {
+      (!half && !unused && message.floatCount() != static_cast<std::size_t>(book_.pair(pair).length))) {
     throw CommError(detail::cat("rank ", h.source, " pushed ", message.payloadBytes(), " bytes for KV pair ", pair,
                                 ", which does not match the information book"));
   }
-  Push p{pair, h.iteration, static_cast<int>(h.source), Contribution{message.floats(), message}, Message()};
+  Push p{pair, h.iteration, static_cast<int>(h.source), Contribution{unused ? nullptr : message.floats(), message},
+         Message()};
+  p.contribution.unused = unused;
   {
     std::lock_guard<std::mutex> lock(mu_);
     notePush(p.worker, p.iteration);
@@ -88,7 +92,9 @@ void ParameterServer::pushLocal(std::uint32_t key, std::uint64_t iteration, cons
   {
     std::lock_guard<std::mutex> lock(mu_);
     notePush(transport_.rank(), iteration);
-    queue_.push_back(Push{key, iteration, transport_.rank(), Contribution{grad, Message()}, Message()});
+    Push p{key, iteration, transport_.rank(), Contribution{grad, Message()}, Message()};
+    p.contribution.unused = grad == nullptr;
+    queue_.push_back(std::move(p));
   }
   cv_.notify_one();
 }

@@ -61,7 +61,8 @@ class ParameterServer {
   // From the transport thread: a kPushGrad or kPushGrad16 message.
   void onPush(Message message);
   // From the co-located client: its gradient for `key`, read in place. The memory must
-  // stay untouched until the pair is fresh again (BSP guarantees it).
+  // stay untouched until the pair is fresh again (BSP guarantees it). Null: no rank used
+  // the pair's layer this iteration (as an empty kPushGrad says).
   void pushLocal(std::uint32_t key, std::uint64_t iteration, const float* grad);
 
   // Factors of one FC layer from a worker (the 2015 paper's strategy): the shard turns
@@ -82,6 +83,9 @@ class ParameterServer {
   // The shard's optimizer state, for checkpoints; only while no push is in flight.
   // The shard's optimizer state, then error feedback's residuals (ef/pair<key>/update).
   void addStateRecords(std::vector<StateRecord>& records);
+  void momentumSeeded() { shard_.momentumSeeded(); }
+  // The shard's momentum records alone (any thread: they only name its memory).
+  void addMomentumRecords(std::vector<StateRecord>& records) { shard_.addStateRecords(records); }
 
  private:
   struct Push {

@@ -156,6 +156,13 @@ void SfbSyncer::Move(std::uint64_t iteration) {
   }
   const SgdOptions o = options_.at(iteration);
   const float scale = 1.0f / static_cast<float>(static_cast<int>(workers_.size()) * o.devices);
+  if (rows == 0) {
+    // No rank used the layer (each sent no factor rows): it stays as it is, as an optimizer
+    // skips a parameter whose .grad is None (DDP's rule), momentum included.
+    std::lock_guard<std::mutex> lock(mu_);
+    applied_ = iteration + 1;
+    return;
+  }
   applier_->apply(StackedFactors{U.data(), V.data(), rows, M_, N_}, scale, o, first_step_);
   first_step_ = false;
   std::lock_guard<std::mutex> lock(mu_);
@@ -169,6 +176,7 @@ void SfbSyncer::addStateRecords(std::vector<StateRecord>& records) {
   // The applier lists the layer's tensors in order (weight, bias), as the model does.
   for (std::size_t i = first; i < records.size(); ++i) {
     records[i].momentum_of = ParamSlice{layer(), static_cast<int>(i - first), 0};
+    records[i].replicated = true;
   }
 }
 

@@ -60,6 +60,7 @@ class SfbSyncer final : public LayerSyncer {
   void addToDigest(Digest& digest) const override;
   // The replicated optimizer state, for checkpoints.
   void addStateRecords(std::vector<StateRecord>& records) override;
+  void momentumSeeded() override { first_step_ = false; }
 
  private:
   // The factors as they travel: factorMessage's, or kFactors16 on a 16-bit wire.

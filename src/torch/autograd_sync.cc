@@ -1,5 +1,6 @@
 #include "torch/autograd_sync.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -161,7 +162,7 @@ void AutogradSync::abortForward() {
   training_ = false;
 }
 
-void AutogradSync::beginForward(bool training, bool per_layer, bool no_sync, std::int64_t batch) {
+void AutogradSync::beginForward(bool training, bool per_layer, bool no_sync) {
   if (training) {
     if (forwards_ == options_.backward_passes_per_step) {
       throw Error(detail::cat("a training forward pass after ", forwards_,
@@ -177,7 +178,6 @@ void AutogradSync::beginForward(bool training, bool per_layer, bool no_sync, std
     if (!self_waited_[l]) waitLayer(l);
   }
   training_ = training;
-  forward_batch_ = batch;
   if (training) ++forwards_;
   backward_mark_ = std::chrono::steady_clock::now();
 }
@@ -199,6 +199,7 @@ void AutogradSync::step() {
                             "; Options::backward_passes_per_step is ", options_.backward_passes_per_step));
   }
   staging_->drain();  // every gradient handed over by the hooks has reached the session
+  const std::vector<bool> unused = unusedByAll();
   reportRemaining();
   staging_->drain();  // and the layers reported just now (on a GPU, queued for the staging thread)
   // A device-applied SFB layer whose input needs no gradient had no release hook: its
@@ -224,6 +225,39 @@ void AutogradSync::step() {
     } else {
       staging_->gradientsIn(l, gradientsOf(l));
     }
+  }
+  // A layer no rank used keeps .grad None, as under DDP: the optimizer skips it.
+  for (int l = 0; l < layerCount(); ++l) {
+    if (!unused[l]) continue;
+    for (auto& p : model_.params[l]) p.mutable_grad().reset();
+  }
+}
+
+std::vector<bool> AutogradSync::unusedByAll() {
+  // Used this step: a gradient from autograd in the last pass (reported), in an earlier
+  // pass (a .grad already there), or an SFB layer's factors.
+  std::vector<bool> used(layerCount());
+  for (int l = 0; l < layerCount(); ++l) {
+    used[l] = reported_[l] || !factors_[l].empty();
+    for (const auto& p : model_.params[l]) used[l] = used[l] || p.grad().defined();
+  }
+  session_->recordUse(used);
+  if (std::find(used.begin(), used.end(), false) == used.end()) return std::vector<bool>(used.size(), false);
+  std::vector<bool> unused = session_->unusedByAll();
+  if (!options_.gradient_mode) refuseUnstepped(unused);
+  session_->skipUnused(unused);
+  return unused;
+}
+
+void AutogradSync::refuseUnstepped(const std::vector<bool>& unused) const {
+  for (int l = 0; l < layerCount(); ++l) {
+    if (!unused[l] || session_->plan()[l].scheme != Scheme::kFactorPush) continue;
+    // The shards rebuild the gradient from factors: no rows is a zero gradient to them.
+    if (options_.momentum == 0.0f && options_.weight_decay == 0.0f) continue;
+    throw InputError(detail::cat("layer '", model_.info.layers[l].name, "' was used by no rank in iteration ",
+                                 session_->iteration(), ": DDP leaves its .grad None and the optimizer skips it, "
+                                 "but the shards that rebuild its gradient from factors would step it with zeros "
+                                 "(momentum and weight decay move it); use another scheme for it"));
   }
 }
 
@@ -292,6 +326,45 @@ void AutogradSync::seedMomentum(const std::vector<std::vector<torch::Tensor>>& m
     std::memcpy(r.data, host.data_ptr<float>() + of.offset, r.bytes);
   }
   stateRestored();
+  session_->momentumSeeded();
+}
+
+std::vector<std::vector<torch::Tensor>> AutogradSync::gatherMomentum() {
+  stateRecords();  // the replicated layers' host records current (a GPU's copied out)
+  std::vector<std::vector<torch::Tensor>> out;
+  std::vector<std::vector<std::vector<bool>>> covered;
+  for (const auto& layer : model_.params) {
+    out.emplace_back();
+    covered.emplace_back();
+    for (const auto& p : layer) {
+      out.back().push_back(torch::zeros({p.numel()}, torch::kFloat));
+      covered.back().emplace_back(static_cast<std::size_t>(p.numel()), false);
+    }
+  }
+  for (const auto& piece : session_->gatherMomentum()) {
+    const ParamSlice& of = piece.of;
+    const auto n = static_cast<std::int64_t>(piece.values.size());
+    if (of.layer >= layerCount() || of.tensor >= static_cast<int>(out[of.layer].size()) ||
+        of.offset + n > out[of.layer][of.tensor].numel()) {
+      throw CommError(detail::cat("a momentum piece of layer ", of.layer, ", tensor ", of.tensor, " that the model does "
+                                  "not have"));
+    }
+    std::memcpy(out[of.layer][of.tensor].data_ptr<float>() + of.offset, piece.values.data(), n * sizeof(float));
+    auto& mask = covered[of.layer][of.tensor];
+    std::fill(mask.begin() + of.offset, mask.begin() + of.offset + n, true);
+  }
+  // Never a state with a hole: each float came from the rank that steps it.
+  for (int l = 0; l < layerCount(); ++l) {
+    for (std::size_t t = 0; t < out[l].size(); ++t) {
+      const auto& mask = covered[l][t];
+      if (std::find(mask.begin(), mask.end(), false) != mask.end()) {
+        throw Error(detail::cat("the momentum of ", model_.info.layers[l].name, "'s tensor ", t,
+                                " came from no rank; the optimizer's state would be incomplete"));
+      }
+      out[l][t] = out[l][t].view(model_.params[l][t].sizes());
+    }
+  }
+  return out;
 }
 
 std::string AutogradSync::digest() {

@@ -64,10 +64,9 @@ class AutogradSync {
 
   // A forward pass: `training` if gradients are on and the model is in training mode.
   // Waits for every layer not self-waited (unless `per_layer`: the caller waits for all).
-  // `batch`: examples in this pass as the caller counts them (the probe's way), for the
-  // factor-rows check; 0: each SFB layer's input's first dimension.
-  // `no_sync`: a pass inside DDP's no_sync() (it only accumulates).
-  void beginForward(bool training, bool per_layer, bool no_sync, std::int64_t batch = 0);
+  // `no_sync`: a pass inside DDP's no_sync() (it only accumulates). An SFB layer's factor
+  // rows may differ by rank and by pass (sequence lengths, batch sizes): each rank sends its own.
+  void beginForward(bool training, bool per_layer, bool no_sync);
   void endForward();
   // Instead of endForward() when the forward threw: it does not count as a pass.
   void abortForward();
@@ -101,6 +100,10 @@ class AutogradSync {
   // servers' and replicas' (each takes its slice). How mode "auto" continues on the servers
   // after a first iteration stepped on the workers.
   void seedMomentum(const std::vector<std::vector<torch::Tensor>>& momentum);
+  // Server mode, between iterations, on this rank alone: every parameter's SGD momentum
+  // (float32, on the CPU, shaped as the parameter), from the ranks that hold it
+  // (Session::gatherMomentum). Throws rather than return a tensor with a part missing.
+  std::vector<std::vector<torch::Tensor>> gatherMomentum();
   std::string digest();
 
   Session& session() { return *session_; }
@@ -118,7 +121,6 @@ class AutogradSync {
   void reportRemaining();
   void markBackward(int layer);
   // factor_capture.cc
-  void warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t batch);
   void reportFactors(int layer);
 
   // autograd_sync.cc: SFB layers of a mirrored model step where their weight lives.
@@ -134,6 +136,12 @@ class AutogradSync {
   void waitUpdates();
 
   bool lastPass() const { return forwards_ == options_.backward_passes_per_step; }
+  // At step(): which layers no rank used in this step (DDP's find_unused_parameters rule),
+  // asked of the other ranks only where this rank did not use some; their steps skip them.
+  std::vector<bool> unusedByAll();
+  // Server mode: a layer whose factors the shards rebuild (the 2015 factor push) cannot be
+  // skipped by them: InputError where its zero-gradient step would move it.
+  void refuseUnstepped(const std::vector<bool>& unused) const;
   std::vector<torch::Tensor> gradientsOf(int layer);  // defined: zeros where autograd gave none
   void broadcastFrozen();
   void checkFrozenEqual();  // Options::replicas_equal: the digests instead
@@ -149,7 +157,6 @@ class AutogradSync {
   // SFB layers applied on the model's device (owned by the session), by layer; else null.
   std::vector<DeviceFactorApplier*> appliers_;
   bool training_ = false;           // the current (or last) forward trains
-  std::int64_t forward_batch_ = 0;  // beginForward's batch
 
   // The accumulators our hooks sit on (kept alive: a variable holds its accumulator weakly)
   // and the hooks' keys, to take them off when the model goes.
@@ -161,7 +168,6 @@ class AutogradSync {
   std::vector<std::vector<FactorEntry>> factors_;  // SFB layers: this step's calls
   std::vector<int> unreleased_;                    // SFB layers: input hooks of the last pass still to fire
   std::vector<bool> released_;                     // SFB layers: the weight's last use this step has passed
-  std::vector<bool> rows_warned_;
   // The gradient tensors a sync reads or writes: alive even if the user drops .grad.
   std::vector<std::vector<torch::Tensor>> held_grads_;
   std::chrono::steady_clock::time_point backward_mark_;

@@ -3,23 +3,10 @@
 // autograd has it. Every call of the layer in every backward pass of a step adds an entry;
 // the last pass's last hook hands the stacked entries over, which starts the SFB sync. The
 // weight has requires_grad false, so autograd never computes its dense gradient.
-#include <cstdio>
-
 #include "poseidon/errors.h"
 #include "torch/autograd_sync.h"
 
 namespace poseidon {
-
-void AutogradSync::warnIfRowsDiffer(int layer, std::int64_t rows, std::int64_t batch) {
-  const LayerInfo& info = model_.info.layers[layer];
-  if (rows_warned_[layer] || batch <= 0 || rows % batch != 0 || info.rows_per_example * batch == rows) return;
-  rows_warned_[layer] = true;
-  // Exact all the same; only the cost model's choice was made with another K.
-  std::fprintf(stderr,
-               "poseidon: layer '%s' makes %lld factor rows per example, the cost model assumed %lld: give "
-               "TorchModel an example batch (a probe) so that it plans with the real figure\n",
-               info.name.c_str(), static_cast<long long>(rows / batch), static_cast<long long>(info.rows_per_example));
-}
 
 torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, torch::Tensor y) {
   const LayerInfo& info = model_.info.layers[layer];
@@ -31,7 +18,6 @@ torch::Tensor AutogradSync::captureFactors(int layer, const torch::Tensor& x, to
                                  "(its first forward) under the same autocast, or use scheme='ps'"));
   }
   auto V = x.detach().reshape({-1, info.N}).contiguous();
-  warnIfRowsDiffer(layer, V.size(0), forward_batch_ > 0 ? forward_batch_ : (x.dim() > 1 ? x.size(0) : 1));
   torch::Tensor out = y;
   if (!y.requires_grad()) {
     // Nothing below needs a gradient (e.g. the first layer): let autograd still deliver dL/dy,

@@ -28,7 +28,6 @@ void AutogradSync::installHooks() {
   factors_.assign(L, {});
   unreleased_.assign(L, 0);
   released_.assign(L, false);
-  rows_warned_.assign(L, false);
   held_grads_.assign(L, {});
   for (int l = 0; l < L; ++l) {
     if (usesFactors(session_->plan()[l].scheme)) continue;  // reported by the hooks captureFactors sets
