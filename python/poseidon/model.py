@@ -317,7 +317,7 @@ class DistributedModel(torch.nn.Module):
         # that optimizer.step still carries its mark: this one counts the calls for it.
         step._wrapped_by_lr_sched = True
         optimizer.step = types.MethodType(step, optimizer)
-        optimizer.zero_grad = types.MethodType(lambda opt, set_to_none=False: me()._zero_grad(set_to_none),
+        optimizer.zero_grad = types.MethodType(lambda opt, set_to_none=True: me()._zero_grad(set_to_none),
                                                optimizer)
         optimizer.state_dict = types.MethodType(lambda opt: me()._optimizer_state(), optimizer)
         optimizer.load_state_dict = types.MethodType(lambda opt, state: me()._load_optimizer_state(state), optimizer)
@@ -801,12 +801,12 @@ class DistributedModel(torch.nn.Module):
             self._core.step()
             self._synchronized = True
 
-    def zero_grad(self, set_to_none=False):
+    def zero_grad(self, set_to_none=True):
         """As optimizer.zero_grad(): nothing in server mode (step() has dropped .grad on host
         tensors; each sync clears the gradients it took)."""
         self._zero_grad(set_to_none)
 
-    def _zero_grad(self, set_to_none=False):
+    def _zero_grad(self, set_to_none=True):
         # Server mode: step() has dropped .grad (host tensors) and each sync clears the
         # gradients it took; zeroing them here could race with a sync still reading them.
         self._close_grad_window()

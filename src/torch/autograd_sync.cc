@@ -234,12 +234,13 @@ void AutogradSync::step() {
 }
 
 std::vector<bool> AutogradSync::unusedByAll() {
-  // Used this step: a gradient from autograd in the last pass (reported), in an earlier
-  // pass (a .grad already there), or an SFB layer's factors.
+  // Used this step: a gradient from autograd in any pass, an SFB layer's factors, or in
+  // gradient mode a .grad the loop kept (zero_grad(set_to_none=False)), which DDP's
+  // optimizer steps too. (In server mode .grad is Poseidon's: on a GPU it stays allocated.)
   std::vector<bool> used(layerCount());
   for (int l = 0; l < layerCount(); ++l) {
-    used[l] = reported_[l] || !factors_[l].empty();
-    for (const auto& p : model_.params[l]) used[l] = used[l] || p.grad().defined();
+    used[l] = touched_[l] || !factors_[l].empty();
+    for (const auto& p : model_.params[l]) used[l] = used[l] || (options_.gradient_mode && p.grad().defined());
   }
   session_->recordUse(used);
   if (std::find(used.begin(), used.end(), false) == used.end()) return std::vector<bool>(used.size(), false);

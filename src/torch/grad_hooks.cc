@@ -1,7 +1,8 @@
 // Wait-free back-propagation's trigger: post-hooks_ on every parameter's gradient
 // accumulator (as DDP's reducer does) run right after autograd has written the .grad; when
 // the last tensor of a layer is done, the layer's sync starts. Layers that produced no
-// gradient in a step contribute zeros (DDP's find_unused_parameters).
+// gradient in a step contribute zeros, and those no rank used are left as they are (DDP's
+// find_unused_parameters; AutogradSync::unusedByAll).
 #include <torch/csrc/autograd/function_hook.h>
 
 #include "poseidon/errors.h"
@@ -25,6 +26,7 @@ void AutogradSync::installHooks() {
   const int L = layerCount();
   pending_.assign(L, 0);
   reported_.assign(L, false);
+  touched_.assign(L, false);
   factors_.assign(L, {});
   unreleased_.assign(L, 0);
   released_.assign(L, false);
@@ -48,10 +50,12 @@ void AutogradSync::resetStep() {
     released_[l] = false;
   }
   reported_.assign(reported_.size(), false);
+  touched_.assign(reported_.size(), false);
   forwards_ = 0;
 }
 
 void AutogradSync::tensorDone(int layer) {
+  touched_[layer] = true;
   // Earlier passes of an accumulating step only add into .grad.
   if (!lastPass() || reported_[layer] || --pending_[layer] != 0) return;
   reportGradients(layer);

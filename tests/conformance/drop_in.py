@@ -25,7 +25,8 @@ Cases (--cases):
 
 Each case is compared per module (relative 2-norm) against max(--tolerance, 10 x how far DDP moves
 from itself when every weight changes by 1e-7 relative). --repeats N runs each Poseidon case N
-times: the digests must be equal. Exits 1 naming every case beyond its bound.
+times: the digests must be equal. --mode gradient or server: the same under that mode instead of
+the default. Exits 1 naming every case beyond its bound.
 """
 import argparse
 import copy
@@ -187,18 +188,18 @@ def ddp_run(case, initial, batches, extra, find_unused, scale=None):
     return read(net)
 
 
-def poseidon_run(case, scheme, initial, batches, extra):
+def poseidon_run(case, scheme, initial, batches, extra, mode="auto"):
     """(what the loop read, the digest, the warnings the run printed)."""
     net = copy.deepcopy(initial)
     optimizer = make_optimizer(net)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if case == "resume_state":
-            digest = resumed_run(scheme, net, optimizer, batches, extra)
+            digest = resumed_run(scheme, net, optimizer, batches, extra, mode)
         else:
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 3, 0.5) if case == "scheduler_first" else None
             wrapped = torch.compile(net) if case == "compile_first" else net
-            model = poseidon.DistributedModel(wrapped, optimizer, scheme=scheme)
+            model = poseidon.DistributedModel(wrapped, optimizer, scheme=scheme, mode=mode)
             runner = torch.compile(model) if case == "compile_after" else model
             train(runner, optimizer, batches, extra, scheduler=scheduler)
             model.synchronize()
@@ -208,10 +209,10 @@ def poseidon_run(case, scheme, initial, batches, extra):
     return read(net), digest, [str(w.message).splitlines()[0] for w in caught if w.category is not DeprecationWarning]
 
 
-def resumed_run(scheme, net, optimizer, batches, extra):
+def resumed_run(scheme, net, optimizer, batches, extra, mode):
     """Horovod's pytorch_imagenet_resnet50.py: rank 0 saves model and optimizer state after a
     step; a new run loads them on rank 0 before wrapping, broadcasts both, trains on."""
-    model = poseidon.DistributedModel(net, optimizer, scheme=scheme)
+    model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode=mode)
     train(model, optimizer, batches[:STEPS // 2], extra)
     saved = io.BytesIO()
     if poseidon.rank() == 0:
@@ -229,7 +230,7 @@ def resumed_run(scheme, net, optimizer, batches, extra):
         fresh_optimizer.load_state_dict(state["optimizer"])
     poseidon.broadcast_parameters(fresh.state_dict(), root_rank=0)
     poseidon.broadcast_optimizer_state(fresh_optimizer, root_rank=0)
-    model = poseidon.DistributedModel(fresh, fresh_optimizer, scheme=scheme)
+    model = poseidon.DistributedModel(fresh, fresh_optimizer, scheme=scheme, mode=mode)
     train(model, fresh_optimizer, batches, extra, first_step=STEPS // 2)
     model.synchronize()
     digest = model.digest()
@@ -246,6 +247,7 @@ def main():
     ap.add_argument("--schemes", default="auto,ps,sfb,allreduce")
     ap.add_argument("--tolerance", type=float, default=1e-6)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--mode", default="auto", help="DistributedModel's mode (the default: auto)")
     a = ap.parse_args()
     cases = CASES if a.cases == "all" else a.cases.split(",")
     for case in cases:
@@ -266,7 +268,7 @@ def main():
         for scheme in a.schemes.split(","):
             digests = set()
             for _ in range(a.repeats):
-                got, digest, warned = poseidon_run(case, scheme, initial, batches, extra)
+                got, digest, warned = poseidon_run(case, scheme, initial, batches, extra, a.mode)
                 digests.add(digest)
                 rel, name = worst(expected, got)
                 ok = rel <= bound and len(digests) == 1 and not warned
