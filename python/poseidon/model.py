@@ -24,8 +24,15 @@ Where the optimizer runs (`mode`):
     a norm logged): every later iteration is then the same loop. Else "gradient" for good.
     describe() says which and why. Options only the servers have (staleness,
     straggler_timeout, lr_decay_iterations, overlap_step) choose "server" up front.
-The optimizer's step() and zero_grad() are replaced on the object passed in (in server
-mode Poseidon clears each gradient after its sync: do not zero them yourself).
+The optimizer's step(), zero_grad(), state_dict() and load_state_dict() are replaced on the
+object passed in (in server mode Poseidon clears each gradient after its sync, and the
+optimizer's state, SGD's momentum, lives on the servers: state_dict() gathers it, from rank 0
+alone if need be, and load_state_dict() hands it back to them).
+
+Inputs may differ by rank and by step (batch sizes, sequence lengths, offsets), and so may
+the layers a forward uses: a layer some rank used gets the mean over all ranks (the others
+contribute zeros), one no rank used keeps .grad None and is not stepped (DDP's
+find_unused_parameters=True). torch.compile works either side of the wrapper.
 
 Checkpoints (checkpoint.py): checkpoint_dir=D with checkpoint_every=N saves the whole job
 every N steps (model.save_checkpoint() saves now); resume=True continues from D's newest one:
@@ -419,7 +426,7 @@ class DistributedModel(torch.nn.Module):
                               [i for i, layer in enumerate(self._layers) if layer.self_waited], self.options)
         self._install_hooks()
         if self.mode == "server" and not self._deciding:
-            self._optimizer_state_to_servers()
+            self._optimizer_state_to_servers(starting=True)
         # The gradient accumulators of the parameters autograd trains (SFB weights excepted):
         # whether a backward writes .grad (_mean_after_backward), and what a skipped step left.
         trained = [p for p in self.module.parameters() if p.requires_grad]
@@ -640,14 +647,21 @@ class DistributedModel(torch.nn.Module):
 
     # --- the optimizer's state: the user's, wherever the stepping happens ---
 
-    def _optimizer_state_to_servers(self):
+    def _optimizer_state_to_servers(self, starting=False):
         """Server mode: the SGD momentum the user's optimizer holds (a first iteration stepped on
         the workers, a loaded state_dict) becomes the servers' and replicas' (each takes its
         slice); the optimizer keeps none. A parameter without a buffer starts from zeros,
-        which is what SGD's first step does with it (the buffer becomes the gradient)."""
+        which is what SGD's first step does with it (the buffer becomes the gradient).
+        `starting`: at the session's start, where every rank is here and agrees whether it
+        holds a state (a mid-run load is the loading ranks' own, as under DDP)."""
         state = self.optimizer.state
-        if self._sgd[1] != 0 and any("momentum_buffer" in state.get(p, {}) for layer in self._layers
-                                     for _, p in layer.params):
+        held = any("momentum_buffer" in state.get(p, {}) for layer in self._layers for _, p in layer.params)
+        if starting and not self._core.all_agree(held) and self._core.all_agree(not held):
+            # Replicas seeded from different states would part: say how to share one.
+            raise ValueError("the optimizer holds a momentum state on some ranks only (loaded on rank 0?): call "
+                             "poseidon.broadcast_optimizer_state(optimizer, root_rank=0) before the first forward, "
+                             "as Horovod's examples do")
+        if self._sgd[1] != 0 and held:
             def buffer(p):
                 b = state.get(p, {}).get("momentum_buffer")
                 return b if b is not None else torch.zeros_like(p)

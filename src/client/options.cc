@@ -171,10 +171,15 @@ std::string runConfiguration(const Options& o, ConfigurationUse use) {
   const auto field = [&](const char* name, const auto& value, bool resume) {
     if (all || resume) s << ' ' << name << '=' << value;
   };
-  field("lr", o.lr, true);
-  field("momentum", o.momentum, true);
-  field("wd", o.weight_decay, true);
-  field("lr_decay", o.lr_decay_iterations, true);
+  // The servers' SGD: in gradient mode the core's defaults, not what the loop's optimizer
+  // holds (it steps itself), so a start-up mismatch message does not name them. A resume
+  // still compares them, as checkpoints record them.
+  if (!all || !o.gradient_mode) {
+    field("lr", o.lr, true);
+    field("momentum", o.momentum, true);
+    field("wd", o.weight_decay, true);
+    field("lr_decay", o.lr_decay_iterations, true);
+  }
   field("gradient_mode", o.gradient_mode, true);
   field("batch", o.batch, true);
   field("passes", o.backward_passes_per_step, true);

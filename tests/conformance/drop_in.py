@@ -37,12 +37,11 @@ import sys
 import warnings
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import poseidon  # noqa: E402
-from ddp_parity import gloo_group, worst  # noqa: E402
+from ddp_parity import end_comparison, gloo_group, worst  # noqa: E402
 
 CASES = ("pad_per_rank", "batch_per_rank", "embedding_bag", "tokens_sfb", "branch_one_rank", "branch_none",
          "resume_state", "compile_first", "compile_after", "scheduler_first")
@@ -278,10 +277,7 @@ def main():
                           f"{'ok' if ok else 'FAIL'}", flush=True)
                 if not ok:
                     failures.append(f"{case}/{scheme}")
-    dist.destroy_process_group()
-    if failures:
-        print(f"rank {rank}: differs from DDP beyond the bound: {', '.join(sorted(set(failures)))}", file=sys.stderr)
-        sys.exit(1)
+    end_comparison(rank, failures)
 
 
 if __name__ == "__main__":

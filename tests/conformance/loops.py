@@ -57,7 +57,7 @@ from torch.utils.checkpoint import checkpoint  # by name, as most programs impor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import poseidon  # noqa: E402
-from ddp_parity import gloo_group, local_gpu, worst  # noqa: E402
+from ddp_parity import end_comparison, gloo_group, local_gpu, worst  # noqa: E402
 
 LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "accumulate_hvd", "eval_epochs", "frozen", "two_groups",
          "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp", "clip_sgd", "clip_hvd", "amp_sgd",
@@ -275,10 +275,7 @@ def main():
                           f"({name}), bound {bound:.0e}, digest {digest[:12]} {'ok' if ok else 'FAIL'}", flush=True)
                 if not ok:
                     failures.append(f"{loop}/{scheme}")
-    dist.destroy_process_group()
-    if failures:
-        print(f"rank {rank}: differs from DDP beyond the bound: {', '.join(sorted(set(failures)))}", file=sys.stderr)
-        sys.exit(1)
+    end_comparison(rank, failures)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,12 @@ Exits 1 naming each case beyond its bound.
 """
 import copy
 import io
-import sys
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 import poseidon
-from ddp_parity import gloo_group, worst
+from ddp_parity import end_comparison, gloo_group, worst
 
 STEPS = 8
 TOLERANCE = 1e-5
@@ -154,10 +152,7 @@ def main():
                   f"{'ok' if ok else 'FAIL'}", flush=True)
             if not ok:
                 failures.append(f"{scheme}/{what}")
-    dist.destroy_process_group()
-    if failures:
-        print(f"rank {rank}: beyond {TOLERANCE}: {', '.join(failures)}", file=sys.stderr)
-        sys.exit(1)
+    end_comparison(rank, failures, f"beyond {TOLERANCE}")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,19 @@ TEST(RunConfiguration, StartHoldsEverythingTheRanksShare) {
   }
 }
 
+TEST(RunConfiguration, GradientModeStartNamesNoServerSgd) {
+  // The workers' own optimizer steps: the core's lr is a default, and a mismatch message
+  // that quoted it ("lr=0.01" beside an optimizer at 0.05) would mislead.
+  Options o;
+  o.gradient_mode = true;
+  const std::string start = runConfiguration(o, ConfigurationUse::kStart);
+  for (const char* field : {" lr=", " momentum=", " wd=", " lr_decay="}) {
+    EXPECT_EQ(start.find(field), std::string::npos) << field << " in " << start;
+  }
+  EXPECT_NE(runConfiguration(o, ConfigurationUse::kResume).find(" lr=0.01"), std::string::npos)
+      << "checkpoints keep recording it";
+}
+
 TEST(RunConfiguration, AResumeWithAnotherSettingIsRefusedClearly) {
   CheckpointInfo info;
   info.folder = "ck/iter-00000010";
