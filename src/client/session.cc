@@ -471,7 +471,7 @@ void Session::Impl::agree(const std::string& mine, const std::string& what) {
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     if (all[r] != all[0]) {
       throw InputError(detail::cat("rank ", r, " runs a different model or configuration than rank 0: ",
-                                   firstDifference(all[0], all[r]), "; start every rank with the same flags"));
+                                   firstDifference(all[0], all[r]), "; start every rank with the same model and options"));
     }
   }
 }

@@ -3,7 +3,8 @@
 a small training under mpirun in which one rank or every rank raises after a few steps (and
 once one rank inside a try/finally that closes the model: close() then returns at once), and
 checks that mpirun exits non-zero within --limit seconds (the sync timeout is 120 s) with the
-error's text in its output. Then a rank that stalls (alive, so the launcher cannot tell) in a
+error's text in its output; each rank feeds its own batch size. A model that truly differs
+by rank (a layer's width) stops at start-up with the first difference named. Then a rank that stalls (alive, so the launcher cannot tell) in a
 3-rank job on the parameter server with a 5 s timeout, the others' loops raising their
 timeouts as they come, or closing the model in a `finally:` on the way up: the job ends
 within --stall-limit seconds with an error that names the stalled rank ("rank 1 sent no
@@ -22,7 +23,8 @@ import time
 TRAIN = r"""
 import sys, time, torch, torch.nn.functional as F, poseidon
 poseidon.init()
-net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+width = 33 if sys.argv[1] == "mismatch" and poseidon.rank() == 1 else 32  # a model that truly differs
+net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, width), torch.nn.ReLU(), torch.nn.Linear(width, 4))
 opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
 stall = sys.argv[1].startswith("stall")
 scheme = "allreduce" if sys.argv[1].endswith("allreduce") else "ps"
@@ -34,7 +36,8 @@ try:
             if stall:
                 time.sleep(600)  # alive, so the launcher cannot tell
             raise RuntimeError("a bug in the user's loop on rank %d" % poseidon.rank())
-        F.cross_entropy(model(torch.randn(8, 1, 8, 8)), torch.randint(0, 4, (8,))).backward()
+        batch = 8 + poseidon.rank()  # inputs may differ by rank; models may not
+        F.cross_entropy(model(torch.randn(batch, 1, 8, 8)), torch.randint(0, 4, (batch,))).backward()
         opt.step()
         opt.zero_grad()
 finally:
@@ -52,10 +55,12 @@ def main():
                     help="seconds for the stall cases: start-up, 3 steps, the 5 s timeout, the grace")
     a = ap.parse_args()
     failed = []
-    for on in ("one", "all", "finally", "stall", "stall-finally", "stall-allreduce"):
+    for on in ("one", "all", "finally", "stall", "stall-finally", "stall-allreduce", "mismatch"):
         want = "rank 1 has ended 3 iterations" if on.endswith("allreduce") else "rank 1 sent no update"
         ranks, limit, want = (3, a.stall_limit, want) if on.startswith("stall") else (
             a.ranks, a.limit, "a bug in the user's loop")
+        if on == "mismatch":  # stops at start-up, naming the first difference
+            want = "1/fc[33x64,33]"
         start = time.monotonic()
         p = subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), sys.executable,
                             "-c", TRAIN, on], capture_output=True, text=True, timeout=300, env=os.environ)
