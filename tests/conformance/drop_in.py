@@ -26,7 +26,8 @@ Cases (--cases):
 Each case is compared per module (relative 2-norm) against max(--tolerance, 10 x how far DDP moves
 from itself when every weight changes by 1e-7 relative). --repeats N runs each Poseidon case N
 times: the digests must be equal. --mode gradient or server: the same under that mode instead of
-the default. Exits 1 naming every case beyond its bound.
+the default. --device cuda: models and batches on each rank's GPU (ranks may share one; DDP with
+gloo). Exits 1 naming every case beyond its bound.
 """
 import argparse
 import copy
@@ -41,11 +42,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import poseidon  # noqa: E402
-from ddp_parity import end_comparison, gloo_group, worst  # noqa: E402
+from ddp_parity import end_comparison, gloo_group, local_gpu, worst  # noqa: E402
 
 CASES = ("pad_per_rank", "batch_per_rank", "embedding_bag", "tokens_sfb", "branch_one_rank", "branch_none",
          "resume_state", "compile_first", "compile_after", "scheduler_first")
 STEPS = 8
+DEVICE = torch.device("cpu")
 VOCAB, WIDTH, CLASSES = 50, 16, 4
 
 
@@ -171,8 +173,12 @@ def read(module):
     return {"param " + n: p.detach().clone() for n, p in module.named_parameters()}
 
 
+def on_device(batches):
+    return [(tuple(t.to(DEVICE) for t in inputs), y.to(DEVICE)) for inputs, y in batches]
+
+
 def ddp_run(case, initial, batches, extra, find_unused, scale=None):
-    net = copy.deepcopy(initial)
+    net = copy.deepcopy(initial).to(DEVICE)
     if scale is not None:
         with torch.no_grad():
             for p in net.parameters():
@@ -189,7 +195,7 @@ def ddp_run(case, initial, batches, extra, find_unused, scale=None):
 
 def poseidon_run(case, scheme, initial, batches, extra, mode="auto"):
     """(what the loop read, the digest, the warnings the run printed)."""
-    net = copy.deepcopy(initial)
+    net = copy.deepcopy(initial).to(DEVICE)
     optimizer = make_optimizer(net)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -205,7 +211,9 @@ def poseidon_run(case, scheme, initial, batches, extra, mode="auto"):
             digest = model.digest()
             model.close()
     gc.collect()
-    return read(net), digest, [str(w.message).splitlines()[0] for w in caught if w.category is not DeprecationWarning]
+    # CUDA's notes on kernels without a deterministic variant are DDP's too (local_gpu asks for them).
+    return read(net), digest, [str(w.message).splitlines()[0] for w in caught if w.category is not DeprecationWarning
+                               and "deterministic" not in str(w.message)]
 
 
 def resumed_run(scheme, net, optimizer, batches, extra, mode):
@@ -247,6 +255,7 @@ def main():
     ap.add_argument("--tolerance", type=float, default=1e-6)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--mode", default="auto", help="DistributedModel's mode (the default: auto)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
     cases = CASES if a.cases == "all" else a.cases.split(",")
     for case in cases:
@@ -255,10 +264,14 @@ def main():
     torch.set_num_threads(1)
     poseidon.init()
     rank, size = poseidon.rank(), poseidon.size()
+    global DEVICE
+    if a.device == "cuda":
+        DEVICE = local_gpu()
     gloo_group(rank, size)
     failures = []
     for case in cases:
         module, batches, extra, find_unused = case_setup(case, rank)
+        batches = on_device(batches)
         torch.manual_seed(0)
         initial = module()
         expected = ddp_run(case, initial, batches, extra, find_unused)
