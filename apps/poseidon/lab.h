@@ -1,4 +1,4 @@
-// The bandwidth lab (DESIGN.md's recipe): one network namespace per rank, each with its own
+// The bandwidth lab (docs/design.md): one network namespace per rank, each with its own
 // "NIC" (a veth into a bridge in a hub namespace) capped by tc on both ends, so that ranks
 // on one machine talk over links of a chosen rate and delay. The namespaces are named
 // after this process's id, so labs running at once do not collide; the object removes

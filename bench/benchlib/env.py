@@ -1,6 +1,6 @@
 """Where the benchmarks find the project, its `poseidon` binary and its Python, and the
-environment every job runs in: the thread settings of the DESIGN.md measurements (one
-compute thread per rank), and mpirun allowed as root (the lab runs as root)."""
+environment every job runs in: one compute thread per rank (docs/design.md), and mpirun
+allowed as root (the lab runs as root)."""
 import argparse
 import importlib.util
 import os

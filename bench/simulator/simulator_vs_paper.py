@@ -20,7 +20,7 @@ SYSTEMS = ["poseidon", "wfbp", "ps", "coarse"]
 SWEEP = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 # (what, model, nodes, bandwidth, system, paper's figure, kind): the paper's numbers as
-# DESIGN.md records them. kind "speedup" is x over one node, "images" images/s.
+# docs/design.md lists them. kind "speedup" is x over one node, "images" images/s.
 PAPER = [
     ("one node, VGG19 (the calibration)", "vgg19", 1, "40gbit", "poseidon", 35.5, "images"),
     ("one node, GoogLeNet (a check)", "googlenet", 1, "40gbit", "poseidon", 257.0, "images"),

@@ -656,7 +656,7 @@ class DistributedModel(torch.nn.Module):
         holds a state (a mid-run load is the loading ranks' own, as under DDP)."""
         state = self.optimizer.state
         held = any("momentum_buffer" in state.get(p, {}) for layer in self._layers for _, p in layer.params)
-        if starting and not self._core.all_agree(held) and self._core.all_agree(not held):
+        if starting and not self._core.all_agree(held) and not self._core.all_agree(not held):
             # Replicas seeded from different states would part: say how to share one.
             raise ValueError("the optimizer holds a momentum state on some ranks only (loaded on rank 0?): call "
                              "poseidon.broadcast_optimizer_state(optimizer, root_rank=0) before the first forward, "

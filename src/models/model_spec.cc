@@ -15,7 +15,7 @@ namespace poseidon {
 namespace {
 
 const std::map<std::string, std::string>& builtins() {
-  // DESIGN.md's benchmark models. fcnet: compute in convs, parameters in FC (~42.6 M).
+  // The benchmark models (docs/design.md). fcnet: compute in convs, parameters in FC (~42.6 M).
   static const std::map<std::string, std::string> models = {
       {"fcnet",
        "input 1 28 28\nclasses 10\n"

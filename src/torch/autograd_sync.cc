@@ -234,12 +234,14 @@ void AutogradSync::step() {
 }
 
 std::vector<bool> AutogradSync::unusedByAll() {
-  // Used this step: a gradient from autograd in any pass, an SFB layer's factors, or in
+  // Used this step: a gradient from autograd in any pass, an SFB layer's factors from an
+  // output that reached the loss (reportFactors marks the reported ones), or in
   // gradient mode a .grad the loop kept (zero_grad(set_to_none=False)), which DDP's
   // optimizer steps too. (In server mode .grad is Poseidon's: on a GPU it stays allocated.)
   std::vector<bool> used(layerCount());
   for (int l = 0; l < layerCount(); ++l) {
-    used[l] = touched_[l] || !factors_[l].empty();
+    used[l] = touched_[l] || std::any_of(factors_[l].begin(), factors_[l].end(),
+                                         [](const FactorEntry& e) { return e.U.defined(); });
     for (const auto& p : model_.params[l]) used[l] = used[l] || (options_.gradient_mode && p.grad().defined());
   }
   session_->recordUse(used);

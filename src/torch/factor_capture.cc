@@ -89,6 +89,9 @@ void AutogradSync::reportFactors(int layer) {
     staging_->then([this, layer, targets] { session_->setFactorGradients(layer, targets); });
   }
   reported_[layer] = true;
+  // Used this step when some output reached the loss: the factors are cleared below, so
+  // the step's unused-layer check reads it here.
+  touched_[layer] = touched_[layer] || !us.empty();
   stale_[layer] = !options_.gradient_mode && !appliers_[layer];
   markBackward(layer);
   staging_->factorsOut(U, V, [this, layer](const torch::Tensor& u, const torch::Tensor& v) {

@@ -8,7 +8,9 @@
      from its first step) loads them on rank 0, broadcast_parameters and
      broadcast_optimizer_state, trains 4 more steps: as DDP's 8 uninterrupted steps;
   3. load_state_dict() mid-run on every rank (momentum set to zero after step 4) lands
-     on the servers: as DDP with the same load.
+     on the servers: as DDP with the same load;
+  4. a state loaded on rank 0 only, not broadcast, stops every rank at start-up with an
+     error that names broadcast_optimizer_state (replicas seeded differently would part).
 
 Exits 1 naming each case beyond its bound.
 """
@@ -128,6 +130,24 @@ def loaded_mid_run(initial, data, scheme):
     return params(net)
 
 
+def refused_on_some_ranks(initial, data, scheme):
+    """The error every rank raises at the first forward, or None."""
+    net = copy.deepcopy(initial)
+    optimizer = sgd(net)
+    if poseidon.rank() == 0:  # a momentum buffer on rank 0 alone, as a load there leaves it
+        F.cross_entropy(net(data[0][0]), data[0][1]).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model = poseidon.DistributedModel(net, optimizer, scheme=scheme, mode="server")
+    try:
+        train(model, optimizer, data[:1])
+        return None
+    except ValueError as e:
+        return str(e)
+    finally:
+        model.close()
+
+
 def main():
     torch.set_num_threads(1)
     poseidon.init()
@@ -152,6 +172,11 @@ def main():
                   f"{'ok' if ok else 'FAIL'}", flush=True)
             if not ok:
                 failures.append(f"{scheme}/{what}")
+        error = refused_on_some_ranks(initial, data, scheme)
+        ok = error is not None and "broadcast_optimizer_state" in error
+        print(f"rank {rank} {scheme:9s} state on rank 0 only: {error or 'no error'} {'ok' if ok else 'FAIL'}", flush=True)
+        if not ok:
+            failures.append(f"{scheme}/state on rank 0 only")
     end_comparison(rank, failures, f"beyond {TOLERANCE}")
 
 

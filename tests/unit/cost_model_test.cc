@@ -1,4 +1,4 @@
-// The cost model against the worked values in DESIGN.md (the papers' examples).
+// The cost model against the papers' worked values (docs/design.md).
 #include "coordinator/cost_model.h"
 
 #include <gtest/gtest.h>
