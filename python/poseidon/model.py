@@ -48,12 +48,6 @@ and the next forward (clipping, a GradScaler's unscale, a norm) stops with an er
 mode='gradient'.
 """
 import contextlib
-import datetime
-import functools
-import inspect
-import linecache
-import operator
-import os
 import sys
 import types
 import weakref
@@ -64,136 +58,16 @@ from . import _C
 from . import checkpoint
 from . import layers as layers_mod
 from . import runtime
+from .auto_mode import AutoMode
+from .compiled import compiled_parts
+from .grad_watch import GradReads, SERVER_MODELS
+from .optimizer_state import OptimizerState
+from .options import CORE, MODES, OPTION_KEYS, SCHEMES, SERVER_ONLY, check_choice, core_options, rate, server_sgd
 
-SCHEMES = ("auto", "ps", "sfb", "allreduce")
-MODES = ("auto", "server", "gradient")
-_CORE = _C.Options()  # the core's defaults, the keywords' defaults where they are the same option
-_SERVER_MODELS = weakref.WeakSet()  # open models in server mode: their .grad is never the mean
-_OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "fusion_bytes", "kvstore",
-                "kv_pair_bytes", "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout",
-                "timeout", "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
-                "stack_rate", "wire", "error_feedback")
 _REPLACED = ("step", "zero_grad", "state_dict", "load_state_dict")  # the optimizer's methods a model replaces
-SERVER_ONLY = ("staleness", "straggler_timeout", "lr_decay_iterations", "overlap_step")  # options: mode "server"
 
 
-class _GradReads:
-    """Who reads a parameter's .grad while a model watches it: from the end of its backward
-    to the next training forward or zero_grad (the window in which DDP's .grad holds the
-    mean). Mode "auto" learns from it whether the loop needs the mean on the workers; server
-    mode refuses such a read, which would see no mean. Python cannot hook an attribute read
-    of a tensor otherwise: a property on torch.nn.Parameter (installed by the first model,
-    once per process) reads the real .grad and, only while some window is open, reports.
-    zero_grad's own reads are not reads of the mean."""
-
-    TENSOR_GRAD = torch._C.TensorBase.grad
-    watch = {}  # id(parameter) -> weak reference to the model whose window is open
-
-    @classmethod
-    def install(cls):
-        if isinstance(torch.nn.Parameter.__dict__.get("grad"), property):
-            return
-        cls.zeroing = {torch.nn.Module.zero_grad.__code__, inspect.unwrap(torch.optim.Optimizer.zero_grad).__code__}
-        torch.nn.Parameter.grad = property(cls.get, lambda p, v: cls.TENSOR_GRAD.__set__(p, v),
-                                           lambda p: cls.TENSOR_GRAD.__delete__(p), doc=cls.TENSOR_GRAD.__doc__)
-
-    @classmethod
-    def get(cls, p):
-        grad = cls.TENSOR_GRAD.__get__(p)
-        if cls.watch:
-            ref = cls.watch.get(id(p))
-            model = ref() if ref is not None else None
-            reader = sys._getframe(1) if model is not None else None
-            if reader is not None and reader.f_code not in cls.zeroing:
-                model._grad_read(reader)
-        return grad
-
-    @staticmethod
-    def site(frame):
-        """The loop's line behind a read: the first caller outside torch and this package."""
-        inside = (os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__)))
-        f = frame
-        while f is not None and f.f_code.co_filename.startswith(inside):
-            f = f.f_back
-        f = f or frame
-        return f"{f.f_code.co_filename}:{f.f_lineno}: {linecache.getline(f.f_code.co_filename, f.f_lineno).strip()}"
-
-    @classmethod
-    def open(cls, model, params):
-        ref = weakref.ref(model)
-        for p in params:
-            cls.watch[id(p)] = ref
-
-    @classmethod
-    def close(cls, params):
-        for p in params:
-            cls.watch.pop(id(p), None)
-
-
-def _guard_clipping():
-    """Gradient clipping of a server-mode model's parameters stops with an error instead of
-    clipping nothing: the servers have taken (and applied) the gradients by then. Wraps
-    torch.nn.utils' clipping where its public spellings reach it, once per process, when
-    poseidon is imported (so that a later `from torch.nn.utils import clip_grad_value_`
-    gets the guarded one); other parameters pass through untouched."""
-    import torch.nn.utils.clip_grad as clip_grad
-    if getattr(clip_grad, "_poseidon_guarded", False):
-        return
-
-    def check(parameters):
-        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-        ids = {id(p) for p in params}
-        for m in list(_SERVER_MODELS):
-            if m.is_open() and ids & m._param_ids:
-                raise ValueError("gradient clipping of a model in server mode: the parameter servers apply the "
-                                 "gradients themselves, so .grad never holds the mean to clip; pass mode='gradient' "
-                                 "to DistributedModel (then clip after loss.backward(), as with DDP)" + m._auto_note())
-        return params
-
-    with_norm = clip_grad._clip_grads_with_norm_  # clip_grad_norm_ calls it by its module name
-    value = clip_grad.clip_grad_value_
-
-    @functools.wraps(with_norm)
-    def guarded_with_norm(parameters, *args, **kwargs):
-        return with_norm(check(parameters), *args, **kwargs)
-
-    @functools.wraps(value)
-    def guarded_value(parameters, *args, **kwargs):
-        return value(check(parameters), *args, **kwargs)
-
-    clip_grad._clip_grads_with_norm_ = guarded_with_norm
-    if getattr(torch.nn.utils, "clip_grads_with_norm_", None) is with_norm:  # its public name (torch >= 2.6)
-        torch.nn.utils.clip_grads_with_norm_ = guarded_with_norm
-    clip_grad.clip_grad_value_ = torch.nn.utils.clip_grad_value_ = guarded_value
-    clip_grad._poseidon_guarded = True
-
-
-_guard_clipping()
-
-
-def _server_sgd(optimizer):
-    """(lr, momentum, weight_decay) if server-side SGD can run this optimizer, else why not."""
-    if type(optimizer) is not torch.optim.SGD:
-        return None, f"{type(optimizer).__name__} is not torch.optim.SGD"
-    keys = ("lr", "momentum", "weight_decay")
-    first = optimizer.param_groups[0]
-    for g in optimizer.param_groups:
-        if g.get("nesterov") or g.get("dampening", 0) != 0 or g.get("maximize"):
-            return None, "nesterov, dampening or maximize is set"
-        if any(g[k] != first[k] for k in keys):
-            return None, "parameter groups differ in lr, momentum or weight_decay"
-    return tuple(float(first[k]) for k in keys), ""
-
-
-def _devices_per_node(value):
-    """The core's devices_per_node: 0 for "host", else a whole number of ranks, at least 1
-    (parsed by the core, as the CLI's --devices-per-node)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)) and not hasattr(value, "__index__"):
-        raise ValueError(f"devices_per_node={value!r}: give a number of ranks per node (1: flat) or 'host'")
-    return _C.parse_devices_per_node(value if isinstance(value, str) else str(operator.index(value)))
-
-
-class DistributedModel(torch.nn.Module):
+class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
     """Wraps `module` (any torch.nn.Module) for data-parallel training; see the module text.
 
     optimizer: the torch.optim optimizer of module's parameters.
@@ -254,13 +128,13 @@ class DistributedModel(torch.nn.Module):
     """
 
     def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
-                 buffers="broadcast", backward_passes_per_step=1, fusion_bytes=_CORE.fusion_bytes,
-                 kvstore=_CORE.kvstore, kv_pair_bytes=_CORE.kv_pair_bytes, send_order=_CORE.send_order,
+                 buffers="broadcast", backward_passes_per_step=1, fusion_bytes=CORE.fusion_bytes,
+                 kvstore=CORE.kvstore, kv_pair_bytes=CORE.kv_pair_bytes, send_order=CORE.send_order,
                  max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0,
-                 timeout=_CORE.timeout.total_seconds(), timeline=False, wfbp=True, overlap_step=False, bandwidth=0.0,
+                 timeout=CORE.timeout.total_seconds(), timeline=False, wfbp=True, overlap_step=False, bandwidth=0.0,
                  gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None, checkpoint_every=0, resume=False,
-                 checkpoint_objects=(), profile=None, stack_rate=0, wire=_CORE.wire,
-                 error_feedback=_CORE.error_feedback):
+                 checkpoint_objects=(), profile=None, stack_rate=0, wire=CORE.wire,
+                 error_feedback=CORE.error_feedback):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")
@@ -270,14 +144,14 @@ class DistributedModel(torch.nn.Module):
             raise TypeError("pass the module's torch.optim optimizer: poseidon.DistributedModel(model, optimizer)")
         # What only Python offers or takes; the options themselves are the core's to check
         # (_C.validate_options, in _options).
-        _check_choice("scheme", scheme, SCHEMES)
-        _check_choice("mode", mode, MODES)
-        if cost_model != "schedule" and (profile is not None or _rate(stack_rate, "stack_rate")):
+        check_choice("scheme", scheme, SCHEMES)
+        check_choice("mode", mode, MODES)
+        if cost_model != "schedule" and (profile is not None or rate(stack_rate, "stack_rate")):
             raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
         self._runtime = runtime.runtime()
         # torch.compile(module) first, as PyTorch's docs show for DDP: Poseidon probes, hooks
         # and names the eager module and runs the compiled one's forward (no hook inside it).
-        self.module, self._compiled = _compiled_parts(module)
+        self.module, self._compiled = compiled_parts(module)
         self.optimizer = optimizer
         self.name = name or type(module).__name__
         self._layers = layers_mod.find_layers(module)
@@ -286,7 +160,7 @@ class DistributedModel(torch.nn.Module):
         self._checkpoints = checkpoint.Checkpoints(checkpoint_dir, checkpoint_every, resume, checkpoint_objects,
                                                    self._runtime)
         # (lr, momentum, weight_decay) when the servers can run the optimizer, else None.
-        self._sgd, why_not = _server_sgd(optimizer)
+        self._sgd, why_not = server_sgd(optimizer)
         self._sent_values = self._sgd  # the values the servers apply now (server mode)
         given = locals()
         server_only = [k for k in SERVER_ONLY if given[k]]
@@ -330,70 +204,17 @@ class DistributedModel(torch.nn.Module):
         optimizer.load_state_dict = types.MethodType(lambda opt, state: me()._load_optimizer_state(state), optimizer)
         module._poseidon_wrapped = True
         if self.mode == "server":
-            _SERVER_MODELS.add(self)
+            SERVER_MODELS.add(self)
         if self.mode == "server" or self._deciding:
-            _GradReads.install()
+            GradReads.install()
 
     # --- set-up ---
 
-    def _choose_mode(self, mode, why_not, optimizer, server_only):
-        """(the mode to start in, why) where it is fixed; ("gradient", None) for an "auto"
-        whose first iteration decides."""
-        if mode == "server" and self._sgd is None:
-            raise ValueError(f"mode='server' runs SGD on the servers, but {why_not}; use mode='gradient'")
-        if mode != "auto":
-            chosen, why = mode, "as passed"
-        elif self._sgd is None:
-            chosen, why = "gradient", f"auto: {why_not}"
-        elif server_only:
-            chosen, why = "server", f"auto: {', '.join(server_only)} given (server mode's options)"
-        elif self._checkpoints.saved and self._checkpoints.saved.get("mode") in MODES[1:]:
-            chosen = self._checkpoints.saved["mode"]
-            why = f"auto: as the run whose checkpoint this one resumes"
-        else:
-            return "gradient", None
-        if chosen == "server":
-            # The servers update every trainable parameter: the optimizer must own them all.
-            owned = {id(p) for g in optimizer.param_groups for p in g["params"]}
-            trainable = {id(p) for p in self.module.parameters() if p.requires_grad}
-            if owned != trainable:
-                raise ValueError("server-side SGD updates every trainable parameter of the module, but the optimizer "
-                                 "holds other ones: freeze what it should not train (requires_grad_(False)) or use "
-                                 "mode='gradient'")
-        return chosen, why
-
     def _options(self, a):
-        self._option_args = {k: a[k] for k in _OPTION_KEYS}  # again when mode "auto" moves to the servers
+        self._option_args = {k: a[k] for k in OPTION_KEYS}  # again when mode "auto" moves to the servers
         if self._deciding:  # what the servers would be given is checked now, not at the second forward
-            self._core_options(a, "server")
-        return self._core_options(a, self.mode)
-
-    def _core_options(self, a, mode):
-        o = _C.Options()
-        if mode == "server":
-            o.lr, o.momentum, o.weight_decay = self._sgd
-        o.gradient_mode = mode == "gradient"
-        o.scheme, o.cost_model, o.buffers = a["scheme"], a["cost_model"], a["buffers"]
-        o.backward_passes_per_step = int(a["backward_passes_per_step"])
-        o.fusion_bytes, o.kvstore, o.kv_pair_bytes = int(a["fusion_bytes"]), a["kvstore"], int(a["kv_pair_bytes"])
-        o.staleness = int(a["staleness"])
-        o.send_order = a["send_order"]
-        o.wire = a["wire"]
-        o.error_feedback = bool(a["error_feedback"])
-        budget = a["max_bandwidth"]
-        o.max_bandwidth = _rate(budget, "max_bandwidth")
-        o.devices_per_node = _devices_per_node(a["devices_per_node"])
-        o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
-        o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
-        o.timeline, o.wfbp, o.overlap_step = bool(a["timeline"]), bool(a["wfbp"]), bool(a["overlap_step"])
-        o.bandwidth, o.gemm_flops = float(a["bandwidth"]), float(a["gemm_flops"])
-        o.lr_decay_iterations = int(a["lr_decay_iterations"])
-        o.agreement = f"python mode={mode}"
-        if a["cost_model"] == "schedule" and a["profile"] is not None:
-            o.use_schedule_profile(str(a["profile"]), _rate(a["stack_rate"], "stack_rate"), runtime.local_size(),
-                                   runtime.rank() == 0)
-        _C.validate_options(o)  # a bad option fails here, named as its keyword, before the first forward
-        return o
+            core_options(a, "server", self._sgd)
+        return core_options(a, self.mode, self._sgd)
 
     def _start(self, args, kwargs):
         """The first forward: probe, then start the session on every rank."""
@@ -524,7 +345,7 @@ class DistributedModel(torch.nn.Module):
         """The iteration's last pass: when the backward through `out` ends, gradient mode's
         .grad holds the workers' mean, as under DDP, so that clipping or any read of .grad
         between backward() and step() sees the mean (Horovod's optimizer.synchronize() done
-        for the loop); a model that watches reads of .grad opens its window (_GradReads). A
+        for the loop); a model that watches reads of .grad opens its window (GradReads). A
         backward that never reaches `out` leaves the mean to step()."""
         inputs = {id(t.grad_fn) for t in _tensors_of((args, kwargs)) if t.grad_fn is not None}
         roots = [t.grad_fn for t in _tensors_of(out) if t.grad_fn is not None and id(t.grad_fn) not in inputs]
@@ -561,143 +382,7 @@ class DistributedModel(torch.nn.Module):
             self._synchronized = True
         if self._watches():
             self._watched = [p for p in self.module.parameters()]
-            _GradReads.open(self, self._watched)
-
-    def _watches(self):
-        return self._deciding or self.mode == "server"
-
-    def _close_grad_window(self):
-        if getattr(self, "_watched", None):
-            _GradReads.close(self._watched)
-            self._watched = []
-
-    def _grad_read(self, frame):
-        """A read of .grad inside this model's window (_GradReads), from `frame`."""
-        if self._own_reads:
-            return
-        if self._deciding:
-            self._grad_reader = self._grad_reader or _GradReads.site(frame)
-            return
-        raise ValueError(f"{_GradReads.site(frame)}: read .grad of a model in server mode between loss.backward() "
-                         "and the next forward: the parameter servers take the gradients, so .grad never holds the "
-                         "workers' mean (DDP's); pass mode='gradient' to DistributedModel" + self._auto_note())
-
-    def _auto_note(self):
-        if self.mode_reason and self.mode_reason.startswith("auto: the first iteration"):
-            return (" (mode 'auto' chose server mode because no rank's first iteration read .grad; a loop that "
-                    "reads it only at some steps must say mode='gradient')")
-        return ""
-
-    # --- mode "auto": the first iteration decides ---
-
-    def _decide_when_due(self):
-        if self._deciding and self.iteration > self.start_iteration:
-            self._decide()
-
-    def _decide(self):
-        """The second training forward of an "auto" model (the first ran in gradient mode,
-        exactly as DDP): every rank agrees whether to continue on the servers."""
-        self._deciding = False
-        why = self._why_not_servers()
-        if not self._core.all_agree(why is None):
-            why = why or "another rank's first iteration needs the workers' mean gradient (its describe() says why)"
-            self.mode_reason = f"auto: {why}"
-            return
-        self._continue_on_servers()
-
-    def _why_not_servers(self):
-        """Why this rank's first iteration needs gradient mode for good, or None."""
-        if self._grad_reader:
-            return f"the loop read .grad between backward() and the next forward, at {self._grad_reader}"
-        if not self._stepped:
-            return "the first iteration ended without optimizer.step() (a GradScaler skipped it)"
-        self._sgd, why_not = _server_sgd(self.optimizer)
-        if self._sgd is None:
-            return why_not
-        owned = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
-        if owned != {id(p) for layer in self._layers for _, p in layer.params}:
-            return "the optimizer does not hold exactly the parameters the module trains (the servers update all)"
-        if self._sgd[1] != 0 and any("momentum_buffer" not in self.optimizer.state.get(p, {})
-                                     for layer in self._layers for _, p in layer.params):
-            return "a parameter had no gradient in the first step (its momentum would start differently)"
-        return None
-
-    def _continue_on_servers(self):
-        """Server mode from this forward on: a new session whose servers and replicas start
-        from the parameters and SGD momentum the first, worker-side step left (equal on every
-        rank: compared by digest, not broadcast again), at this iteration."""
-        batch = self.options.batch
-        self._core.synchronize()
-        core, self._core = self._core, None
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
-        core.close()
-        self.mode, self.mode_reason = "server", "auto: the first iteration read no .grad and stepped torch.optim.SGD"
-        self._sent_values = self._sgd
-        self.options = self._options(self._option_args)
-        self.options.batch, self.options.start_iteration = batch, self.iteration
-        self.options.replicas_equal = True  # the first session left them equal: no second broadcast
-        self._open_core()  # which hands the optimizer's momentum to the servers
-        # The first step's mean gradients go too: server mode's zero_grad() does nothing, so a
-        # loop that zeroes between this forward and its backward would have them added in.
-        for p in self.module.parameters():
-            p.grad = None
-        _SERVER_MODELS.add(self)
-
-    # --- the optimizer's state: the user's, wherever the stepping happens ---
-
-    def _optimizer_state_to_servers(self, starting=False):
-        """Server mode: the SGD momentum the user's optimizer holds (a first iteration stepped on
-        the workers, a loaded state_dict) becomes the servers' and replicas' (each takes its
-        slice); the optimizer keeps none. A parameter without a buffer starts from zeros,
-        which is what SGD's first step does with it (the buffer becomes the gradient).
-        `starting`: at the session's start, where every rank is here and agrees whether it
-        holds a state (a mid-run load is the loading ranks' own, as under DDP)."""
-        state = self.optimizer.state
-        held = any("momentum_buffer" in state.get(p, {}) for layer in self._layers for _, p in layer.params)
-        if starting and not self._core.all_agree(held) and not self._core.all_agree(not held):
-            # Replicas seeded from different states would part: say how to share one.
-            raise ValueError("the optimizer holds a momentum state on some ranks only (loaded on rank 0?): call "
-                             "poseidon.broadcast_optimizer_state(optimizer, root_rank=0) before the first forward, "
-                             "as Horovod's examples do")
-        if self._sgd[1] != 0 and held:
-            def buffer(p):
-                b = state.get(p, {}).get("momentum_buffer")
-                return b if b is not None else torch.zeros_like(p)
-            self._core.seed_momentum([[buffer(p) for _, p in layer.params] for layer in self._layers])
-        state.clear()
-
-    def _own_state(self):
-        """The optimizer's own state_dict and load_state_dict, for checkpoints, which keep the
-        servers' momentum in the session's records."""
-        return types.SimpleNamespace(state_dict=self._original[2], load_state_dict=self._original[3])
-
-    def _optimizer_state(self):
-        """optimizer.state_dict(): what it would hold under DDP. In server mode the servers
-        hold SGD's momentum, each shard its pairs' and each allreduce owner its slices': this
-        rank gathers it (the others' transport threads answer, so it may be called on rank 0
-        alone, as DDP's and Horovod's examples save it) into the optimizer's own layout."""
-        if self._core is None or self.mode != "server" or self._sgd[1] == 0:
-            return self._original[2]()
-        state = self.optimizer.state
-        momentum = self._core.gather_momentum()  # after every layer's newest values: this step's
-        try:
-            for layer, buffers in zip(self._layers, momentum):
-                for (_, p), b in zip(layer.params, buffers):
-                    state[p]["momentum_buffer"] = b.to(device=p.device, dtype=p.dtype)
-            return self._original[2]()
-        finally:
-            state.clear()
-
-    def _load_optimizer_state(self, state):
-        """optimizer.load_state_dict(): the optimizer's own; in server mode its momentum then
-        goes where the stepping happens (every rank loads, as under DDP)."""
-        result = self._original[3](state)
-        if self._core is not None and self.mode == "server":
-            self._core.synchronize()  # no sync in flight writes momentum while it is replaced
-            self._optimizer_state_to_servers()
-        return result
+            GradReads.open(self, self._watched)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -919,25 +604,6 @@ class DistributedModel(torch.nn.Module):
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
 
 
-def _compiled_parts(module):
-    """(the eager module, the compiled one or None) of what torch.compile returned, or of a
-    plain module. The compiled one is kept out of the wrapper's submodules (one copy of every
-    name in its state_dict)."""
-    if type(module).__name__ == "OptimizedModule" and isinstance(getattr(module, "_orig_mod", None), torch.nn.Module):
-        return module._orig_mod, _Compiled(module)
-    return module, None
-
-
-class _Compiled:
-    """A compiled module's forward, held outside torch.nn.Module's registry."""
-
-    def __init__(self, compiled):
-        self.compiled = compiled
-
-    def __call__(self, *args, **kwargs):
-        return self.compiled(*args, **kwargs)
-
-
 def _tensors_of(value):
     """The tensors in a forward's output (a tensor, or lists, tuples and dicts of them)."""
     if isinstance(value, torch.Tensor):
@@ -954,13 +620,3 @@ def _in_backward():
     current = getattr(torch._C, "_current_graph_task_id", None)
     return current is not None and current() != -1
 
-
-def _rate(rate, field):
-    """Bytes per second from "500MB", "1gbit" or a number; "0", 0 and None are none (the
-    core's parsing, as the CLI's flags)."""
-    return _C.parse_rate_or_off(rate.strip() if isinstance(rate, str) else repr(float(rate or 0)), field)
-
-
-def _check_choice(what, value, choices):
-    if value not in choices:
-        raise ValueError(f"{what}={value!r}: use one of {', '.join(choices)}")

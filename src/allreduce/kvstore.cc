@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "allreduce/funnel_kvstore.h"
+#include "common/names.h"
 #include "comm/transport.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
@@ -12,24 +13,19 @@
 
 namespace poseidon {
 
+namespace {
+
+constexpr NameTable<KVStoreType, 3> kKVStoreTypes{
+    {{KVStoreType::kFunnel, "funnel"}, {KVStoreType::kConcurrent, "concurrent"}, {KVStoreType::kChained, "chained"}}};
+
+}  // namespace
+
 KVStoreType parseKVStoreType(const std::string& name) {
-  if (name == "funnel") return KVStoreType::kFunnel;
-  if (name == "concurrent") return KVStoreType::kConcurrent;
-  if (name == "chained") return KVStoreType::kChained;
-  throw OptionError("{kvstore=" + name + "}: use funnel, concurrent or chained");
+  if (const KVStoreType* type = valueIn(kKVStoreTypes, name)) return *type;
+  throw OptionError("{kvstore=" + name + "}: use " + namesIn(kKVStoreTypes));
 }
 
-const char* kvstoreTypeName(KVStoreType type) {
-  switch (type) {
-    case KVStoreType::kFunnel:
-      return "funnel";
-    case KVStoreType::kConcurrent:
-      return "concurrent";
-    case KVStoreType::kChained:
-      return "chained";
-  }
-  return "?";
-}
+const char* kvstoreTypeName(KVStoreType type) { return nameIn(kKVStoreTypes, type); }
 
 void KVStoreOptions::validate() const {
   if (communicators < 1 || communicators > 64) {

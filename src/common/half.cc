@@ -9,25 +9,22 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/names.h"
 #include "poseidon/options.h"
 
 namespace poseidon {
 
-std::string wireFormatName(WireFormat format) {
-  switch (format) {
-    case WireFormat::kBf16:
-      return "bf16";
-    case WireFormat::kFp16:
-      return "fp16";
-    default:
-      return "fp32";
-  }
-}
+namespace {
+
+constexpr NameTable<WireFormat, 3> kWireFormats{
+    {{WireFormat::kFp32, "fp32"}, {WireFormat::kBf16, "bf16"}, {WireFormat::kFp16, "fp16"}}};
+
+}  // namespace
+
+std::string wireFormatName(WireFormat format) { return nameIn(kWireFormats, format); }
 
 WireFormat parseWireFormat(const std::string& text) {
-  if (text == "fp32") return WireFormat::kFp32;
-  if (text == "bf16") return WireFormat::kBf16;
-  if (text == "fp16") return WireFormat::kFp16;
+  if (const WireFormat* w = valueIn(kWireFormats, text)) return *w;
   throw OptionError("{wire=" + text + "}: use fp32 (exact), bf16 or fp16");
 }
 

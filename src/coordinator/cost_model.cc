@@ -1,19 +1,15 @@
 #include "coordinator/cost_model.h"
 
+#include "common/names.h"
+
 namespace poseidon {
 
 const char* schemeName(Scheme scheme) {
-  switch (scheme) {
-    case Scheme::kPS:
-      return "ps";
-    case Scheme::kSFB:
-      return "sfb";
-    case Scheme::kFactorPush:
-      return "factor-push";
-    case Scheme::kAllreduce:
-      return "allreduce";
-  }
-  return "?";
+  static constexpr NameTable<Scheme, 4> kSchemes{{{Scheme::kPS, "ps"},
+                                                  {Scheme::kSFB, "sfb"},
+                                                  {Scheme::kFactorPush, "factor-push"},
+                                                  {Scheme::kAllreduce, "allreduce"}}};
+  return nameIn(kSchemes, scheme);
 }
 
 double CostModel::factorPushFloats(std::int64_t M, std::int64_t N, std::int64_t K) {

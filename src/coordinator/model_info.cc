@@ -2,18 +2,14 @@
 
 #include <sstream>
 
+#include "common/names.h"
+
 namespace poseidon {
 
 const char* layerKindName(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::kFC:
-      return "fc";
-    case LayerKind::kConv:
-      return "conv";
-    case LayerKind::kOther:
-      return "other";
-  }
-  return "?";
+  static constexpr NameTable<LayerKind, 3> kKinds{
+      {{LayerKind::kFC, "fc"}, {LayerKind::kConv, "conv"}, {LayerKind::kOther, "other"}}};
+  return nameIn(kKinds, kind);
 }
 
 std::int64_t TensorInfo::numel() const {

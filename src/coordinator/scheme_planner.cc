@@ -3,58 +3,42 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/names.h"
 #include "poseidon/options.h"
 
 namespace poseidon {
 
+namespace {
+
+// In the order errors list them.
+constexpr NameTable<SchemeMode, 5> kSchemeModes{{{SchemeMode::kPS, "ps"},
+                                                 {SchemeMode::kSFB, "sfb"},
+                                                 {SchemeMode::kAllreduce, "allreduce"},
+                                                 {SchemeMode::kAuto, "auto"},
+                                                 {SchemeMode::kFactorPush, "factor-push"}}};
+constexpr NameTable<CostRule, 3> kCostRules{
+    {{CostRule::kBytes, "bytes"}, {CostRule::kTime, "time"}, {CostRule::kSchedule, "schedule"}}};
+
+}  // namespace
+
 SchemeMode parseSchemeMode(const std::string& name) {
-  if (name == "ps") return SchemeMode::kPS;
-  if (name == "sfb") return SchemeMode::kSFB;
-  if (name == "auto") return SchemeMode::kAuto;
-  if (name == "factor-push") return SchemeMode::kFactorPush;
   if (name == "adam") {  // the scheme's name until 2026-11, after Project Adam; Adam is an optimizer
     throw OptionError(
         "{scheme=adam}: the factor-push scheme (after Project Adam) is now called {scheme=factor-push}; for the Adam "
         "optimizer, give {optimizer=adam}");
   }
-  if (name == "allreduce") return SchemeMode::kAllreduce;
-  throw OptionError("{scheme=" + name + "}: use ps, sfb, allreduce, auto or factor-push");
+  if (const SchemeMode* mode = valueIn(kSchemeModes, name)) return *mode;
+  throw OptionError("{scheme=" + name + "}: use " + namesIn(kSchemeModes));
 }
 
 CostRule parseCostRule(const std::string& name) {
-  if (name == "bytes") return CostRule::kBytes;
-  if (name == "time") return CostRule::kTime;
-  if (name == "schedule") return CostRule::kSchedule;
-  throw OptionError("{cost_model=" + name + "}: use bytes, time or schedule");
+  if (const CostRule* rule = valueIn(kCostRules, name)) return *rule;
+  throw OptionError("{cost_model=" + name + "}: use " + namesIn(kCostRules));
 }
 
-const char* schemeModeName(SchemeMode mode) {
-  switch (mode) {
-    case SchemeMode::kPS:
-      return "ps";
-    case SchemeMode::kSFB:
-      return "sfb";
-    case SchemeMode::kAuto:
-      return "auto";
-    case SchemeMode::kFactorPush:
-      return "factor-push";
-    case SchemeMode::kAllreduce:
-      return "allreduce";
-  }
-  return "?";
-}
+const char* schemeModeName(SchemeMode mode) { return nameIn(kSchemeModes, mode); }
 
-const char* costRuleName(CostRule rule) {
-  switch (rule) {
-    case CostRule::kBytes:
-      return "bytes";
-    case CostRule::kTime:
-      return "time";
-    case CostRule::kSchedule:
-      return "schedule";
-  }
-  return "?";
-}
+const char* costRuleName(CostRule rule) { return nameIn(kCostRules, rule); }
 
 WireShares WireShares::of(WireFormat pushes, WireFormat updates, WireFormat factors) {
   const auto share = [](WireFormat w) { return static_cast<double>(wireBytesPerFloat(w)) / sizeof(float); };

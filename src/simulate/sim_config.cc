@@ -2,53 +2,36 @@
 
 #include <cmath>
 
+#include "common/names.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
 
 namespace poseidon::sim {
 
+namespace {
+
+constexpr NameTable<System, 4> kSystems{
+    {{System::kPoseidon, "poseidon"}, {System::kWfbp, "wfbp"}, {System::kPs, "ps"}, {System::kCoarse, "coarse"}}};
+constexpr NameTable<Order, 3> kOrders{
+    {{Order::kPriority, "priority"}, {Order::kFifo, "fifo"}, {Order::kDefault, "default"}}};
+
+}  // namespace
+
 System parseSystem(const std::string& name) {
-  if (name == "poseidon") return System::kPoseidon;
-  if (name == "wfbp") return System::kWfbp;
-  if (name == "ps") return System::kPs;
-  if (name == "coarse") return System::kCoarse;
+  if (const System* s = valueIn(kSystems, name)) return *s;
   throw OptionError("{system=" + name + "}: use poseidon, wfbp, ps, coarse or all");
 }
 
-const char* systemName(System s) {
-  switch (s) {
-    case System::kPoseidon:
-      return "poseidon";
-    case System::kWfbp:
-      return "wfbp";
-    case System::kPs:
-      return "ps";
-    case System::kCoarse:
-      return "coarse";
-  }
-  return "?";
-}
+const char* systemName(System s) { return nameIn(kSystems, s); }
 
 std::vector<System> allSystems() { return {System::kPoseidon, System::kWfbp, System::kPs, System::kCoarse}; }
 
 Order parseOrder(const std::string& name) {
-  if (name == "priority") return Order::kPriority;
-  if (name == "fifo") return Order::kFifo;
-  if (name == "default") return Order::kDefault;
-  throw OptionError("{order=" + name + "}: use priority, fifo or default");
+  if (const Order* o = valueIn(kOrders, name)) return *o;
+  throw OptionError("{order=" + name + "}: use " + namesIn(kOrders));
 }
 
-const char* orderName(Order o) {
-  switch (o) {
-    case Order::kPriority:
-      return "priority";
-    case Order::kFifo:
-      return "fifo";
-    case Order::kDefault:
-      return "default";
-  }
-  return "?";
-}
+const char* orderName(Order o) { return nameIn(kOrders, o); }
 
 Order SimConfig::effectiveOrder() const {
   if (order != Order::kDefault) return order;

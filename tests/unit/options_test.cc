@@ -6,13 +6,17 @@
 
 #include <string>
 
+#include "allreduce/kvstore.h"
 #include "checkpoint/checkpointer.h"
 #include "client/checked_options.h"
+#include "common/half.h"
+#include "common/names.h"
+#include "coordinator/scheme_planner.h"
 
 namespace poseidon {
 namespace {
 
-// The default options' resume string; tests/python/test_api.py expects the same from Python.
+// The default options' resume string; tests/python/test_api_saved.py expects the same from Python.
 const char* const kDefaultResume =
     "config/2 lr=0.01 momentum=0.9 wd=0 lr_decay=0 gradient_mode=0 batch=32 passes=1 buffers=broadcast "
     "staleness=0 server_ranks=0 shards=0 pair=2097152 fusion=2097152";
@@ -242,6 +246,23 @@ TEST(RunConfiguration, AResumeWithAnotherSettingIsRefusedClearly) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("older Poseidon"), std::string::npos) << e.what();
   }
+}
+
+// Every enum spelled as a word goes through one table: each name parses back to its value.
+TEST(NameTables, EveryNameParsesBackAndListsInOrder) {
+  for (auto m : {SchemeMode::kPS, SchemeMode::kSFB, SchemeMode::kAuto, SchemeMode::kFactorPush, SchemeMode::kAllreduce}) {
+    EXPECT_EQ(parseSchemeMode(schemeModeName(m)), m);
+  }
+  for (auto r : {CostRule::kBytes, CostRule::kTime, CostRule::kSchedule}) EXPECT_EQ(parseCostRule(costRuleName(r)), r);
+  for (auto k : {KVStoreType::kFunnel, KVStoreType::kConcurrent, KVStoreType::kChained}) {
+    EXPECT_EQ(parseKVStoreType(kvstoreTypeName(k)), k);
+  }
+  for (auto w : {WireFormat::kFp32, WireFormat::kBf16, WireFormat::kFp16}) EXPECT_EQ(parseWireFormat(wireFormatName(w)), w);
+  constexpr NameTable<int, 3> table{{{1, "one"}, {2, "two"}, {3, "three"}}};
+  EXPECT_EQ(namesIn(table), "one, two or three");
+  EXPECT_STREQ(nameIn(table, 4), "?");
+  EXPECT_EQ(valueIn(table, "four"), nullptr);
+  EXPECT_THROW(parseSchemeMode("ring"), OptionError);
 }
 
 }  // namespace
