@@ -15,7 +15,7 @@
 
 #include "poseidon/options.h"
 #include "poseidon/torch.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 #include "train_net.h"
 
 namespace poseidon::app {

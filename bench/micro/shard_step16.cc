@@ -24,7 +24,7 @@
 
 #include "comm/error_feedback.h"
 #include "comm/gradient16.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 #include "timing.h"
 
 namespace poseidon {

@@ -1,5 +1,5 @@
 // The optimizer step that the servers, and the workers for replicated layers, apply: SGD
-// with momentum and weight decay with PyTorch's semantics (see ps/sgd.h), or in
+// with momentum and weight decay with PyTorch's semantics (see update/sgd.h), or in
 // gradient mode no step at all (the mean gradient is written, the user's optimizer steps).
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include "allreduce/communicators.h"
 #include "comm/transport.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
@@ -9,7 +10,7 @@
 namespace poseidon {
 
 FunnelKVStore::FunnelKVStore(const KVStoreOptions& options, Engine& engine, Transport& transport, FailureState& failure)
-    : KVStore(options, engine), comm_(transport.newCommunicator(options.timeout, failure)), failure_(failure) {}
+    : KVStore(options, engine), comm_(newCommunicator(transport, options.timeout, failure)), failure_(failure) {}
 
 FunnelKVStore::~FunnelKVStore() { stop(); }
 

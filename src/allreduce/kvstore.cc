@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "allreduce/communicators.h"
 #include "allreduce/funnel_kvstore.h"
-#include "common/names.h"
 #include "comm/transport.h"
+#include "common/names.h"
 #include "poseidon/errors.h"
 #include "poseidon/options.h"
 #include "poseidon/state_record.h"
@@ -131,7 +132,7 @@ namespace {
 class ChainedKVStore final : public KVStore {
  public:
   ChainedKVStore(const KVStoreOptions& o, Engine& engine, Transport& transport, FailureState& failure)
-      : KVStore(o, engine), comm_(transport.newCommunicator(o.timeout, failure)), chain_(engine.newTag("chain")) {}
+      : KVStore(o, engine), comm_(newCommunicator(transport, o.timeout, failure)), chain_(engine.newTag("chain")) {}
 
  private:
   void issue(int key, Entry& e, Collective collective, Engine::Tag grad_tag) override {
@@ -151,7 +152,7 @@ class ConcurrentKVStore final : public KVStore {
   ConcurrentKVStore(const KVStoreOptions& o, Engine& engine, Transport& transport, FailureState& failure)
       : KVStore(o, engine) {
     for (int c = 0; c < o.communicators; ++c) {
-      comms_.push_back(transport.newCommunicator(o.timeout, failure));
+      comms_.push_back(newCommunicator(transport, o.timeout, failure));
       tags_.push_back(engine.newTag(detail::cat("communicator ", c)));
     }
   }

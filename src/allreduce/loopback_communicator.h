@@ -1,7 +1,6 @@
-// A Communicator for threads-as-ranks unit tests: the ranks meet at a rendezvous, the
-// last to arrive does the arithmetic (summing in rank order) for all of them. It also
-// checks what MPI cannot: that every rank called the same collective with the same
-// count, so a test of an ordering design fails with a message instead of hanging.
+// A Communicator for threads-as-ranks unit tests, on the loopback transport's rendezvous
+// (comm/loopback_rendezvous.h), which sums in rank order and checks that every rank
+// called the same collective.
 #pragma once
 
 #include <chrono>
@@ -11,32 +10,9 @@
 #include <vector>
 
 #include "allreduce/communicator.h"
+#include "comm/loopback_rendezvous.h"
 
 namespace poseidon {
-
-// The meeting point of one communicator, shared by its ranks.
-class LoopbackRendezvous {
- public:
-  LoopbackRendezvous(int size, std::chrono::milliseconds timeout);
-  // op: 0 allreduce, 1 broadcast.
-  void run(int rank, int op, const float* send, float* recv, std::size_t count, int root);
-  int size() const { return size_; }
-
- private:
-  const int size_;
-  const std::chrono::milliseconds timeout_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<const float*> send_;
-  std::vector<float*> recv_;
-  std::vector<std::size_t> count_;
-  std::vector<int> op_;
-  int arrived_ = 0;
-  int left_ = 0;
-  bool draining_ = false;
-  std::uint64_t generation_ = 0;
-  bool mismatch_ = false;
-};
 
 class LoopbackCommunicator final : public Communicator {
  public:

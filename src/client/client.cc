@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "client/ps_syncer.h"
+#include "ps/ps_syncer.h"
 #include "node/node_leader_syncer.h"
 #include "node/node_stage.h"
 #include "poseidon/errors.h"

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <vector>
 
-#include "client/allreduce_syncer.h"
-#include "client/layer_syncer.h"
+#include "allreduce/allreduce_syncer.h"
+#include "sync/layer_syncer.h"
 #include "comm/transport.h"
 #include "common/half.h"
 #include "common/thread_pool.h"
@@ -23,7 +23,7 @@
 #include "coordinator/information_book.h"
 #include "node/worker.h"
 #include "poseidon/options.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 
 namespace poseidon {
 

@@ -23,7 +23,7 @@
 #include "coordinator/information_book.h"
 #include "coordinator/session_planner.h"
 #include "node/device_client.h"
-#include "node/node_map.h"
+#include "coordinator/node_map.h"
 #include "node/node_memory.h"
 #include "node/node_stage.h"
 #include "node/node_transport.h"

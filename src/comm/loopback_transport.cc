@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <string>
 
-#include "allreduce/loopback_communicator.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -70,31 +69,29 @@ void LoopbackTransport::runLoop() {
   }
 }
 
-std::unique_ptr<Communicator> LoopbackTransport::newCommunicator(std::chrono::milliseconds timeout,
-                                                                 const FailureState&) {
-  // The n-th communicator of every rank meets at the hub's n-th rendezvous.
+CollectiveChannel LoopbackTransport::newCollectiveChannel(const std::vector<int>* members,
+                                                          std::chrono::milliseconds timeout) {
+  CollectiveChannel channel;
+  channel.traffic = &traffic();
   std::lock_guard<std::mutex> lock(hub_.mu_);
-  if (communicators_ == hub_.rendezvous_.size()) {
-    hub_.rendezvous_.push_back(std::make_shared<LoopbackRendezvous>(size(), timeout));
+  if (members == nullptr) {
+    // The n-th channel of every rank meets at the hub's n-th rendezvous.
+    if (communicators_ == hub_.rendezvous_.size()) {
+      hub_.rendezvous_.push_back(std::make_shared<LoopbackRendezvous>(size(), timeout));
+    }
+    channel.rendezvous = hub_.rendezvous_[communicators_++];
+    channel.rank = rank_;
+    return channel;
   }
-  auto comm = std::make_unique<LoopbackCommunicator>(hub_.rendezvous_[communicators_++], rank_);
-  comm->countInto(&traffic());
-  return comm;
-}
-
-std::unique_ptr<Communicator> LoopbackTransport::newGroupCommunicator(const std::vector<int>& members,
-                                                                      std::chrono::milliseconds timeout,
-                                                                      const FailureState&) {
-  const auto me = std::find(members.begin(), members.end(), rank_);
-  if (me == members.end()) throw CommError(detail::cat("rank ", rank_, " made a communicator of a group without it"));
-  std::lock_guard<std::mutex> lock(hub_.mu_);
-  auto& all = hub_.group_rendezvous_[members];
-  std::size_t& mine = group_communicators_[members];
+  const auto me = std::find(members->begin(), members->end(), rank_);
+  if (me == members->end()) throw CommError(detail::cat("rank ", rank_, " made a communicator of a group without it"));
+  auto& all = hub_.group_rendezvous_[*members];
+  std::size_t& mine = group_communicators_[*members];
   if (mine == all.size())
-    all.push_back(std::make_shared<LoopbackRendezvous>(static_cast<int>(members.size()), timeout));
-  auto comm = std::make_unique<LoopbackCommunicator>(all[mine++], static_cast<int>(me - members.begin()));
-  comm->countInto(&traffic());
-  return comm;
+    all.push_back(std::make_shared<LoopbackRendezvous>(static_cast<int>(members->size()), timeout));
+  channel.rendezvous = all[mine++];
+  channel.rank = static_cast<int>(me - members->begin());
+  return channel;
 }
 
 void LoopbackTransport::stop() {

@@ -45,10 +45,7 @@ class LoopbackTransport final : public Transport {
   int size() const override { return hub_.size(); }
   void start(TransportCallbacks callbacks) override;
   std::shared_ptr<Work> send(int peer, Message message) override;
-  std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
-                                                const FailureState& failure) override;
-  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members, std::chrono::milliseconds timeout,
-                                                     const FailureState& failure) override;
+  CollectiveChannel newCollectiveChannel(const std::vector<int>* members, std::chrono::milliseconds timeout) override;
   void stop() override;
 
  private:

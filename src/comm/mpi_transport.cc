@@ -7,7 +7,6 @@
 #include <climits>
 #include <cstring>
 
-#include "allreduce/mpi_communicator.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
 
@@ -133,51 +132,35 @@ std::shared_ptr<Work> MpiTransport::send(int peer, Message message) {
   return work;
 }
 
-std::unique_ptr<Communicator> MpiTransport::newCommunicator(std::chrono::milliseconds timeout,
-                                                            const FailureState& failure) {
+CollectiveChannel MpiTransport::newCollectiveChannel(const std::vector<int>* members,
+                                                     std::chrono::milliseconds /*timeout*/) {
   if (!thread_multiple_) {
     throw CommError(
         "this MPI library does not provide MPI_THREAD_MULTIPLE, which the allreduce scheme needs; "
         "choose the ps, sfb or auto scheme, without allreduce layers");
   }
-  auto comm = std::make_unique<MpiCommunicator>(comm_, timeout, failure);
-  comm->countInto(&traffic());
-  comm->paceWith(budget_.get());
-  comm->pollWith(this);
-  return comm;
-}
-
-std::unique_ptr<Communicator> MpiTransport::newGroupCommunicator(const std::vector<int>& members,
-                                                                 std::chrono::milliseconds timeout,
-                                                                 const FailureState& failure) {
-  if (!thread_multiple_) {
-    throw CommError(
-        "this MPI library does not provide MPI_THREAD_MULTIPLE, which the allreduce scheme needs; "
-        "choose the ps, sfb or auto scheme, without allreduce layers");
+  CollectiveChannel channel;
+  channel.traffic = &traffic();
+  channel.budget = budget_.get();
+  channel.poller = this;
+  if (members == nullptr) {
+    channel.mpi = comm_;  // the Communicator duplicates it
+    return channel;
   }
   // MPI_Comm_create_group is collective over the members only: the other ranks (a node's
   // devices) never call it. Not on comm_: the progress thread would take its messages.
   MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
   MPI_Comm_group(groups_comm_, &all);
-  MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
+  MPI_Group_incl(all, static_cast<int>(members->size()), members->data(), &group);
   MPI_Comm sub = MPI_COMM_NULL;
   const int rc = MPI_Comm_create_group(groups_comm_, group, kGroupTag, &sub);
   MPI_Group_free(&group);
   MPI_Group_free(&all);
   if (rc != MPI_SUCCESS || sub == MPI_COMM_NULL)
     throw CommError("MPI_Comm_create_group failed for the allreduce among leaders");
-  std::unique_ptr<MpiCommunicator> comm;
-  try {
-    comm = std::make_unique<MpiCommunicator>(sub, timeout, failure);  // its own duplicate
-  } catch (...) {
-    MPI_Comm_free(&sub);
-    throw;
-  }
-  MPI_Comm_free(&sub);
-  comm->countInto(&traffic());
-  comm->paceWith(budget_.get());
-  comm->pollWith(this);
-  return comm;
+  channel.mpi = sub;
+  channel.owned = true;
+  return channel;
 }
 
 bool MpiTransport::settle(std::chrono::milliseconds limit) {

@@ -48,10 +48,7 @@ class MpiTransport final : public Transport, public MpiRequestPoller {
   void setSameNode(const std::vector<bool>& same) override;
   void start(TransportCallbacks callbacks) override;
   std::shared_ptr<Work> send(int peer, Message message) override;
-  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members, std::chrono::milliseconds timeout,
-                                                     const FailureState& failure) override;
-  std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
-                                                const FailureState& failure) override;
+  CollectiveChannel newCollectiveChannel(const std::vector<int>* members, std::chrono::milliseconds timeout) override;
   void stop() override;
   void leave(const std::string& why) override;
   // False when stop() gave up on sends still in flight after kDrainTimeout (a peer that

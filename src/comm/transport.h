@@ -11,14 +11,13 @@
 #include <vector>
 
 #include "bandwidth/send_policy.h"
+#include "comm/collective_channel.h"
 #include "comm/message.h"
 #include "comm/traffic.h"
 #include "comm/work.h"
 
 namespace poseidon {
 
-class Communicator;
-class FailureState;
 
 struct TransportCallbacks {
   // Called on the transport's own thread for every incoming message; keep it short.
@@ -48,16 +47,12 @@ class Transport {
   // Queues `message` for `peer` and returns at once; the handle completes when the bytes
   // have left this process. Sending to oneself is allowed.
   virtual std::shared_ptr<Work> send(int peer, Message message) = 0;
-  // A new communicator over all ranks, for collectives beside the messages. Collective:
-  // every rank creates the same number, in the same order. Its blocking calls end with a
-  // TimeoutError after `timeout` and watch `failure`.
-  virtual std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
-                                                        const FailureState& failure) = 0;
-  // The same over `members` (ranks, ascending) alone, ranked in that order: only they call
-  // it, each the same number of times in the same order.
-  virtual std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members,
-                                                             std::chrono::milliseconds timeout,
-                                                             const FailureState& failure) = 0;
+  // The wiring of a new channel for collectives beside the messages, over all ranks
+  // (`members` null) or over `members` (ranks, ascending; only they call it), ranked in that
+  // order; allreduce/communicators.h builds a Communicator on it. Collective: every rank of
+  // the channel makes the same number, in the same order. `timeout`: how long its ranks wait
+  // for each other.
+  virtual CollectiveChannel newCollectiveChannel(const std::vector<int>* members, std::chrono::milliseconds timeout) = 0;
   // Completes queued sends and stops delivery. Idempotent; called before destruction.
   virtual void stop() = 0;
   // This rank is failing (`why`) and leaves the job before its peers: what it queued before

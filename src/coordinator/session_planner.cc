@@ -5,7 +5,7 @@
 
 #include "comm/control_channel.h"
 #include "coordinator/rate_probe.h"
-#include "node/node_map.h"
+#include "coordinator/node_map.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {

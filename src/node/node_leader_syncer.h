@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "client/layer_syncer.h"
+#include "sync/layer_syncer.h"
 
 namespace poseidon {
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "comm/control_channel.h"
-#include "node/node_map.h"
+#include "coordinator/node_map.h"
 #include "poseidon/model_info.h"
 
 namespace poseidon {

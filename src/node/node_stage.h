@@ -13,7 +13,7 @@
 
 #include "comm/transport.h"
 #include "common/wait.h"
-#include "node/node_map.h"
+#include "coordinator/node_map.h"
 #include "node/node_memory.h"
 #include "node/pieces.h"
 #include "poseidon/model_info.h"

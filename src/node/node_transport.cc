@@ -1,6 +1,5 @@
 #include "node/node_transport.h"
 
-#include "allreduce/communicator.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -14,19 +13,16 @@ std::shared_ptr<Work> NodeTransport::send(int peer, Message message) {
   return world_.send(nodes_.leader(peer), std::move(message));
 }
 
-std::unique_ptr<Communicator> NodeTransport::newCommunicator(std::chrono::milliseconds timeout,
-                                                             const FailureState& failure) {
+CollectiveChannel NodeTransport::newCollectiveChannel(const std::vector<int>* members,
+                                                      std::chrono::milliseconds timeout) {
+  // Nodes are ranks of the leaders' transport: node n is the world's rank leader(n).
   std::vector<int> leaders;
-  for (int n = 0; n < nodes_.nodes(); ++n) leaders.push_back(nodes_.leader(n));
-  return world_.newGroupCommunicator(leaders, timeout, failure);
-}
-
-std::unique_ptr<Communicator> NodeTransport::newGroupCommunicator(const std::vector<int>& members,
-                                                                  std::chrono::milliseconds timeout,
-                                                                  const FailureState& failure) {
-  std::vector<int> leaders;
-  for (int n : members) leaders.push_back(nodes_.leader(n));
-  return world_.newGroupCommunicator(leaders, timeout, failure);
+  if (members == nullptr) {
+    for (int n = 0; n < nodes_.nodes(); ++n) leaders.push_back(nodes_.leader(n));
+  } else {
+    for (int n : *members) leaders.push_back(nodes_.leader(n));
+  }
+  return world_.newCollectiveChannel(&leaders, timeout);
 }
 
 }  // namespace poseidon

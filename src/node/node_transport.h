@@ -6,7 +6,7 @@
 #pragma once
 
 #include "comm/transport.h"
-#include "node/node_map.h"
+#include "coordinator/node_map.h"
 
 namespace poseidon {
 
@@ -19,10 +19,7 @@ class NodeTransport final : public Transport {
   void start(TransportCallbacks /*callbacks*/) override {}
   std::shared_ptr<Work> send(int peer, Message message) override;
   // Among the leaders alone: the allreduce layers' collectives cross the network once per node.
-  std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds timeout,
-                                                const FailureState& failure) override;
-  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>& members, std::chrono::milliseconds timeout,
-                                                     const FailureState& failure) override;
+  CollectiveChannel newCollectiveChannel(const std::vector<int>* members, std::chrono::milliseconds timeout) override;
   void stop() override {}
   SendQueueStats sendStats() const override { return world_.sendStats(); }
 

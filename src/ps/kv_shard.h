@@ -16,7 +16,7 @@
 
 #include "comm/message.h"
 #include "coordinator/information_book.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 
 namespace poseidon {
 

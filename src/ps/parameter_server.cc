@@ -10,7 +10,7 @@
 #include "poseidon/errors.h"
 #include "poseidon/state_record.h"
 #include "poseidon/timeline.h"
-#include "sfb/reconstruct.h"
+#include "update/reconstruct.h"
 
 namespace poseidon {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "poseidon/factor_applier.h"
-#include "sfb/reconstruct.h"
+#include "update/reconstruct.h"
 
 namespace poseidon {
 

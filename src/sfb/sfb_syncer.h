@@ -16,12 +16,12 @@
 #include <mutex>
 #include <vector>
 
-#include "client/layer_syncer.h"
+#include "sync/layer_syncer.h"
 #include "comm/transport.h"
 #include "common/wait.h"
 #include "coordinator/information_book.h"
 #include "poseidon/factor_applier.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 #include "sfb/host_applier.h"
 
 namespace poseidon {

@@ -33,13 +33,7 @@ class SilentTransport final : public Transport {
     done->markDone();
     return done;
   }
-  std::unique_ptr<Communicator> newCommunicator(std::chrono::milliseconds, const FailureState&) override {
-    return nullptr;
-  }
-  std::unique_ptr<Communicator> newGroupCommunicator(const std::vector<int>&, std::chrono::milliseconds,
-                                                     const FailureState&) override {
-    return nullptr;
-  }
+  CollectiveChannel newCollectiveChannel(const std::vector<int>*, std::chrono::milliseconds) override { return {}; }
   void stop() override {}
 
  private:

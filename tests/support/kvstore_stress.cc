@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allreduce/communicator.h"
+#include "allreduce/communicators.h"
 #include "comm/gradient16.h"
 #include "comm/transport.h"
 #include "engine/external_event.h"
@@ -101,7 +102,7 @@ std::vector<float> valuesOf(int rank, std::size_t k, int iteration) {
 // once, on a communicator of its own, each value checked as the pushes' are.
 std::int64_t inPlaceSumsWrong(Transport& transport, const KVStoreOptions& options, int P, int iteration,
                               FailureState& failure) {
-  auto comm = transport.newCommunicator(options.timeout, failure);
+  auto comm = newCommunicator(transport, options.timeout, failure);
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < kSizes.size(); ++k) {
     std::vector<float> buf = valuesOf(transport.rank(), k, iteration);
@@ -122,7 +123,7 @@ float before(std::size_t i) { return -1.0f - 0.0078125f * static_cast<float>(i %
 // rounded, on every rank.
 std::int64_t steppedSumsWrong(Transport& transport, const KVStoreOptions& options, int P, int iteration,
                               FailureState& failure) {
-  auto comm = transport.newCommunicator(options.timeout, failure);
+  auto comm = newCommunicator(transport, options.timeout, failure);
   const WireFormat wire = options.wire;
   std::int64_t bad = 0;
   for (std::size_t k = 0; k < kSizes.size(); ++k) {

@@ -4,7 +4,7 @@
 
 #include "comm/gradient16.h"
 #include "poseidon/session.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 
 namespace poseidon {
 namespace toy {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allreduce/communicator.h"
+#include "allreduce/communicators.h"
 #include "allreduce/fusion.h"
 #include "allreduce/kvstore.h"
 #include "allreduce/sum16.h"
@@ -65,7 +66,7 @@ TEST(GroupCommunicator, OnlyTheMembersMeet) {
   for (int r = 0; r < 4; ++r) {
     threads.emplace_back([&, r] {
       const std::vector<int> group = r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3};
-      auto comm = hub.transport(r).newGroupCommunicator(group, std::chrono::seconds(10), failure);
+      auto comm = newGroupCommunicator(hub.transport(r), group, std::chrono::seconds(10), failure);
       const float mine = static_cast<float>(r + 1);
       comm->allreduceSum(&mine, &sums[r], 1);
       ranks[r] = comm->rank();
@@ -74,7 +75,7 @@ TEST(GroupCommunicator, OnlyTheMembersMeet) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(sums, (std::vector<float>{4, 6, 4, 6}));  // 1 + 3 and 2 + 4
   EXPECT_EQ(ranks, (std::vector<int>{0, 0, 1, 1}));
-  EXPECT_THROW(hub.transport(0).newGroupCommunicator({1, 2}, std::chrono::seconds(1), failure), CommError);
+  EXPECT_THROW(newGroupCommunicator(hub.transport(0), {1, 2}, std::chrono::seconds(1), failure), CommError);
 }
 
 // The 16-bit allreduce (sum16.h): per slice, each rank's values rounded alone, added in
@@ -109,7 +110,7 @@ TEST(Sum16, EveryRankGetsTheRoundedSlicesRoundedSumBitForBit) {
       std::vector<std::thread> threads;
       for (int r = 0; r < P; ++r) {
         threads.emplace_back([&, r] {
-          auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
+          auto comm = newCommunicator(hub.transport(r), std::chrono::seconds(10), failure);
           got[r] = send[r];
           comm->allreduceSum16(format, got[r].data(), got[r].data(), n, nullptr);  // in place
         });
@@ -169,7 +170,7 @@ TEST(Sum16, ErrorFeedbackCarriesBothRoundingsIntoTheNextSum) {
     std::vector<std::thread> threads;
     for (int r = 0; r < P; ++r) {
       threads.emplace_back([&, r] {
-        auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
+        auto comm = newCommunicator(hub.transport(r), std::chrono::seconds(10), failure);
         sum16::Feedback feedback(n);
         std::vector<float> send(n);
         for (int t = 0; t < T; ++t) {
@@ -268,7 +269,7 @@ TEST(Sum16, StepByOwnerSendsRoundedUpdatesAndEveryReplicaEndsEqual) {
         std::vector<std::thread> threads;
         for (int r = 0; r < P; ++r) {
           threads.emplace_back([&, r] {
-            auto comm = hub.transport(r).newCommunicator(std::chrono::seconds(10), failure);
+            auto comm = newCommunicator(hub.transport(r), std::chrono::seconds(10), failure);
             sum16::Feedback residuals(n);
             // The replica in two pieces of memory (the first empty at n = 1).
             std::vector<float> head(got[r].begin(), got[r].begin() + n / 2), tail(got[r].begin() + n / 2, got[r].end());

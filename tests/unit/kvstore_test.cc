@@ -4,7 +4,7 @@
 
 #include "poseidon/errors.h"
 #include "ps/kv_shard.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 
 namespace poseidon {
 namespace {

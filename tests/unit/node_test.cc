@@ -10,7 +10,7 @@
 
 #include "comm/control_channel.h"
 #include "coordinator/scheme_planner.h"
-#include "node/node_map.h"
+#include "coordinator/node_map.h"
 #include "node/node_memory.h"
 #include "node/pieces.h"
 #include "poseidon/errors.h"

@@ -13,7 +13,7 @@
 #include "comm/gradient16.h"
 #include "common/digest.h"
 #include "poseidon/errors.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 #include "test_ranks.h"
 #include "toy_training.h"
 

@@ -10,7 +10,7 @@
 #include "common/digest.h"
 #include "poseidon/errors.h"
 #include "poseidon/session.h"
-#include "sfb/reconstruct.h"
+#include "update/reconstruct.h"
 #include "test_ranks.h"
 
 namespace poseidon {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ps/sgd.h"
+#include "update/sgd.h"
 
 namespace poseidon {
 

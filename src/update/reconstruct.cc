@@ -1,4 +1,4 @@
-#include "sfb/reconstruct.h"
+#include "update/reconstruct.h"
 
 #include <cblas.h>
 

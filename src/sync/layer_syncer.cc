@@ -1,4 +1,4 @@
-#include "client/layer_syncer.h"
+#include "sync/layer_syncer.h"
 
 namespace poseidon {
 

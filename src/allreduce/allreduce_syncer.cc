@@ -1,4 +1,4 @@
-#include "client/allreduce_syncer.h"
+#include "allreduce/allreduce_syncer.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "client/ps_syncer.h"
+#include "ps/ps_syncer.h"
 
 #include <algorithm>
 #include <cstring>

@@ -24,11 +24,11 @@
 
 #include "allreduce/fusion.h"
 #include "allreduce/kvstore.h"
-#include "client/layer_syncer.h"
+#include "sync/layer_syncer.h"
 #include "engine/engine.h"
 #include "poseidon/model_info.h"
 #include "poseidon/options.h"
-#include "ps/sgd.h"
+#include "update/sgd.h"
 
 namespace poseidon {
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-#include "client/layer_syncer.h"
+#include "sync/layer_syncer.h"
 #include "comm/error_feedback.h"
 #include "comm/transport.h"
 #include "common/half.h"

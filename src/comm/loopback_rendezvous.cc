@@ -1,4 +1,4 @@
-#include "allreduce/loopback_communicator.h"
+#include "comm/loopback_rendezvous.h"
 
 #include <cstring>
 

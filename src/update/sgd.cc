@@ -1,4 +1,4 @@
-#include "ps/sgd.h"
+#include "update/sgd.h"
 
 #include <algorithm>
 

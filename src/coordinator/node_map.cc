@@ -1,4 +1,4 @@
-#include "node/node_map.h"
+#include "coordinator/node_map.h"
 
 #include <unistd.h>
 

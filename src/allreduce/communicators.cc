@@ -1,0 +1,43 @@
+#include "allreduce/communicators.h"
+
+#include "allreduce/loopback_communicator.h"
+#include "allreduce/mpi_communicator.h"
+
+namespace poseidon {
+
+namespace {
+
+std::unique_ptr<Communicator> onChannel(CollectiveChannel channel, std::chrono::milliseconds timeout,
+                                        const FailureState& failure) {
+  if (channel.rendezvous) {
+    auto comm = std::make_unique<LoopbackCommunicator>(channel.rendezvous, channel.rank);
+    comm->countInto(channel.traffic);
+    return comm;
+  }
+  std::unique_ptr<MpiCommunicator> comm;
+  try {
+    comm = std::make_unique<MpiCommunicator>(channel.mpi, timeout, failure);  // its own duplicate
+  } catch (...) {
+    if (channel.owned) MPI_Comm_free(&channel.mpi);
+    throw;
+  }
+  if (channel.owned) MPI_Comm_free(&channel.mpi);
+  comm->countInto(channel.traffic);
+  comm->paceWith(channel.budget);
+  comm->pollWith(channel.poller);
+  return comm;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> newCommunicator(Transport& transport, std::chrono::milliseconds timeout,
+                                              const FailureState& failure) {
+  return onChannel(transport.newCollectiveChannel(nullptr, timeout), timeout, failure);
+}
+
+std::unique_ptr<Communicator> newGroupCommunicator(Transport& transport, const std::vector<int>& members,
+                                                   std::chrono::milliseconds timeout, const FailureState& failure) {
+  return onChannel(transport.newCollectiveChannel(&members, timeout), timeout, failure);
+}
+
+}  // namespace poseidon
