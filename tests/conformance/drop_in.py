@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import poseidon  # noqa: E402
-from ddp_parity import end_comparison, gloo_group, local_gpu, worst  # noqa: E402
+from ddp_parity import end_comparison, horovod_reload, start_comparison, worst  # noqa: E402
 
 CASES = ("pad_per_rank", "batch_per_rank", "embedding_bag", "tokens_sfb", "branch_one_rank", "branch_none",
          "resume_state", "compile_first", "compile_after", "scheduler_first")
@@ -230,13 +230,7 @@ def resumed_run(scheme, net, optimizer, batches, extra, mode):
         for p in fresh.parameters():
             p.zero_()  # what rank 0 loads must replace it
     fresh_optimizer = make_optimizer(fresh)
-    if poseidon.rank() == 0:
-        saved.seek(0)
-        state = torch.load(saved)
-        fresh.load_state_dict(state["model"])
-        fresh_optimizer.load_state_dict(state["optimizer"])
-    poseidon.broadcast_parameters(fresh.state_dict(), root_rank=0)
-    poseidon.broadcast_optimizer_state(fresh_optimizer, root_rank=0)
+    horovod_reload(saved, fresh, fresh_optimizer)
     model = poseidon.DistributedModel(fresh, fresh_optimizer, scheme=scheme, mode=mode)
     train(model, fresh_optimizer, batches, extra, first_step=STEPS // 2)
     model.synchronize()
@@ -251,23 +245,10 @@ def resumed_run(scheme, net, optimizer, batches, extra, mode):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default="all")
-    ap.add_argument("--schemes", default="auto,ps,sfb,allreduce")
-    ap.add_argument("--tolerance", type=float, default=1e-6)
-    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--mode", default="auto", help="DistributedModel's mode (the default: auto)")
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    a = ap.parse_args()
-    cases = CASES if a.cases == "all" else a.cases.split(",")
-    for case in cases:
-        if case not in CASES:
-            ap.error(f"--cases: no case {case!r} (have: {', '.join(CASES)})")
-    torch.set_num_threads(1)
-    poseidon.init()
-    rank, size = poseidon.rank(), poseidon.size()
+    a, cases, rank, size, device = start_comparison(ap, "cases", CASES)
     global DEVICE
-    if a.device == "cuda":
-        DEVICE = local_gpu()
-    gloo_group(rank, size)
+    DEVICE = device
     failures = []
     for case in cases:
         module, batches, extra, find_unused = case_setup(case, rank)

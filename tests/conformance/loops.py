@@ -57,7 +57,7 @@ from torch.utils.checkpoint import checkpoint  # by name, as most programs impor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import poseidon  # noqa: E402
-from ddp_parity import end_comparison, gloo_group, local_gpu, worst  # noqa: E402
+from ddp_parity import end_comparison, start_comparison, worst  # noqa: E402
 
 LOOPS = ("plain", "ema", "step_lr", "one_cycle", "warmup", "accumulate", "accumulate_hvd", "eval_epochs", "frozen", "two_groups",
          "save_load", "metrics", "checkpoint", "checkpoint_plain", "clip", "amp", "clip_sgd", "clip_hvd", "amp_sgd",
@@ -238,22 +238,9 @@ def poseidon_run(loop, scheme, initial, batches):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--loops", default="all")
-    ap.add_argument("--schemes", default="auto,ps,sfb,allreduce")
-    ap.add_argument("--tolerance", type=float, default=1e-6)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    a = ap.parse_args()
-    loops = LOOPS if a.loops == "all" else a.loops.split(",")
-    for loop in loops:
-        if loop not in LOOPS:
-            ap.error(f"--loops: no loop {loop!r} (have: {', '.join(LOOPS)})")
-    torch.set_num_threads(1)
-    poseidon.init()
-    rank, size = poseidon.rank(), poseidon.size()
+    a, loops, rank, size, device = start_comparison(ap, "loops", LOOPS)
     global DEVICE
-    if a.device == "cuda":
-        DEVICE = local_gpu()
-    gloo_group(rank, size)
+    DEVICE = device
     torch.manual_seed(0)
     initial = Net()
     batches = [(x.to(DEVICE), y.to(DEVICE)) for x, y in data(rank)]

@@ -255,6 +255,40 @@ def main():
     end_comparison(rank, failures)
 
 
+def start_comparison(ap, what, known):
+    """The start of a conformance job compared against DDP: the common flags (--schemes,
+    --tolerance, --repeats, --device) added to `ap` and parsed, `what`'s comma list checked
+    against `known`, one thread, poseidon and the gloo group started, the device chosen.
+    Returns (args, the chosen names, rank, size, device)."""
+    ap.add_argument("--schemes", default="auto,ps,sfb,allreduce")
+    ap.add_argument("--tolerance", type=float, default=1e-6)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    a = ap.parse_args()
+    chosen = known if getattr(a, what) == "all" else getattr(a, what).split(",")
+    for name in chosen:
+        if name not in known:
+            ap.error(f"--{what}: no {what[:-1]} {name!r} (have: {', '.join(known)})")
+    torch.set_num_threads(1)
+    poseidon.init()
+    rank, size = poseidon.rank(), poseidon.size()
+    device = local_gpu() if a.device == "cuda" else torch.device("cpu")
+    gloo_group(rank, size)
+    return a, chosen, rank, size, device
+
+
+def horovod_reload(saved, fresh, fresh_optimizer):
+    """Horovod's resume: rank 0 loads the model's and the optimizer's state that rank 0 saved
+    in `saved` (torch.save of {"model", "optimizer"}), then both go to every rank."""
+    if poseidon.rank() == 0:
+        saved.seek(0)
+        state = torch.load(saved)
+        fresh.load_state_dict(state["model"])
+        fresh_optimizer.load_state_dict(state["optimizer"])
+    poseidon.broadcast_parameters(fresh.state_dict(), root_rank=0)
+    poseidon.broadcast_optimizer_state(fresh_optimizer, root_rank=0)
+
+
 def end_comparison(rank, failures, what="differs from DDP beyond the bound"):
     """The end of a job compared against DDP: the gloo group goes, and exit 1 naming each
     case that failed."""

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import poseidon
-from ddp_parity import end_comparison, gloo_group, worst
+from ddp_parity import end_comparison, gloo_group, horovod_reload, worst
 
 STEPS = 8
 TOLERANCE = 1e-5
@@ -103,13 +103,7 @@ def resumed(initial, data, scheme):
     model.close()
     fresh = copy.deepcopy(initial)  # the initial weights: rank 0's load must replace them
     fresh_optimizer = sgd(fresh)
-    if poseidon.rank() == 0:
-        saved.seek(0)
-        state = torch.load(saved)
-        fresh.load_state_dict(state["model"])
-        fresh_optimizer.load_state_dict(state["optimizer"])
-    poseidon.broadcast_parameters(fresh.state_dict(), root_rank=0)
-    poseidon.broadcast_optimizer_state(fresh_optimizer, root_rank=0)
+    horovod_reload(saved, fresh, fresh_optimizer)
     model = poseidon.DistributedModel(fresh, fresh_optimizer, scheme=scheme, mode="server")
     train(model, fresh_optimizer, data[4:])
     model.close()
