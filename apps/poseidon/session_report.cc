@@ -128,11 +128,7 @@ void checkDigestsAgree(Session& session, const std::string& digest) {
 void writeTimeline(Session& session, const std::string& path, const std::string& model) {
   const auto all = session.control().allgather(session.timeline()->events(), "timeline");
   if (session.layout().rank != 0) return;
-  std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + model +
-                     "\",\"ranks\":" + std::to_string(all.size()) + ",\"compute\":\"real\"},\"traceEvents\":[\n";
-  for (std::size_t r = 0; r < all.size(); ++r) text += (r ? ",\n" : "") + all[r];
-  text += "\n]}\n";
-  writeFileAtomically(path, text);  // a reader never sees half a file
+  writeFileAtomically(path, chromeTrace(all, model));  // a reader never sees half a file
   std::printf("poseidon: timeline written to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n",
               path.c_str());
 }

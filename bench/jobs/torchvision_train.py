@@ -99,7 +99,7 @@ def wrap(system, net, optimizer, a):
             fusion["kvstore"] = os.environ["BENCH_KVSTORE"]
         return poseidon.DistributedModel(net, optimizer, scheme=a.scheme, devices_per_node=nodes, **fusion,
                                          send_order="fifo" if system == "poseidon-fifo" else "priority",
-                                         wfbp=not a.no_wfbp, timeline=bool(a.profile_out),
+                                         wfbp=not a.no_wfbp, timeline=bool(a.profile_out or a.timeline_out),
                                          mode="server" if system == "poseidon-server" else a.mode,
                                          wire=system[len("poseidon-"):] if system in ("poseidon-bf16", "poseidon-fp16")
                                          else "fp32")
@@ -133,14 +133,16 @@ def main():
     ap.add_argument("--mode", default="auto", choices=("auto", "server", "gradient"), help="poseidon: where the optimizer runs")
     ap.add_argument("--no-wfbp", action="store_true", help="poseidon: every sync after the whole backward")
     ap.add_argument("--profile-out", help="poseidon: rank 0 writes a compute profile here (poseidon simulate --profile)")
+    ap.add_argument("--timeline-out", help="poseidon: rank 0 writes the Chrome trace of Poseidon's own work (every "
+                    "rank's per-layer forward, backward, sends, receives and applies) here")
     ap.add_argument("--trace-out", help="after the timed steps, rank 0 records one more step with torch.profiler "
                     "and writes its Chrome trace (CPU threads and GPU streams) here")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
     if a.iterations < 2:
         ap.error("--iterations: at least 2")
-    if a.profile_out and not a.system.startswith("poseidon"):
-        ap.error("--profile-out is for the poseidon systems (the profile comes from poseidon's timeline)")
+    if (a.profile_out or a.timeline_out) and not a.system.startswith("poseidon"):
+        ap.error("--profile-out and --timeline-out are for the poseidon systems (they come from poseidon's timeline)")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     device = torch.device("cpu")
@@ -180,6 +182,8 @@ def main():
         mode = model.mode  # auto decides after the first iteration: say what it chose
         if a.profile_out:
             model.write_profile(a.profile_out)
+        if a.timeline_out:
+            model.write_timeline(a.timeline_out)
         model.close()
     s = warm_median(times)
     if rank == 0:

@@ -74,4 +74,8 @@ class TimelineSpan {
   Timeline::Clock::time_point begin_;
 };
 
+// The Chrome trace of a job: every rank's Timeline::events() (in rank order), with the
+// model's name; what `poseidon train --timeline` and Python's write_timeline() write.
+std::string chromeTrace(const std::vector<std::string>& rank_events, const std::string& model);
+
 }  // namespace poseidon

@@ -184,6 +184,15 @@ class PyModel {
     writeFileAtomically(path, profileText(sync().info(), s.timeline()->durationsMs(), batch, s.layout().size));
   }
 
+  // Every rank's timeline so far, gathered (a collective: every rank calls it); rank 0
+  // writes the Chrome trace, as `poseidon train --timeline` does.
+  void writeTimeline(const std::string& path, const std::string& model) {
+    Session& s = sync().session();
+    if (!s.timeline()) throw InputError("write_timeline needs the timeline: DistributedModel(..., timeline=True)");
+    const auto all = s.control().allgather(s.timeline()->events(), "timeline");
+    if (s.layout().rank == 0) writeFileAtomically(path, chromeTrace(all, model));
+  }
+
   py::list plan() {
     py::list out;
     const auto& plans = sync().session().plan();
@@ -424,6 +433,7 @@ void bindModel(py::module_& m) {
       .def("wait_layer", &PyModel::waitLayer, unlocked)
       .def("mark_forward", &PyModel::markForward)
       .def("write_profile", &PyModel::writeProfile, unlocked)
+      .def("write_timeline", &PyModel::writeTimeline, unlocked)
       .def("factors_wanted", [](PyModel& p, int l) { return p.sync().factorsWanted(l); })
       .def("capture_factors",
            [](PyModel& p, int l, const torch::Tensor& x, torch::Tensor y) { return p.sync().captureFactors(l, x, y); })

@@ -542,6 +542,14 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
         batch = batch if batch is not None else getattr(self, "_batch", 0)
         self._core.write_profile(str(path), int(batch))
 
+    def write_timeline(self, path):
+        """Every rank's work so far as one Chrome trace (needs timeline=True), which rank 0
+        writes to `path`: per layer the forward and backward on the compute thread, its
+        sends, receives and applies, the engine's copies, collectives and steps (open it in
+        https://ui.perfetto.dev). Every rank calls it (it gathers from all)."""
+        self._started()
+        self._core.write_timeline(str(path), self.name)
+
     def describe(self):
         """What the probe and the coordinator decided, one line per layer: its kind and
         scheme, where the forward waits for it (inside its own module's forward, overlapping

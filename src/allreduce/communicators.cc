@@ -2,6 +2,7 @@
 
 #include "allreduce/loopback_communicator.h"
 #include "allreduce/mpi_communicator.h"
+#include "comm/mpi_channel.h"
 
 namespace poseidon {
 
@@ -14,14 +15,15 @@ std::unique_ptr<Communicator> onChannel(CollectiveChannel channel, std::chrono::
     comm->countInto(channel.traffic);
     return comm;
   }
+  MpiChannel& mpi = *channel.mpi;
   std::unique_ptr<MpiCommunicator> comm;
   try {
-    comm = std::make_unique<MpiCommunicator>(channel.mpi, timeout, failure);  // its own duplicate
+    comm = std::make_unique<MpiCommunicator>(mpi.comm, timeout, failure);  // its own duplicate
   } catch (...) {
-    if (channel.owned) MPI_Comm_free(&channel.mpi);
+    if (mpi.owned) MPI_Comm_free(&mpi.comm);
     throw;
   }
-  if (channel.owned) MPI_Comm_free(&channel.mpi);
+  if (mpi.owned) MPI_Comm_free(&mpi.comm);
   comm->countInto(channel.traffic);
   comm->paceWith(channel.budget);
   comm->pollWith(channel.poller);

@@ -3,24 +3,20 @@
 // knows the wiring, the allreduce layer the arithmetic; neither includes the other's side.
 #pragma once
 
-#include <mpi.h>
-
 #include <memory>
 
 #include "comm/loopback_rendezvous.h"
 
 namespace poseidon {
 
+struct MpiChannel;  // comm/mpi_channel.h
 class MpiRequestPoller;
 class TokenBucket;
 class TrafficCounters;
 
 struct CollectiveChannel {
-  // MPI: the communicator of the channel's ranks, in its order, which the Communicator
-  // duplicates; `owned`: the receiver frees it after that (a group's), else it is the
-  // transport's own.
-  MPI_Comm mpi = MPI_COMM_NULL;
-  bool owned = false;
+  // MPI transports: the channel's MPI communicator.
+  std::shared_ptr<MpiChannel> mpi;
   // In-process (the loopback transport): the channel's meeting point and this rank in it.
   std::shared_ptr<LoopbackRendezvous> rendezvous;
   int rank = 0;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstring>
 
+#include "comm/mpi_channel.h"
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
 
@@ -144,7 +145,7 @@ CollectiveChannel MpiTransport::newCollectiveChannel(const std::vector<int>* mem
   channel.budget = budget_.get();
   channel.poller = this;
   if (members == nullptr) {
-    channel.mpi = comm_;  // the Communicator duplicates it
+    channel.mpi = std::make_shared<MpiChannel>(MpiChannel{comm_, false});  // the Communicator duplicates it
     return channel;
   }
   // MPI_Comm_create_group is collective over the members only: the other ranks (a node's
@@ -158,8 +159,7 @@ CollectiveChannel MpiTransport::newCollectiveChannel(const std::vector<int>* mem
   MPI_Group_free(&all);
   if (rc != MPI_SUCCESS || sub == MPI_COMM_NULL)
     throw CommError("MPI_Comm_create_group failed for the allreduce among leaders");
-  channel.mpi = sub;
-  channel.owned = true;
+  channel.mpi = std::make_shared<MpiChannel>(MpiChannel{sub, true});
   return channel;
 }
 

@@ -175,6 +175,28 @@ def test_write_profile_needs_the_timeline(tmp_path):
     assert not (tmp_path / "none.prof").exists()
 
 
+def test_write_timeline_is_the_clis_chrome_trace(tmp_path):
+    """write_timeline() writes every rank's spans as the CLI's --timeline does: a Chrome trace
+    with each layer's forward and backward; without timeline=True it refuses and writes nothing."""
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    model = poseidon.DistributedModel(net, optimizer, timeline=True)
+    train(model, optimizer, data(n=3))
+    model.write_timeline(tmp_path / "trace.json")
+    model.close()
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert trace["otherData"]["ranks"] == 1 and trace["otherData"]["model"] == "Sequential"
+    spans = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"}
+    assert {"forward 4", "backward 4"} <= spans, sorted(spans)[:20]
+    other = small_net()
+    plain = poseidon.DistributedModel(other, torch.optim.SGD(other.parameters(), lr=0.05))
+    train(plain, plain.optimizer, data(n=1))
+    with pytest.raises(Exception, match="timeline=True"):
+        plain.write_timeline(tmp_path / "none.json")
+    plain.close()
+    assert not (tmp_path / "none.json").exists()
+
+
 def test_checkpoint_keeps_plain_state_only(tmp_path):
     """A checkpoint object whose state_dict() holds a function (not readable back with
     torch.load(weights_only=True)) is refused by name when saving, and nothing is written."""
