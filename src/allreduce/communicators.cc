@@ -3,6 +3,7 @@
 #include "allreduce/loopback_communicator.h"
 #include "allreduce/mpi_communicator.h"
 #include "comm/mpi_channel.h"
+#include "poseidon/errors.h"
 
 namespace poseidon {
 
@@ -15,6 +16,7 @@ std::unique_ptr<Communicator> onChannel(CollectiveChannel channel, std::chrono::
     comm->countInto(channel.traffic);
     return comm;
   }
+  if (!channel.mpi) throw CommError("this transport offers no channel for collectives (the allreduce scheme)");
   MpiChannel& mpi = *channel.mpi;
   std::unique_ptr<MpiCommunicator> comm;
   try {

@@ -3,11 +3,7 @@
 // called the same collective.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "allreduce/communicator.h"
 #include "comm/loopback_rendezvous.h"

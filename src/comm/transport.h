@@ -18,7 +18,6 @@
 
 namespace poseidon {
 
-
 struct TransportCallbacks {
   // Called on the transport's own thread for every incoming message; keep it short.
   std::function<void(Message)> on_message;
@@ -50,8 +49,8 @@ class Transport {
   // The wiring of a new channel for collectives beside the messages, over all ranks
   // (`members` null) or over `members` (ranks, ascending; only they call it), ranked in that
   // order; allreduce/communicators.h builds a Communicator on it. Collective: every rank of
-  // the channel makes the same number, in the same order. `timeout`: how long its ranks wait
-  // for each other.
+  // the channel makes the same number, in the same order. `timeout`: how long the loopback
+  // rendezvous waits for its ranks (an MPI communicator is given its own by the caller).
   virtual CollectiveChannel newCollectiveChannel(const std::vector<int>* members, std::chrono::milliseconds timeout) = 0;
   // Completes queued sends and stops delivery. Idempotent; called before destruction.
   virtual void stop() = 0;

@@ -102,7 +102,7 @@ std::string Timeline::events() const {
 }
 
 std::string chromeTrace(const std::vector<std::string>& rank_events, const std::string& model) {
-  std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + model +
+  std::string text = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"" + escape(model) +
                      "\",\"ranks\":" + std::to_string(rank_events.size()) + ",\"compute\":\"real\"},\"traceEvents\":[\n";
   for (std::size_t r = 0; r < rank_events.size(); ++r) text += (r ? ",\n" : "") + rank_events[r];
   return text + "\n]}\n";

@@ -163,7 +163,7 @@ class AutogradSync {
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, std::uintptr_t>> hooks_;
   std::vector<int> pending_;                       // tensors of the layer without gradient in the last pass
   std::vector<bool> reported_;                     // layers whose sync has been handed over this step
-  std::vector<bool> touched_;                      // layers autograd gave a gradient in some pass of this step
+  std::vector<bool> touched_;                      // layers used in some pass of this step (a gradient, reported factors)
   int forwards_ = 0;                               // training forward passes since the last step()
   bool buffers_due_ = true;  // the next forward makes the buffers equal first (DDP's rule)
   std::vector<std::vector<FactorEntry>> factors_;  // SFB layers: this step's calls
