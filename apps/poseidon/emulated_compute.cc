@@ -134,13 +134,7 @@ TrainReport emulatedReport(const TrainOptions& o, const ModelSpec& spec, const O
   report.ranks = session.layout().size;
   report.workers = session.layout().workers;
   report.model = spec.name;
-  report.scheme = session_options.scheme;
-  report.cost_model = session_options.cost_model;
-  report.wfbp = session_options.wfbp;
-  report.wire = session_options.wire;
-  report.error_feedback = session_options.error_feedback;
-  report.send_order = session_options.send_order;
-  report.max_bandwidth = session_options.max_bandwidth;
+  report.options = session_options;
   report.synthetic = true;
   report.compute = "emulated";
   report.batch = o.batch;

@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (!isLeadRank()) return e.get_exit_code();
     return app.exit(e);
+  } catch (const poseidon::Error& e) {  // a session option's value, read by the option table's parser
+    if (isLeadRank()) std::fprintf(stderr, "poseidon: error: %s\n", poseidon::app::messageWithFlags(e).c_str());
+    return 2;
   }
 
   try {

@@ -7,9 +7,8 @@
 
 namespace poseidon::app {
 
-// `poseidon train`'s flag for an Options member, with its value as typed ("--lr 0").
-std::string sayAsTrainFlag(const std::string& field, const std::string& value);
-// `poseidon plan`'s: the same but for the shards, which it calls servers.
+// `poseidon plan`'s flag for an Options member (the option table's words, sayInCli), but
+// --servers for the shards.
 std::string sayAsPlanFlag(const std::string& field, const std::string& value);
 // An error's message in the CLI's words: an OptionError's options as `poseidon train`'s flags.
 std::string messageWithFlags(const std::exception& e);

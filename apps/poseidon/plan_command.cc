@@ -1,5 +1,7 @@
 #include "plan_command.h"
 
+#include "poseidon/option_table.h"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -106,7 +108,7 @@ void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
         "--cost-model schedule simulates iterations from measured layer times: give --profile FILE "
         "(from `poseidon train --profile-out FILE`)");
   }
-  if (!rates.known()) throw InputError("--cost-model schedule needs --bandwidth and --gflops");
+  if (!rates.known()) throw InputError("--cost-model schedule needs --bandwidth and --gemm-flops");
   // What the rule's simulation assumes of a run, as `poseidon train` checks it.
   Options run;
   run.cost_model = o.cost_model;
@@ -130,8 +132,8 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
   cmd->footer(
       "Examples:\n"
       "  poseidon plan --model vgg19 --workers 8 --batch 32\n"
-      "  poseidon plan --layer 4096x4096 --workers 8 --batch 32 --bandwidth 1gbit --gflops 50\n"
-      "  poseidon plan --profile fcnet.prof --nodes 4 --cost-model schedule --bandwidth 1gbit --gflops 50\n"
+      "  poseidon plan --layer 4096x4096 --workers 8 --batch 32 --bandwidth 1gbit --gemm-flops 50G\n"
+      "  poseidon plan --profile fcnet.prof --nodes 4 --cost-model schedule --bandwidth 1gbit --gemm-flops 50G\n"
       "Floats are per node per iteration, what it sends plus what it receives (ATC'17 Table 1).");
   cmd->add_option("--model", o.model, "fcnet, convnet, mlp, or the papers' alexnet, vgg16, vgg19, vgg19-22k")
       ->capture_default_str();
@@ -151,11 +153,20 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
                   "this times --batch")
       ->capture_default_str();
   cmd->add_option("--cost-model", o.cost_model,
-                  "bytes (the paper's rule), time (needs --bandwidth and --gflops), or "
+                  "bytes (the paper's rule), time (needs --bandwidth and --gemm-flops), or "
                   "schedule (also --profile: the plan whose simulated iteration, with WFBP's overlap, is shortest)")
       ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
-  cmd->add_option("--gflops", o.gflops, "GEMM rate in GFLOP/s, for the SFB reconstruction time");
+  // The session option's parser (the option table), as `poseidon train --gemm-flops`.
+  cmd->add_option_function<std::string>(
+         "--gemm-flops",
+         [&o](const std::string& text) {
+           Options parsed;
+           setOption(parsed, *findOption("gemm_flops"), text);
+           o.gflops = parsed.gemm_flops / 1e9;
+         },
+         "GEMM rate in flop/s (e.g. 50G), for the SFB reconstruction time")
+      ->type_name("FLOP/S");
   cmd->add_option("--wire", o.wire,
                   "How PS, SFB and allreduce layers travel: fp32, or bf16/fp16 (half their bytes)")
       ->capture_default_str();
@@ -195,7 +206,7 @@ PlanOptions checkedOptions(const PlanOptions& given) {
   if (o.batch < 1) throw InputError("--batch must be at least 1");
   if (o.servers < 0) throw InputError("--servers must not be negative");
   if (!o.profile.empty() && !o.layers.empty()) throw InputError("give either --profile or --layer, not both");
-  if (o.gflops < 0) throw InputError("--gflops must be positive");
+  if (o.gflops < 0) throw InputError("--gemm-flops must be positive");
   return o;
 }
 
@@ -211,7 +222,7 @@ PlanRequest planRequest(const PlanOptions& o) {
   req.setWire(WireShares::of(wire, o.error_feedback));  // BSP server mode, as a session plans it
   req.allreduce_on_ties = req.rule != CostRule::kSchedule && o.nodes == 0;  // as a flat BSP session plans
   if (req.rule == CostRule::kTime && !req.rates.known()) {
-    throw InputError("--cost-model time needs --bandwidth and --gflops");
+    throw InputError("--cost-model time needs --bandwidth and --gemm-flops");
   }
   if (req.rule == CostRule::kSchedule) checkScheduleRule(o, req.rates);
   if (req.rule != CostRule::kSchedule && (o.host_cores != 0 || o.nodes_per_host != 1 || parseRateOrOff(o.stack_rate, "stack_rate") > 0)) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "poseidon/option_table.h"
+
 namespace poseidon::app {
 
 double median(std::vector<double> v) {
@@ -20,23 +22,39 @@ void setThroughput(TrainReport& r, const std::vector<double>& iter_seconds, int 
   r.images_per_s = r.s_per_iter_median > 0 ? workers * batch / r.s_per_iter_median : 0;
 }
 
+namespace {
+
+// An option's value as JSON of its type (a duration in seconds).
+nlohmann::ordered_json optionJson(const OptionSpec& spec, const Options& options) {
+  return std::visit(
+      [&](auto member) -> nlohmann::ordered_json {
+        const auto& v = options.*member;
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::chrono::milliseconds>) {
+          return v.count() / 1000.0;
+        } else {
+          return v;
+        }
+      },
+      spec.member);
+}
+
+}  // namespace
+
 std::string toJson(const TrainReport& r) {
   nlohmann::ordered_json j;
   j["ranks"] = r.ranks;
   j["workers"] = r.workers;
   j["model"] = r.model;
-  j["scheme"] = r.scheme;
-  j["cost_model"] = r.cost_model;
-  j["wfbp"] = r.wfbp;
-  j["wire"] = r.wire;
-  j["error_feedback"] = r.error_feedback;
+  for (const OptionSpec& spec : optionTable()) {
+    if (spec.fronts & kCliFront) j[spec.name] = optionJson(spec, r.options);
+  }
+  if (r.baseline) j["scheme"] = "local";
   j["baseline"] = r.baseline;
   j["synthetic"] = r.synthetic;
   j["compute"] = r.compute;
   j["threads"] = r.threads;
   j["blas"] = r.blas;
   j["batch"] = r.batch;
-  j["lr"] = r.lr;
   j["iterations"] = r.iterations;
   j["s_per_iter_median"] = r.s_per_iter_median;
   j["s_per_iter_mean"] = r.s_per_iter_mean;
@@ -48,11 +66,8 @@ std::string toJson(const TrainReport& r) {
   j["param_digest"] = r.param_digest;
   j["straggler_dropped_updates"] = r.dropped_updates;
   j["straggler_late_updates"] = r.late_updates;
-  j["staleness"] = r.staleness;
   j["max_staleness_seen"] = r.max_staleness_seen;
   nlohmann::ordered_json queue;
-  queue["order"] = r.send_order;
-  queue["max_bandwidth_bytes_per_s"] = r.max_bandwidth;
   queue["messages"] = r.queued_messages;
   queue["wait_ms_mean"] = r.queue_wait_ms_mean;
   queue["wait_ms_max"] = r.queue_wait_ms_max;

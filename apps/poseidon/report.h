@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/options.h"
+
 namespace poseidon::app {
 
 struct LayerReport {
@@ -22,18 +24,15 @@ struct TrainReport {
   int ranks = 1;
   int workers = 1;
   std::string model;
-  std::string scheme;
-  std::string cost_model;
-  bool wfbp = true;
-  std::string wire = "fp32";  // how the PS layers travelled (--wire)
-  bool error_feedback = false;
+  // The session's options as run: every one the CLI shows is a key of the report (the
+  // option table's words and types), the scheme "local" for the baseline.
+  Options options;
   bool baseline = false;
   bool synthetic = false;
   std::string compute = "real";  // or "emulated" (--emulate-compute)
   int threads = 1;
   std::string blas;  // OpenBLAS's kernels ("SkylakeX"), "" with another BLAS
   std::int64_t batch = 0;
-  double lr = 0;
   std::int64_t iterations = 0;
   double s_per_iter_median = 0;
   double s_per_iter_mean = 0;  // rates over the whole run (bytes / time) need the mean
@@ -47,13 +46,10 @@ struct TrainReport {
   // Straggler dropping, summed over shards: worker updates left out of steps, updates late.
   std::uint64_t dropped_updates = 0;
   std::uint64_t late_updates = 0;
-  int staleness = 0;                     // the SSP bound
   std::uint64_t max_staleness_seen = 0;  // the most any worker's read lacked
-  // The bandwidth manager: its order and budget (bytes/s per rank, 0: none), and the
-  // messages its queues sent over the network during the whole run, summed over ranks,
-  // with their mean and longest wait in a queue.
-  std::string send_order;
-  double max_bandwidth = 0;
+  // The bandwidth manager's queues (its order and budget are options): the messages they sent
+  // over the network during the whole run, summed over ranks, with their mean and longest
+  // wait in a queue.
   std::uint64_t queued_messages = 0;
   double queue_wait_ms_mean = 0;
   double queue_wait_ms_max = 0;

@@ -229,7 +229,7 @@ void TrainRun::printStart() const {
       "%d compute thread%s per rank%s%s\n",
       net_->name().c_str(), info_.numel() / 1e6, info_.layers.size(), workers_, workers_ == 1 ? "" : "s", where.c_str(),
       static_cast<long long>(o_.batch), passes.c_str(), optimizerSummary().c_str(), static_cast<double>(options_.lr),
-      o_.lr_schedule.c_str(), static_cast<long long>(total_), schemeSummary().c_str(), o_.no_wfbp ? "off" : "on",
+      o_.lr_schedule.c_str(), static_cast<long long>(total_), schemeSummary().c_str(), options_.wfbp ? "on" : "off",
       compute_.threads, compute_.threads == 1 ? "" : "s", o_.synthetic ? ", synthetic data" : "",
       compute_.blas.empty() ? "" : (", OpenBLAS " + compute_.blas + " kernels").c_str());
   Session* s = session();
@@ -331,25 +331,17 @@ TrainReport TrainRun::finish() {
   r.ranks = runtime_ ? runtime_->size() : 1;
   r.workers = workers_;
   r.model = net_->name();
-  r.scheme = o_.baseline ? "local" : options_.scheme;
-  r.cost_model = options_.cost_model;
-  r.wfbp = !o_.no_wfbp;
-  r.wire = options_.wire;
-  r.error_feedback = options_.error_feedback;
+  r.options = options_;
   r.baseline = o_.baseline;
   r.synthetic = o_.synthetic;
   r.threads = compute_.threads;
   r.blas = compute_.blas;
   r.batch = o_.batch;
-  r.lr = options_.lr;
   r.iterations = total_;
   setThroughput(r, iter_seconds_, workers_, o_.batch);
   r.test_accuracy = accuracy_;
   r.param_digest = model_ ? model_->digest() : net_->digest();
   r.train_loss = lastLoss();
-  r.staleness = options_.staleness;
-  r.send_order = o_.baseline ? "" : options_.send_order;
-  r.max_bandwidth = options_.max_bandwidth;
   if (!model_) {
     for (const auto& li : info_.layers) {
       r.layers.push_back(LayerReport{li.name, layerKindName(li.kind), li.M, li.N, li.numel(), "local", 0, 0, ""});

@@ -59,7 +59,6 @@ void TrainOptions::validate() const {
   if (!timeline.empty() && baseline) throw InputError("--timeline records Poseidon's work; drop --baseline");
   requireNewFile("--timeline", timeline);
   requireNewFile("--save-params", save_params);
-  requireOneOf("--intra-node", intra_node, {"memory", "messages"});
   validateScheduleRule();
   requireOneOf("--lr-schedule", lr_schedule, {"linear", "constant"});
   requireOneOf("--optimizer", optimizer, {"sgd", "adam", "adamw"});
@@ -105,14 +104,6 @@ Options TrainOptions::sessionOptions(double recommended_lr, std::int64_t total) 
   if (!lr_given) o.lr = recommended_lr > 0 ? static_cast<float>(recommended_lr) : 0.01f;
   o.gradient_mode = gradientMode();
   o.batch = batch;
-  o.wfbp = !no_wfbp;
-  o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-  o.straggler_timeout = std::chrono::milliseconds(static_cast<long long>(straggler_timeout_s * 1000));
-  if (!bandwidth.empty()) o.bandwidth = parseBandwidth(bandwidth, "bandwidth");
-  if (!max_bandwidth.empty()) o.max_bandwidth = parseRateOrOff(max_bandwidth, "max_bandwidth");
-  o.gemm_flops = gflops * 1e9;
-  o.devices_per_node = parseDevicesPerNode(devices_per_node);
-  o.node_memory = intra_node == "memory";
   o.lr_decay_iterations = lr_schedule == "linear" ? total : 0;
   o.timeline = !timeline.empty() || !profile_out.empty();
   // The schedule rule simulates the given profile, or the one whose compute is emulated.

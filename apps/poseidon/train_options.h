@@ -24,13 +24,7 @@ struct TrainOptions {
   // cpu, cuda (this rank's GPU: its local rank among the visible ones), or auto (cuda when
   // PyTorch sees a GPU).
   std::string device = "cpu";
-  std::string bandwidth;               // for --cost-model time; empty: measure
-  std::string max_bandwidth;           // the bandwidth manager's budget per rank; empty: none
-  std::string devices_per_node = "1";  // ranks per node (the devices level), or "host"
-  std::string intra_node = "memory";   // how a node's ranks exchange: memory or messages
-  double gflops = 0;                   // for --cost-model time; 0: measure
   int verify_every = 0;                // compare SFB replicas across workers every N iterations
-  bool no_wfbp = false;
   bool no_eval = false;
   bool json = false;
   bool baseline = false;  // a plain LibTorch loop on one process, for comparison
@@ -38,8 +32,6 @@ struct TrainOptions {
   std::string lr_schedule = "linear";
   int threads = 0;    // 0: cores / ranks on this host
   int log_every = 0;  // 0: about every 5 seconds
-  double timeout_s = std::chrono::duration<double>(kDefaultTimeout).count();
-  double straggler_timeout_s = 0;  // 0: BSP waits for every worker
   std::string save_params;
   std::string checkpoint_dir;         // save checkpoints here
   std::int64_t checkpoint_every = 0;  // every N iterations (0: never)
@@ -49,9 +41,8 @@ struct TrainOptions {
   std::string profile_out;            // write this run's per-layer compute times here
   std::string profile;                // measured layer times for --cost-model schedule
   std::string stack_rate = "0";       // the schedule rule's host CPU bound: bytes per CPU second
-  // Also set by flags: lr, momentum, weight_decay, gradient_mode, buffers,
-  // backward_passes_per_step, scheme, cost_model, server_ranks, shards, kvstore*,
-  // fusion_bytes, kv_pair_bytes, staleness, send_order, send_window_bytes.
+  // The session's options the CLI shows (the option table's rows with kCliFront), set by
+  // their flags through the table's parser.
   Options session;
 
   // Every check of the flags and their combinations that needs no data and no MPI, so a

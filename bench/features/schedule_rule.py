@@ -54,7 +54,7 @@ def plans(a, profile, link, gflops, stack):
     """(time rule's schemes, schedule rule's schemes, their simulated iterations)."""
     host = ["--host-cores", str(os.cpu_count()), "--nodes-per-host", str(a.ranks), "--stack-rate", stack] if stack else []
     out = run_json([a.poseidon, "plan", "--profile", profile, "--workers", str(a.ranks), "--batch", str(a.batch),
-                    "--cost-model", "schedule", "--bandwidth", link, "--gflops", f"{gflops:g}", "--json"] + host)
+                    "--cost-model", "schedule", "--bandwidth", link, "--gemm-flops", f"{gflops:g}G", "--json"] + host)
     time_rule = [l["time_choice"] for l in out["layers"]]
     schedule = [l["scheme"] for l in out["layers"]]
     return time_rule, schedule, out["schedule"]["time_rule_iteration_s"], out["schedule"]["iteration_s"]
@@ -63,7 +63,7 @@ def plans(a, profile, link, gflops, stack):
 def train(a, link, rule, profile, gflops, stack):
     job = [a.poseidon, "train", "--model", a.model, "--synthetic", "--no-eval", "--json", "--threads", "1",
            "--iterations", str(a.iterations), "--batch", str(a.batch), "--cost-model", rule,
-           "--bandwidth", link, "--gflops", f"{gflops:g}"]
+           "--bandwidth", link, "--gemm-flops", f"{gflops:g}G"]
     if rule == "schedule":
         job += ["--profile", profile] + (["--stack-rate", stack] if stack else [])
     j = run_ranks(a.poseidon, a.ranks, link, job, timeout=3600)

@@ -20,6 +20,8 @@
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "poseidon/errors.h"
+#include "option_bindings.h"
+#include "poseidon/option_table.h"
 #include "poseidon/options.h"
 #include "poseidon/runtime.h"
 #include "poseidon/timeline.h"
@@ -320,26 +322,13 @@ void bindCheckpoints(py::module_& m) {
         [](const CheckpointInfo& info, int rank) { return py::bytes(Checkpointer::readExtra(info, rank)); });
 }
 
-// An option as a DistributedModel keyword ("staleness=-1"): the core's OptionError in the
-// Python user's words. Most keywords are the Options member's name.
-std::string sayAsKeyword(const std::string& field, const std::string& value) {
-  if (field == "gradient_mode") return "mode='gradient'";
-  if (field == "schedule_plan") return "profile=FILE";
-  if (field == "wfbp") return "wfbp=False";  // named only when off
-  if (field == "error_feedback") return "error_feedback=True";  // named only when on
-  if (field == "lr" || field == "momentum" || field == "weight_decay") {
-    return "the optimizer's " + (value.empty() ? field : field + "=" + value);
-  }
-  return value.empty() ? field : field + "=" + value;
-}
-
 PyObject* input_error_type = nullptr;  // poseidon._C.InputError (a ValueError)
 
 void translateOptionError(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
   } catch (const OptionError& e) {
-    PyErr_SetString(input_error_type, e.in(sayAsKeyword).c_str());
+    PyErr_SetString(input_error_type, e.in(sayInPython).c_str());
   }
 }
 
@@ -355,62 +344,6 @@ void translateCulpritTimeout(std::exception_ptr p) {
     error.attr("names_worker") = e.namesWorker();
     PyErr_SetObject(culprit_timeout_type, error.ptr());
   }
-}
-
-void bindOptions(py::module_& m) {
-  // Raises ValueError naming the bad option as its keyword (the session checks again).
-  m.def("validate_options", [](const Options& o) { validate(o); });
-  m.def("parse_devices_per_node", &parseDevicesPerNode);
-  m.def("check_checkpoint_options", &checkCheckpointOptions, py::arg("dir"), py::arg("every"));
-  // The run-configuration string (include/poseidon/options.h): what every rank must share
-  // at start-up, or (resume=True) what a resumed run must share with the saved one.
-  m.def("run_configuration", [](const Options& o, bool resume) {
-    return runConfiguration(o, resume ? ConfigurationUse::kResume : ConfigurationUse::kStart);
-  });
-  py::class_<Options>(m, "Options")
-      .def(py::init<>())
-      .def_readwrite("lr", &Options::lr)
-      .def_readwrite("momentum", &Options::momentum)
-      .def_readwrite("weight_decay", &Options::weight_decay)
-      .def_readwrite("gradient_mode", &Options::gradient_mode)
-      .def_readwrite("backward_passes_per_step", &Options::backward_passes_per_step)
-      .def_readwrite("buffers", &Options::buffers)
-      .def_readwrite("lr_decay_iterations", &Options::lr_decay_iterations)
-      .def_readwrite("scheme", &Options::scheme)
-      .def_readwrite("cost_model", &Options::cost_model)
-      .def_readwrite("batch", &Options::batch)
-      .def_readwrite("bandwidth", &Options::bandwidth)
-      .def_readwrite("gemm_flops", &Options::gemm_flops)
-      .def_readwrite("wfbp", &Options::wfbp)
-      .def_readwrite("overlap_step", &Options::overlap_step)
-      .def_readwrite("server_ranks", &Options::server_ranks)
-      .def_readwrite("shards", &Options::shards)
-      .def_readwrite("kvstore", &Options::kvstore)
-      .def_readwrite("fusion_bytes", &Options::fusion_bytes)
-      .def_readwrite("kv_pair_bytes", &Options::kv_pair_bytes)
-      .def_readwrite("send_order", &Options::send_order)
-      .def_readwrite("wire", &Options::wire)
-      .def_readwrite("error_feedback", &Options::error_feedback)
-      .def_readwrite("max_bandwidth", &Options::max_bandwidth)
-      .def_readwrite("send_window_bytes", &Options::send_window_bytes)
-      .def_readwrite("devices_per_node", &Options::devices_per_node)
-      .def_readwrite("node_memory", &Options::node_memory)
-      .def_readwrite("timeout", &Options::timeout)
-      .def_readwrite("staleness", &Options::staleness)
-      .def_readwrite("straggler_timeout", &Options::straggler_timeout)
-      .def_readwrite("timeline", &Options::timeline)
-      .def_readwrite("start_iteration", &Options::start_iteration)
-      .def_readwrite("replicas_equal", &Options::replicas_equal)
-      .def_readwrite("agreement", &Options::agreement)
-      .def(
-          "use_schedule_profile",
-          [](Options& o, const std::string& path, double stack_bytes_per_s, int local_ranks, bool read_now) {
-            // Rank 0 reads it now (a missing or malformed file fails before the session) and
-            // alone simulates it: the other ranks' hosts need no copy.
-            if (read_now) readProfile(path);
-            o.schedule_plan = sim::schedulePlanFrom(path, o.kv_pair_bytes, stack_bytes_per_s, local_ranks);
-          },
-          "The schedule rule's plan from the profile at `path` (cost_model \"schedule\")");
 }
 
 void bindModel(py::module_& m) {

@@ -49,6 +49,7 @@ mode='gradient'.
 """
 import contextlib
 import sys
+import textwrap
 import types
 import weakref
 
@@ -62,7 +63,8 @@ from .auto_mode import AutoMode
 from .compiled import compiled_parts
 from .grad_watch import GradReads, SERVER_MODELS
 from .optimizer_state import OptimizerState
-from .options import CORE, MODES, OPTION_KEYS, SCHEMES, SERVER_ONLY, check_choice, core_options, rate, server_sgd
+from .options import (MODES, SCHEMES, SERVER_ONLY, check_choice, core_options, keyword_values, keywords_doc, rate,
+                      server_sgd, with_keywords)
 
 _REPLACED = ("step", "zero_grad", "state_dict", "load_state_dict")  # the optimizer's methods a model replaces
 
@@ -71,70 +73,27 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
     """Wraps `module` (any torch.nn.Module) for data-parallel training; see the module text.
 
     optimizer: the torch.optim optimizer of module's parameters.
-    scheme: per-layer synchronisation: "auto" (HybComm's cheapest per layer; where PS
-        and allreduce move as many bytes, allreduce, whose buckets fuse small layers, unless
-        staleness or straggler_timeout needs PS), "ps", "sfb" (FC layers by sufficient
-        factors, others by PS) or "allreduce".
-    mode: where the optimizer runs: "auto", "server" or "gradient".
-    cost_model: how "auto" compares schemes: "bytes" (the paper's rule), "time", or
-        "schedule": the SFB/PS plan whose simulated iteration, WFBP's overlap included, is
-        shortest; it needs `profile`, the file an earlier run's write_profile() wrote, and
-        takes `stack_rate` (bytes communication moves per CPU second, e.g. "500MB") where
-        ranks share a host's cores, to bound each simulated iteration by them.
-    buffers: BatchNorm statistics before each training forward: rank 0's ("broadcast", as
-        DDP) or the workers' mean ("average").
-    backward_passes_per_step: backward passes accumulated per optimizer.step() (Horovod's
-        option); their gradients are summed, as in Horovod and under DDP's no_sync(): divide
-        each pass's loss by it for the mean over the concatenated batch (model.no_sync()
-        marks the passes that only accumulate, as in DDP).
-    fusion_bytes, kvstore: allreduce layers' fusion buffer and KVStore design.
-    staleness, straggler_timeout: SSP bound and straggler dropping (server mode, PS).
-    wire: how gradients travel: "fp32" (exact, the default), "bf16" or
-        "fp16" (half the bytes, as DDP's bf16/fp16 compression hooks: gradients and each
-        step's update in 16 bits, sums and steps in fp32, every replica an exact copy of
-        the servers'; in gradient mode the mean gradient comes back in 16 bits, the same
-        bits on every rank; fp16 with a power-of-two scale per 2 MB piece (per allreduce
-        slice, per SFB factor), so nothing overflows). Allreduce layers go in 16 bits too: each rank's slice rounded, added
-        in fp32 by the slice's owner, which in server mode steps it and sends its update
-        rounded (as a shard does: on bf16 the PS's bits) and in gradient mode rounds the
-        sum again; the same bits on every rank (with error_feedback, both roundings'
-        residuals kept); SFB layers' factors
-        likewise, every worker reconstructing from the same rounded factors (in fp32 with
-        error_feedback: factors cannot carry a residual).
-    error_feedback: with a 16-bit wire, what each rounding lost is added to the next push
-        and update of the same PS values, and to the next call of the same allreduce
-        bucket (as PowerSGD and 1-bit SGD), so it arrives late instead of never. Off by
-        default; its residuals are checkpointed.
-    send_order, max_bandwidth: the bandwidth manager: this rank's outgoing messages in
-        "priority" order (lower layers first, as the next forward needs them) or "fifo";
-        a sending budget such as "200mbit" (or bytes/s; 0 or None: none).
-    devices_per_node: the devices level: ranks of one node add their gradients (stack their
-        factors) first and only the node's first rank crosses the network; 1 (flat: every
-        rank on its own), D (ranks 0..D-1 are node 0, ...) or "host" (ranks on one host).
-    overlap_step: False (default): optimizer.step() returns once every parameter holds its
-        new value, as under DDP and Horovod. True (server mode) keeps the paper's overlap:
-        step() returns while the lower layers' new values are still arriving, and the next
-        forward waits for each layer as it reaches it; a parameter read in between (a
-        state_dict, an average of weights, a norm) then sees the last iteration's value
-        unless model.synchronize() comes first. With staleness > 0 (SSP) step() never waits:
-        reads may then be up to `staleness` iterations old by design.
-    timeout: seconds any wait may take before it fails naming what it waited for.
-    timeline: record each layer's forward, backward and waits (write_profile uses them).
+    mode: where the optimizer runs: "auto", "server" or "gradient" (the module text says how
+        "auto" decides).
+    name: the model's name in messages and traces (default: the module's class name).
+    profile, stack_rate: cost_model="schedule"'s inputs: the file an earlier run's
+        write_profile() wrote, and the bytes communication moves per CPU second (e.g.
+        "500MB") where ranks share a host's cores, to bound each simulated iteration by them.
     checkpoint_dir, checkpoint_every: save the whole job in this folder every N steps.
     resume: True (from checkpoint_dir) or a folder: continue from its newest checkpoint;
         model.start_iteration says where.
     checkpoint_objects: more objects with state_dict()/load_state_dict() to save and restore
         (LR schedulers, ...); the optimizer and torch's random state always are.
+
+    The other keywords are the core's options, one table for Python and the CLI (its flags:
+    `poseidon train --help`); the scheme "factor-push" is the CLI's alone:
+
+{options}
     """
 
-    def __init__(self, module, optimizer, *, name=None, scheme="auto", mode="auto", cost_model="bytes",
-                 buffers="broadcast", backward_passes_per_step=1, fusion_bytes=CORE.fusion_bytes,
-                 kvstore=CORE.kvstore, kv_pair_bytes=CORE.kv_pair_bytes, send_order=CORE.send_order,
-                 max_bandwidth=None, devices_per_node=1, staleness=0, straggler_timeout=0.0,
-                 timeout=CORE.timeout.total_seconds(), timeline=False, wfbp=True, overlap_step=False, bandwidth=0.0,
-                 gemm_flops=0.0, lr_decay_iterations=0, checkpoint_dir=None, checkpoint_every=0, resume=False,
-                 checkpoint_objects=(), profile=None, stack_rate=0, wire=CORE.wire,
-                 error_feedback=CORE.error_feedback):
+    @with_keywords
+    def __init__(self, module, optimizer, *, name=None, mode="auto", profile=None, stack_rate=0, checkpoint_dir=None,
+                 checkpoint_every=0, resume=False, checkpoint_objects=(), **options):
         super().__init__()
         if not isinstance(module, torch.nn.Module):
             raise TypeError(f"DistributedModel wraps a torch.nn.Module, not {type(module).__name__}")
@@ -142,11 +101,12 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
             raise ValueError("this module is already wrapped by poseidon.DistributedModel; wrap it once")
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError("pass the module's torch.optim optimizer: poseidon.DistributedModel(model, optimizer)")
+        options = keyword_values(options, "DistributedModel")
         # What only Python offers or takes; the options themselves are the core's to check
         # (_C.validate_options, in _options).
-        check_choice("scheme", scheme, SCHEMES)
+        check_choice("scheme", options["scheme"], SCHEMES)
         check_choice("mode", mode, MODES)
-        if cost_model != "schedule" and (profile is not None or rate(stack_rate, "stack_rate")):
+        if options["cost_model"] != "schedule" and (profile is not None or rate(stack_rate, "stack_rate")):
             raise ValueError('profile and stack_rate are the inputs of cost_model="schedule": add it, or drop them')
         self._runtime = runtime.runtime()
         # torch.compile(module) first, as PyTorch's docs show for DDP: Poseidon probes, hooks
@@ -162,15 +122,14 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
         # (lr, momentum, weight_decay) when the servers can run the optimizer, else None.
         self._sgd, why_not = server_sgd(optimizer)
         self._sent_values = self._sgd  # the values the servers apply now (server mode)
-        given = locals()
-        server_only = [k for k in SERVER_ONLY if given[k]]
+        server_only = [k for k in SERVER_ONLY if options[k]]
         self.mode, self.mode_reason = self._choose_mode(mode, why_not, optimizer, server_only)
         self._deciding = self.mode_reason is None  # mode "auto": the first iteration decides (_decide)
         self.start_iteration = self._checkpoints.start_iteration  # where this run's training begins
         # More objects to checkpoint (schedulers made after the model): extend before the first forward.
         self.checkpoint_objects = self._checkpoints.objects
         self.iteration = self.start_iteration  # optimizer steps done, the resumed ones included
-        self.options = self._options(locals())
+        self.options = self._options(dict(options, profile=profile, stack_rate=stack_rate))
         self.options.start_iteration = self.start_iteration
         self._core = None
         self._hooks = []
@@ -211,7 +170,7 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
     # --- set-up ---
 
     def _options(self, a):
-        self._option_args = {k: a[k] for k in OPTION_KEYS}  # again when mode "auto" moves to the servers
+        self._option_args = a  # again when mode "auto" moves to the servers
         if self._deciding:  # what the servers would be given is checked now, not at the second forward
             core_options(a, "server", self._sgd)
         return core_options(a, self.mode, self._sgd)
@@ -610,6 +569,9 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
     def _started(self):
         if self._core is None:
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
+
+
+DistributedModel.__doc__ = DistributedModel.__doc__.format(options=textwrap.indent(keywords_doc(), "    "))
 
 
 def _tensors_of(value):

@@ -1,8 +1,9 @@
-"""DistributedModel's options: the choices Python checks itself, the core's defaults the
-keywords take, and the conversion of the keywords into the core's Options (which the core
-validates, naming each bad option as its keyword)."""
-import datetime
-import operator
+"""DistributedModel's options: the keywords, their defaults, help and conversion, all read
+from the core's one option table (include/poseidon/option_table.h; `poseidon train --help`
+shows the same rows as flags), and the choices only Python has (mode, the server-side SGD)."""
+import difflib
+import inspect
+import textwrap
 
 import torch
 
@@ -11,12 +12,44 @@ from . import runtime
 
 SCHEMES = ("auto", "ps", "sfb", "allreduce")
 MODES = ("auto", "server", "gradient")
-CORE = _C.Options()  # the core's defaults, the keywords' defaults where they are the same option
-OPTION_KEYS = ("scheme", "cost_model", "buffers", "backward_passes_per_step", "fusion_bytes", "kvstore",
-               "kv_pair_bytes", "staleness", "send_order", "max_bandwidth", "devices_per_node", "straggler_timeout",
-               "timeout", "timeline", "wfbp", "overlap_step", "bandwidth", "gemm_flops", "lr_decay_iterations", "profile",
-               "stack_rate", "wire", "error_feedback")
-SERVER_ONLY = ("staleness", "straggler_timeout", "lr_decay_iterations", "overlap_step")  # options: mode "server"
+# The table's rows Python shows: keyword -> {kind, group, default, help, server_only}.
+KEYWORDS = {row["name"]: row for row in _C.option_table() if row["python"]}
+# Options only the servers have: mode "auto" then chooses "server" up front.
+SERVER_ONLY = tuple(name for name, row in KEYWORDS.items() if row["server_only"])
+
+
+def keyword_values(given, owner):
+    """Every option keyword's value: the table's default unless `given`; a keyword no option has
+    is a TypeError naming the closest one, as Python's own."""
+    for name in given:
+        if name not in KEYWORDS:
+            close = difflib.get_close_matches(name, KEYWORDS, 1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise TypeError(f"{owner}() got an unexpected keyword argument '{name}'{hint}")
+    return {name: given.get(name, row["default"]) for name, row in KEYWORDS.items()}
+
+
+def with_keywords(function):
+    """`function`'s signature with the table's keywords in place of its **options (help(),
+    IDEs and inspect show them with their defaults)."""
+    sig = inspect.signature(function)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=row["default"])
+               for name, row in KEYWORDS.items()]
+    function.__signature__ = sig.replace(parameters=params)
+    return function
+
+
+def keywords_doc():
+    """The option keywords' part of DistributedModel's docstring, by group."""
+    lines = []
+    for group in dict.fromkeys(row["group"] for row in KEYWORDS.values()):
+        lines.append(f"{group} options:")
+        for name, row in KEYWORDS.items():
+            if row["group"] == group:
+                lines += textwrap.wrap(f"{name}={row['default']!r}: {row['help']}", 92, initial_indent="    ",
+                                       subsequent_indent="        ")
+    return "\n".join(lines)
 
 
 def server_sgd(optimizer):
@@ -33,35 +66,15 @@ def server_sgd(optimizer):
     return tuple(float(first[k]) for k in keys), ""
 
 
-def devices_per_node(value):
-    """The core's devices_per_node: 0 for "host", else a whole number of ranks, at least 1
-    (parsed by the core, as the CLI's --devices-per-node)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)) and not hasattr(value, "__index__"):
-        raise ValueError(f"devices_per_node={value!r}: give a number of ranks per node (1: flat) or 'host'")
-    return _C.parse_devices_per_node(value if isinstance(value, str) else str(operator.index(value)))
-
-
 def core_options(a, mode, sgd):
-    """The core's Options for the keywords `a` in `mode`; `sgd`: (lr, momentum, weight_decay)
-    the servers apply in server mode."""
+    """The core's Options for the keyword values `a` (keyword_values, with profile and
+    stack_rate) in `mode`; `sgd`: (lr, momentum, weight_decay) the servers apply in server mode."""
     o = _C.Options()
     if mode == "server":
         o.lr, o.momentum, o.weight_decay = sgd
     o.gradient_mode = mode == "gradient"
-    o.scheme, o.cost_model, o.buffers = a["scheme"], a["cost_model"], a["buffers"]
-    o.backward_passes_per_step = int(a["backward_passes_per_step"])
-    o.fusion_bytes, o.kvstore, o.kv_pair_bytes = int(a["fusion_bytes"]), a["kvstore"], int(a["kv_pair_bytes"])
-    o.staleness = int(a["staleness"])
-    o.send_order = a["send_order"]
-    o.wire = a["wire"]
-    o.error_feedback = bool(a["error_feedback"])
-    o.max_bandwidth = rate(a["max_bandwidth"], "max_bandwidth")
-    o.devices_per_node = devices_per_node(a["devices_per_node"])
-    o.straggler_timeout = datetime.timedelta(seconds=float(a["straggler_timeout"]))
-    o.timeout = datetime.timedelta(seconds=float(a["timeout"]))
-    o.timeline, o.wfbp, o.overlap_step = bool(a["timeline"]), bool(a["wfbp"]), bool(a["overlap_step"])
-    o.bandwidth, o.gemm_flops = float(a["bandwidth"]), float(a["gemm_flops"])
-    o.lr_decay_iterations = int(a["lr_decay_iterations"])
+    for name in KEYWORDS:
+        o.set(name, a[name])  # the table's parser, as the CLI's flags: a bad value names its keyword
     o.agreement = f"python mode={mode}"
     if a["cost_model"] == "schedule" and a["profile"] is not None:
         o.use_schedule_profile(str(a["profile"]), rate(a["stack_rate"], "stack_rate"), runtime.local_size(),

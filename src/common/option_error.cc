@@ -4,16 +4,13 @@
 #include <functional>
 #include <string>
 
-#include "poseidon/options.h"
+#include "poseidon/option_table.h"
 
 namespace poseidon {
 
-namespace {
-
 using Say = std::function<std::string(const std::string& field, const std::string& value)>;
 
-// The text with each "{field=value}" or "{field}" said by `say`.
-std::string render(const std::string& text, const Say& say) {
+std::string sayOptions(const std::string& text, const Say& say) {
   std::string out;
   std::size_t at = 0;
   for (std::size_t open; (open = text.find('{', at)) != std::string::npos;) {
@@ -28,15 +25,17 @@ std::string render(const std::string& text, const Say& say) {
   return out + text.substr(at);
 }
 
+namespace {
+
 std::string memberName(const std::string& field, const std::string& value) {
   return value.empty() ? field : field + "=" + value;
 }
 
 }  // namespace
 
-OptionError::OptionError(const std::string& text) : InputError(render(text, memberName)), text_(text) {}
+OptionError::OptionError(const std::string& text) : InputError(sayOptions(text, memberName)), text_(text) {}
 
-std::string OptionError::in(const Say& say) const { return render(text_, say); }
+std::string OptionError::in(const Say& say) const { return sayOptions(text_, say); }
 
 std::string OptionError::field() const {
   const std::size_t open = text_.find('{');

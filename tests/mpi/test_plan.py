@@ -22,7 +22,7 @@ def test_plan_worked_values(args):
     l = j["layers"][0]
     assert (l["cluster_sfb_floats"] == 18874368 and l["cluster_ps_floats"] == 134217728
           and l["cluster_factor_push_floats"] == 75497472), l
-    table = plan(args, ["--model", "vgg19-22k", "--workers", "8", "--bandwidth", "1gbit", "--gflops", "50"])
+    table = plan(args, ["--model", "vgg19-22k", "--workers", "8", "--bandwidth", "1gbit", "--gemm-flops", "50G"])
     assert "21841x4096" in table and "ps_s" in table, table
     # A 16-bit wire (issue 38) halves every scheme's bytes: 400 x 400 at P1 = P2 = 8, K = 32
     # moves SFB's 358400 floats against PS's (and allreduce's) 560000 in fp32, and half of
@@ -104,7 +104,7 @@ def test_np2_schedule_rule(args, tmp):
                   text, flags=re.M)
     with open(profile, "w") as f:
         f.write(text)
-    rates = ["--bandwidth", "80mbit", "--gflops", "1"]
+    rates = ["--bandwidth", "80mbit", "--gemm-flops", "1G"]
     j = json.loads(plan(args, ["--profile", profile, "--workers", "2", "--cost-model", "schedule", "--json"] + rates))
     chosen = [l["scheme"] for l in j["layers"]]
     timed = [l["time_choice"] for l in j["layers"]]

@@ -55,7 +55,7 @@ def test_np3_sfb_verify_and_time_model(args):
     assert r["cost_model"] == "time" and "cost model rates: link" in out, out[-1500:]
     assert all("time:" in l["reason"] for l in r["layers"]), r["layers"]
     r, out = train(args, 3, ["--model", "mlp", "--iterations", "10", "--cost-model", "time", "--no-eval", "--json",
-                             "--bandwidth", "1gbit", "--gflops", "40"])
+                             "--bandwidth", "1gbit", "--gemm-flops", "40G"])
     assert "link 125.0 MB/s, GEMM 40.0 GFLOP/s" in out, out[-1500:]
 
 
@@ -144,7 +144,7 @@ def test_np3_bandwidth_manager(args):
     for scheme in ["ps", "auto"]:
         base, _ = train(args, 3, common + ["--scheme", scheme])
         q = base["send_queue"]
-        assert q["order"] == "priority" and q["messages"] > 0 and q["max_bandwidth_bytes_per_s"] == 0, q
+        assert base["send_order"] == "priority" and q["messages"] > 0 and base["max_bandwidth"] == 0, q
         assert 0 <= q["wait_ms_mean"] <= q["wait_ms_max"], q
         for extra in (["--send-order", "fifo"], ["--send-window", "0"], ["--send-window", "1"],
                       ["--max-bandwidth", "400mbit"]):
@@ -152,7 +152,7 @@ def test_np3_bandwidth_manager(args):
             assert r["param_digest"] == base["param_digest"], (
                 f"{scheme} {' '.join(extra)}: digest {r['param_digest']}, without it {base['param_digest']}")
             print(f"{scheme} {' '.join(extra)}: digest equal, queue {r['send_queue']}")
-        assert r["send_queue"]["max_bandwidth_bytes_per_s"] == 50e6, r["send_queue"]
+        assert r["max_bandwidth"] == 50e6, r["max_bandwidth"]
     bad = mpirun(2) + [args.poseidon, "train", "--model", "mlp", "--iterations", "2", "--synthetic"]
     expect_failure(args, bad + ["--send-order", "lifo"], "'priority' or 'fifo'")
     expect_failure(args, bad + ["--max-bandwidth", "200"], "under 1mbit")

@@ -181,6 +181,33 @@ def test_bad_input_is_one_clear_error():
     poseidon.DistributedModel(net, optimizer).close()
 
 
+def test_the_option_keywords_are_the_core_table():
+    """One table for the CLI and Python: the keywords, their defaults and help come from it,
+    each value goes through its parser, and a keyword no option has is Python's TypeError."""
+    import inspect
+    import numpy as np
+    net = small_net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    table = {row["name"]: row for row in poseidon._C.option_table() if row["python"]}
+    params = inspect.signature(poseidon.DistributedModel).parameters
+    for name, row in table.items():
+        assert params[name].default == row["default"] and getattr(poseidon._C.Options(), name) is not None, name
+        assert name in poseidon.DistributedModel.__doc__, name
+    assert params["wire"].default == "fp32" and params["timeout"].default == 120.0
+    with pytest.raises(TypeError, match="unexpected keyword argument 'stalenes'; did you mean 'staleness'"):
+        poseidon.DistributedModel(net, optimizer, stalenes=1)
+    with pytest.raises(ValueError, match="staleness=1.5: give a whole number"):
+        poseidon.DistributedModel(net, optimizer, staleness=1.5)
+    with pytest.raises(ValueError, match="node_memory=maybe: use"):
+        poseidon.DistributedModel(net, optimizer, node_memory="maybe")
+    model = poseidon.DistributedModel(net, optimizer, staleness=np.int64(2), timeout=7.5, gemm_flops="50G",
+                                      send_window_bytes=0, node_memory=False, kvstore_comms=3, kvstore_outstanding=3)
+    o = model.options
+    assert (o.staleness, o.timeout.total_seconds(), o.gemm_flops, o.send_window_bytes) == (2, 7.5, 50e9, 0)
+    assert (o.node_memory, o.kvstore_comms, model.mode) == (False, 3, "server")  # staleness: server-only
+    model.close()
+
+
 def test_float64_parameters_refused():
     net = small_net().double()
     model = poseidon.DistributedModel(net, torch.optim.SGD(net.parameters(), lr=0.1))
