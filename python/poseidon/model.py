@@ -135,6 +135,7 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
         self._hooks = []
         runtime.register(self)
         self._synchronized = False  # synchronize_gradients() has ended this iteration
+        self.probing = False  # the first forward's probe is running the module (under no_grad)
         self._accumulators, self._grad_checked = [], []  # made at the first forward (_start)
         self._in_no_sync = False  # inside no_sync(): a pass that only accumulates
         self._used_no_sync = False  # the loop accumulates with no_sync()
@@ -177,7 +178,11 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
 
     def _start(self, args, kwargs):
         """The first forward: probe, then start the session on every rank."""
-        order, batch = layers_mod.probe(self.module, self._layers, args, kwargs)
+        self.probing = True  # a wrapper around this model may mute the forward's side effects meanwhile
+        try:
+            order, batch = layers_mod.probe(self.module, self._layers, args, kwargs)
+        finally:
+            self.probing = False
         if self._compiled is not None:
             layers_mod.outside_compiled_forward(self._layers)
         with _C.Collectives(self._runtime, self.options.timeout.total_seconds()) as job:  # one plan for all
@@ -368,8 +373,10 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
         self._passes = 0 if last else self._passes + 1
 
     def _optimizer_step(self, closure=None):
-        if closure is not None:
-            raise ValueError("optimizer.step(closure) is not supported under Poseidon; call loss.backward() yourself")
+        loss = None
+        if closure is not None:  # as torch's optimizers: the closure's forward and backward first, then the step
+            with torch.enable_grad():
+                loss = closure()
         if self._core is None:
             raise RuntimeError("optimizer.step() before the model's first forward")
         if self._synchronized:
@@ -379,7 +386,7 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
             result = self._end_iteration()
         self._stepped = True
         self._count_step()
-        return result
+        return loss if closure is not None else result
 
     def _local_step(self):
         self._own_reads = True

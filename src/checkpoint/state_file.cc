@@ -2,13 +2,13 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
+#include "common/crc32.h"
 #include "poseidon/errors.h"
 
 namespace poseidon {
@@ -54,7 +54,7 @@ class AtomicFile {
   }
   void write(const void* data, std::size_t bytes) {
     writeAll(fd_, data, bytes, tmp_);
-    crc_ = static_cast<std::uint32_t>(::crc32_z(crc_, static_cast<const Bytef*>(data), bytes));
+    crc_ = crc32Update(crc_, data, bytes);
     size_ += bytes;
   }
   FileDigest commit() {
@@ -78,7 +78,7 @@ class AtomicFile {
  private:
   std::string path_, tmp_;
   int fd_ = -1;
-  std::uint32_t crc_ = static_cast<std::uint32_t>(::crc32_z(0, nullptr, 0));
+  std::uint32_t crc_ = 0;
   std::uint64_t size_ = 0;
 };
 
@@ -139,9 +139,7 @@ std::string readFileBytes(const std::string& path) {
 }
 
 FileDigest digestOf(const std::string& bytes) {
-  return FileDigest{bytes.size(),
-                    static_cast<std::uint32_t>(::crc32_z(::crc32_z(0, nullptr, 0),
-                                                         reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()))};
+  return FileDigest{bytes.size(), crc32Update(0, bytes.data(), bytes.size())};
 }
 
 std::string readStateFile(const std::string& path, const std::vector<StateRecord>& records) {
@@ -165,8 +163,7 @@ Header parseHeader(const std::string& bytes, const std::string& path, Cursor& c)
   }
   std::uint32_t stored_crc;
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
-  const auto crc = static_cast<std::uint32_t>(
-      ::crc32_z(::crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size() - 4));
+  const std::uint32_t crc = crc32Update(0, bytes.data(), bytes.size() - 4);
   if (crc != stored_crc) throw InputError(detail::cat("checkpoint file ", path, " is corrupt (checksum mismatch)"));
   c.skip(sizeof(kMagic), "magic");
   const auto version = c.get<std::uint32_t>("version");

@@ -1,6 +1,5 @@
 #include "coordinator/rate_probe.h"
 
-#include <cblas.h>
 
 #include <chrono>
 #include <cstdio>
@@ -8,6 +7,7 @@
 #include <vector>
 
 #include "comm/control_channel.h"
+#include "common/gemm.h"
 
 namespace poseidon {
 
@@ -15,9 +15,8 @@ double gemmRate(std::int64_t m, std::int64_t n, std::int64_t k) {
   std::vector<float> a(static_cast<std::size_t>(m * k), 0.5f), b(static_cast<std::size_t>(k * n), 0.25f),
       c(static_cast<std::size_t>(m * n));
   auto once = [&] {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                1.0f, a.data(), static_cast<int>(m), b.data(), static_cast<int>(n), 0.0f, c.data(),
-                static_cast<int>(n));
+    gemmTransposedA(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a.data(),
+                    static_cast<int>(m), b.data(), static_cast<int>(n), c.data(), static_cast<int>(n));
   };
   once();  // warm-up: page in the operands and the output
   const auto start = std::chrono::steady_clock::now();

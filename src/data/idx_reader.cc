@@ -1,4 +1,6 @@
+#ifdef POSEIDON_HAVE_ZLIB
 #include <zlib.h>
+#endif
 
 #include <sys/stat.h>
 #include <algorithm>
@@ -47,6 +49,10 @@ std::vector<std::uint8_t> decompress(const std::vector<std::uint8_t>& file, cons
     return file.size() - pos >= 2 && file[pos] == 0x1f && file[pos + 1] == 0x8b;
   };
   if (!gzipAt(0)) return file;
+#ifndef POSEIDON_HAVE_ZLIB
+  throw InputError("dataset file " + name + " is gzip-compressed and this build has no zlib: gunzip it, or build "
+                   "with zlib's headers (Debian's zlib1g-dev)");
+#else
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) throw InputError("cannot decompress dataset file " + name + ": out of memory");
   std::unique_ptr<z_stream, int (*)(z_stream*)> closer(&z, inflateEnd);
@@ -83,6 +89,7 @@ std::vector<std::uint8_t> decompress(const std::vector<std::uint8_t>& file, cons
     z.avail_in = 0;
   } while (gzipAt(pos));
   return out;
+#endif
 }
 
 std::uint32_t bigEndian(const std::uint8_t* p) {

@@ -1,6 +1,7 @@
 #include "update/reconstruct.h"
 
-#include <cblas.h>
+#include "common/gemm.h"
+
 
 #include <algorithm>
 
@@ -30,9 +31,8 @@ void reconstructAndApply(SfbLayerState& s, const float* U, const float* V, std::
       std::fill(s.block.begin(), s.block.end(), 0.0f);
     } else {
       // block (nr x N) = scale * U[:, r0:r0+nr]^T (nr x rows) * V (rows x N)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(s.N),
-                  static_cast<int>(rows), scale, U + r0, static_cast<int>(s.M), V, static_cast<int>(s.N), 0.0f,
-                  s.block.data(), static_cast<int>(s.N));
+      gemmTransposedA(static_cast<int>(nr), static_cast<int>(s.N), static_cast<int>(rows), scale, U + r0,
+                      static_cast<int>(s.M), V, static_cast<int>(s.N), s.block.data(), static_cast<int>(s.N));
     }
     sgdStep(s.weight + r0 * s.N, momentum ? s.weight_momentum.data() + r0 * s.N : nullptr, {s.block.data()}, 1.0f,
             nr * s.N, o, s.first_step);
@@ -63,9 +63,8 @@ void gradientSlice(const float* U, const float* V, std::int64_t rows, std::int64
   const std::int64_t r0 = offset / N, r1 = (offset + length - 1) / N;
   const std::int64_t nr = r1 - r0 + 1;
   std::vector<float> block(static_cast<std::size_t>(nr * N));
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(nr), static_cast<int>(N),
-              static_cast<int>(rows), 1.0f, U + r0, static_cast<int>(M), V, static_cast<int>(N), 0.0f, block.data(),
-              static_cast<int>(N));
+  gemmTransposedA(static_cast<int>(nr), static_cast<int>(N), static_cast<int>(rows), 1.0f, U + r0,
+                  static_cast<int>(M), V, static_cast<int>(N), block.data(), static_cast<int>(N));
   const float* from = block.data() + (offset - r0 * N);
   for (std::int64_t i = 0; i < length; ++i) out[i] = from[i];
 }

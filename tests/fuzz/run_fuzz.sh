@@ -28,8 +28,8 @@ declare -A sources=(
   [compute_profile_fuzz]="src/profile/compute_profile.cc src/coordinator/model_info.cc src/common/words.cc"
   [idx_fuzz]="src/data/idx_reader.cc src/common/option_error.cc"
   [control_reply_fuzz]="src/comm/control_channel.cc src/comm/message.cc src/comm/work.cc src/common/wait.cc"
-  [state_file_fuzz]="src/checkpoint/state_file.cc"
-  [manifest_fuzz]="src/checkpoint/checkpointer.cc src/checkpoint/state_file.cc src/comm/control_channel.cc
+  [state_file_fuzz]="src/checkpoint/state_file.cc src/common/crc32.cc"
+  [manifest_fuzz]="src/checkpoint/checkpointer.cc src/checkpoint/state_file.cc src/common/crc32.cc src/comm/control_channel.cc
                    src/comm/message.cc src/comm/work.cc src/common/wait.cc src/common/fault.cc src/common/files.cc"
   [message_fuzz]="src/comm/message.cc"
 )
@@ -52,7 +52,7 @@ finish() {
   pids=()
 }
 
-cxx=(clang++ -std=c++17 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
+cxx=(clang++ -std=c++17 -g -O1 -DPOSEIDON_HAVE_ZLIB -fsanitize=address,undefined -fno-sanitize-recover=undefined
      -I"$root/include" -I"$root/src")
 mkdir -p "$out/obj" "$out/corpus"
 
