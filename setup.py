@@ -98,9 +98,10 @@ setup(
     package_dir={"": "python"},
     ext_modules=[Extension("poseidon._C", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
-    # setuptools' build folders outside the tree: its build/ is the CMake build of ./run.sh.
+    # setuptools' build folders outside the tree (its build/ is the CMake build of ./run.sh), one
+    # per source tree and environment (a CMake cache holds the environment's MPI and torch).
     options={"build": {"build_base": os.path.join(tempfile.gettempdir(), "poseidon-setuptools-" +
-                                                  hashlib.sha1(ROOT.encode()).hexdigest()[:8])}},
+                                                  hashlib.sha1((ROOT + sys.prefix).encode()).hexdigest()[:8])}},
     python_requires=">=3.9",
     zip_safe=False,
 )

@@ -87,8 +87,8 @@ sim::ScheduleChoice scheduleChoice(const PlanOptions& o, const sim::SimModel& mo
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
-  c.wire = parseWireFormat(o.wire);
-  c.error_feedback = o.error_feedback;
+  c.wire = parseWireFormat(o.session.wire);
+  c.error_feedback = o.session.error_feedback;
   return sim::scheduleOf(model, c);
 }
 
@@ -111,7 +111,7 @@ void checkScheduleRule(const PlanOptions& o, const PlatformRates& rates) {
   if (!rates.known()) throw InputError("--cost-model schedule needs --bandwidth and --gemm-flops");
   // What the rule's simulation assumes of a run, as `poseidon train` checks it.
   Options run;
-  run.cost_model = o.cost_model;
+  run.cost_model = o.session.cost_model;
   run.shards = o.servers;
   try {
     checkScheduleRule(run, SchemeMode::kAuto);
@@ -152,10 +152,6 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
                   "With --nodes: devices (ranks) per node; K per node is "
                   "this times --batch")
       ->capture_default_str();
-  cmd->add_option("--cost-model", o.cost_model,
-                  "bytes (the paper's rule), time (needs --bandwidth and --gemm-flops), or "
-                  "schedule (also --profile: the plan whose simulated iteration, with WFBP's overlap, is shortest)")
-      ->capture_default_str();
   cmd->add_option("--bandwidth", o.bandwidth, "Link rate per node, e.g. 1gbit or 10gbit: adds predicted times");
   // The session option's parser (the option table), as `poseidon train --gemm-flops`.
   cmd->add_option_function<std::string>(
@@ -167,12 +163,7 @@ CLI::App* addPlanCommand(CLI::App& app, PlanOptions& o) {
          },
          "GEMM rate in flop/s (e.g. 50G), for the SFB reconstruction time")
       ->type_name("FLOP/S");
-  cmd->add_option("--wire", o.wire,
-                  "How PS, SFB and allreduce layers travel: fp32, or bf16/fp16 (half their bytes)")
-      ->capture_default_str();
-  cmd->add_flag("--error-feedback", o.error_feedback,
-                "As `train --error-feedback` on a 16-bit --wire: SFB factors then travel fp32 (they carry no "
-                "residual), which can turn an FC layer from SFB to PS or allreduce");
+  addOptionFlags(cmd, o.session, {"cost_model", "wire", "error_feedback"});
   cmd->add_option("--host-cores", o.host_cores,
                   "With --cost-model schedule: bound each simulated iteration by a "
                   "host's cores, shared by its nodes' compute, reconstruction and communication (0: not modelled)")
@@ -213,13 +204,13 @@ PlanOptions checkedOptions(const PlanOptions& given) {
 PlanRequest planRequest(const PlanOptions& o) {
   PlanRequest req;
   req.mode = SchemeMode::kAuto;
-  req.rule = parseCostRule(o.cost_model);
+  req.rule = parseCostRule(o.session.cost_model);
   req.batch = o.batch;
   if (!o.bandwidth.empty()) req.rates.bandwidth_bytes_per_s = parseBandwidth(o.bandwidth, "bandwidth");
   req.rates.gemm_flops_per_s = o.gflops * 1e9;
-  const WireFormat wire = parseWireFormat(o.wire);
-  checkErrorFeedback(wire, o.error_feedback);
-  req.setWire(WireShares::of(wire, o.error_feedback));  // BSP server mode, as a session plans it
+  const WireFormat wire = parseWireFormat(o.session.wire);
+  checkErrorFeedback(wire, o.session.error_feedback);
+  req.setWire(WireShares::of(wire, o.session.error_feedback));  // BSP server mode, as a session plans it
   req.allreduce_on_ties = req.rule != CostRule::kSchedule && o.nodes == 0;  // as a flat BSP session plans
   if (req.rule == CostRule::kTime && !req.rates.known()) {
     throw InputError("--cost-model time needs --bandwidth and --gemm-flops");
@@ -340,8 +331,8 @@ void printJson(const PlanOptions& o, const ModelInfo& model, int servers, const 
   j["colocated"] = o.servers == 0;
   j["batch"] = o.batch;
   j["cost_model"] = costRuleName(req.rule);
-  j["wire"] = o.wire;
-  j["error_feedback"] = o.error_feedback;
+  j["wire"] = o.session.wire;
+  j["error_feedback"] = o.session.error_feedback;
   j["layers"] = std::move(layers);
   j["total_ps_floats"] = t.ps;
   j["total_sfb_floats"] = t.sfb;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "poseidon/options.h"
+
 namespace poseidon::app {
 
 struct PlanOptions {
@@ -18,14 +20,14 @@ struct PlanOptions {
   int nodes = 0;    // the devices level: P1 = nodes, K = devices_per_node * batch (0: flat)
   int devices_per_node = 1;
   long long batch = 32;
-  std::string cost_model = "bytes";  // bytes, time or schedule
   std::string bandwidth;
   double gflops = 0;
   double host_cores = 0;  // the schedule rule's host CPU bound (0: not modelled)
   int nodes_per_host = 1;
   std::string stack_rate = "0";
-  std::string wire = "fp32";  // how PS layers travel
-  bool error_feedback = false;  // SFB factors then travel fp32
+  // The session's options a plan depends on (cost_model, wire, error_feedback), from the
+  // option table's flags.
+  Options session;
   bool json = false;
 };
 

@@ -29,8 +29,11 @@ nlohmann::ordered_json optionJson(const OptionSpec& spec, const Options& options
   return std::visit(
       [&](auto member) -> nlohmann::ordered_json {
         const auto& v = options.*member;
-        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::chrono::milliseconds>) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::chrono::milliseconds>) {
           return v.count() / 1000.0;
+        } else if constexpr (std::is_same_v<T, float>) {
+          return std::stod(optionText(spec, options));  // 0.9, not the float's 0.8999999761581421
         } else {
           return v;
         }

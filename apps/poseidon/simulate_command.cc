@@ -9,6 +9,7 @@
 #include "coordinator/scheme_planner.h"
 #include "coordinator/units.h"
 #include "models/model_spec.h"
+#include "option_flags.h"
 #include "poseidon/errors.h"
 #include "profile_model.h"
 #include "simulate/calibration.h"
@@ -127,13 +128,13 @@ Plan makePlan(const SimulateOptions& o) {
   c.host_cores = o.host_cores;
   c.nodes_per_host = o.nodes_per_host;
   c.stack_bytes_per_s = parseRateOrOff(o.stack_rate, "stack_rate");
-  c.wire = parseWireFormat(o.wire);
-  c.error_feedback = o.error_feedback;
+  c.wire = parseWireFormat(o.session.wire);
+  c.error_feedback = o.session.error_feedback;
   if (c.host_cores == 0 && (o.nodes_per_host != 1 || c.stack_bytes_per_s > 0)) {
     throw InputError("--nodes-per-host and --stack-rate go with --host-cores C (the cores the host's nodes share)");
   }
   c.rule = parseCostRule(o.cost_model);
-  c.pair_bytes = o.kv_pair_bytes;
+  c.pair_bytes = o.session.kv_pair_bytes;
   c.iterations = o.iterations;
   c.validate();
   return p;
@@ -268,13 +269,7 @@ CLI::App* addSimulateCommand(CLI::App& app, SimulateOptions& o) {
                   "MPI, copy and server threads; sender's and receiver's work together; "
                   "bench/simulator/simulator_vs_lab.py measures it); 0: free")
       ->capture_default_str();
-  cmd->add_option("--wire", o.wire,
-                  "How PS pushes and fresh values, and SFB factors, travel: fp32, or bf16/fp16 (half their bytes; "
-                  "allreduce layers are simulated as PS)")
-      ->capture_default_str();
-  cmd->add_flag("--error-feedback", o.error_feedback,
-                "As `train --error-feedback` on a 16-bit --wire: SFB factors travel fp32 (they carry no residual)");
-  cmd->add_option("--kv-pair-bytes", o.kv_pair_bytes, "Largest KV pair of the information book")->capture_default_str();
+  addOptionFlags(cmd, o.session, {"wire", "error_feedback", "kv_pair_bytes"});
   cmd->add_option("--iterations", o.iterations, "Iterations simulated; the first warms up")->capture_default_str();
   cmd->add_flag("--layers", o.layers, "Also print each run's per-layer critical path");
   cmd->add_flag("--json", o.json, "One JSON object instead of the table");

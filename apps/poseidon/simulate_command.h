@@ -33,11 +33,11 @@ struct SimulateOptions {
   double host_cores = 0;  // 0: the host CPU is no bound
   int nodes_per_host = 1;
   std::string stack_rate = "0";
-  std::string wire = "fp32";  // how PS layers travel
-  bool error_feedback = false;  // SFB factors then travel fp32
   std::string reconstruct = "device";
   std::string cost_model = "bytes";
-  long long kv_pair_bytes = kDefaultPairBytes;
+  // The session's options the simulation takes as they are (wire, error_feedback,
+  // kv_pair_bytes), from the option table's flags.
+  Options session;
   int iterations = 3;
   bool layers = false;
   bool json = false;

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "poseidon/option_table.h"
+#include "option_flags.h"
 
 namespace poseidon::app {
 
@@ -23,43 +23,6 @@ void addModelOptions(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--iterations", o.iterations, "Run exactly this many iterations (overrides --epochs)");
 }
 
-// The value's shape in --help.
-std::string typeName(const OptionSpec& spec) {
-  switch (spec.kind) {
-    case OptionKind::kBool:
-      return spec.words ? std::string(spec.words).replace(std::string(spec.words).find('/'), 1, "|") : "";
-    case OptionKind::kWhole: return "INT";
-    case OptionKind::kReal: return "FLOAT";
-    case OptionKind::kText: return "WORD";
-    case OptionKind::kSeconds: return "SECONDS";
-    case OptionKind::kRate: return "RATE";
-    case OptionKind::kFlops: return "FLOP/S";
-    case OptionKind::kDevices: return "N|host";
-  }
-  return "";
-}
-
-// The session's options: every row of the option table the CLI shows, in `group`; each
-// flag's value goes through the table's parser into `session` as it is read.
-void addSessionOptions(CLI::App* cmd, Options& session, const char* group) {
-  const Options defaults;
-  for (const OptionSpec& spec : optionTable()) {
-    if (!(spec.fronts & kCliFront) || std::string(spec.group) != group) continue;
-    const OptionSpec* row = &spec;  // the table lives as long as the program
-    const std::string help = sayOptions(spec.help, sayInCli);
-    CLI::Option* option = nullptr;
-    if (spec.kind == OptionKind::kBool && !spec.words) {  // a flag that sets the non-default value
-      const std::string value = optionText(spec, defaults) == "true" ? "false" : "true";
-      option = cmd->add_flag_callback(cliFlag(spec), [&session, row, value] { setOption(session, *row, value); }, help);
-    } else {
-      option = cmd->add_option_function<std::string>(
-          cliFlag(spec), [&session, row](const std::string& text) { setOption(session, *row, text); }, help);
-      option->default_str(optionText(spec, defaults))->type_name(typeName(spec));
-    }
-    option->group(group);
-  }
-}
-
 // How each step updates: the optimizer, where it runs, its rates, the buffers, the seed.
 void addOptimizerOptions(CLI::App* cmd, TrainOptions& o) {
   const char* group = "Optimizer";
@@ -75,7 +38,7 @@ void addOptimizerOptions(CLI::App* cmd, TrainOptions& o) {
                   "through pinned host memory; the servers run on the host")
       ->capture_default_str()
       ->group(group);
-  addSessionOptions(cmd, o.session, group);
+  addOptionGroup(cmd, o.session, group);
   // The model's own rate unless given (sessionOptions).
   cmd->get_option("--lr")->default_str("")->each([&o](const std::string&) { o.lr_given = true; });
   cmd->add_option(
@@ -91,12 +54,12 @@ void addOptimizerOptions(CLI::App* cmd, TrainOptions& o) {
 // How each layer is synchronised (the schemes, the cost model, the servers, the KVStore),
 // and the network side (the wire, the bandwidth manager, the devices level, waits).
 void addSchemeAndNetworkOptions(CLI::App* cmd, TrainOptions& o) {
-  addSessionOptions(cmd, o.session, "Schemes");
+  addOptionGroup(cmd, o.session, "Schemes");
   cmd->add_option("--verify", o.verify_every,
                   "Every N iterations check that all workers hold identical replicas of the layers each keeps itself "
                   "(SFB, allreduce, PS on a 16-bit wire; fails loudly if not)")
       ->group("Schemes");
-  addSessionOptions(cmd, o.session, "Network");
+  addOptionGroup(cmd, o.session, "Network");
 }
 
 // The run itself: threads, progress, output, checkpoints, traces, profiles, the baseline.

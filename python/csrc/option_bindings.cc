@@ -45,15 +45,24 @@ py::object keywordValue(const OptionSpec& spec, const Options& o) {
       spec.member);
 }
 
-// A keyword's value as the table's text: True/False as the row's words, None as 0 (none),
-// whole numbers (numpy's too) as int() writes them, other numbers as float's repr (the
+// A keyword's value as the table's text: True/False as a bool row's words (and as words no
+// other row takes), None as 0 (none), whole numbers (numpy's, and floats such as 4e6 where a
+// whole number is asked for) as int() writes them, other numbers as float's repr (the
 // shortest exact text), anything else as str().
 std::string keywordText(const OptionSpec& spec, const py::handle& value) {
-  if (py::isinstance<py::bool_>(value)) return optionTextOfBool(spec, value.cast<bool>());
+  if (py::isinstance<py::bool_>(value)) {
+    const bool on = value.cast<bool>();
+    return spec.kind == OptionKind::kBool ? optionTextOfBool(spec, on) : on ? "True" : "False";
+  }
   if (value.is_none()) return "0";
   if (py::isinstance<py::str>(value)) return value.cast<std::string>();
-  if (py::hasattr(value, "__index__")) return py::str(py::int_(py::reinterpret_borrow<py::object>(value))).cast<std::string>();
-  if (py::hasattr(value, "__float__")) return py::repr(py::float_(py::reinterpret_borrow<py::object>(value))).cast<std::string>();
+  const py::object v = py::reinterpret_borrow<py::object>(value);
+  const bool whole = spec.kind == OptionKind::kWhole || spec.kind == OptionKind::kDevices;
+  if (whole && py::isinstance<py::float_>(value) && v.attr("is_integer")().cast<bool>()) {
+    return py::str(py::int_(v)).cast<std::string>();
+  }
+  if (py::hasattr(value, "__index__")) return py::str(py::int_(v)).cast<std::string>();
+  if (py::hasattr(value, "__float__")) return py::repr(py::float_(v)).cast<std::string>();
   return py::str(value).cast<std::string>();
 }
 

@@ -13,16 +13,20 @@ gradient_clip_val the optimizer stays on the workers), each scheme, the wire, ch
 the optimizer's full state. The keywords of PoseidonStrategy are DistributedModel's.
 
 What Lightning asks of a strategy, and what it gets:
-  - training_step runs through the DistributedModel (its first call probes the module under
-    no_grad: self.log is muted there, so nothing is logged twice);
+  - training_step runs through the DistributedModel. Its first call probes the module: the
+    step runs once more before it, under no_grad and with the random state and buffers put
+    back, and with self.log muted; anything else the step changes (a counter, a torchmetrics
+    metric it updates) changes twice on that first batch;
   - validation, test and predict steps run on the module itself (every rank holds the same
     parameters; nothing to synchronise);
-  - accumulate_grad_batches: backward_passes_per_step, with Lightning's no-sync passes;
+  - accumulate_grad_batches: backward_passes_per_step, with Lightning's no-sync passes (the
+    batches of an epoch must divide into its groups: refused at the start otherwise);
   - reduce/all_gather/broadcast/barrier (self.log(sync_dist=True), ModelCheckpoint, ...):
     Poseidon's collectives, each sum in rank order (the same on every rank);
   - checkpoints: Lightning's own (rank 0 writes; the optimizer's state gathered from the
     servers), resumed with Trainer.fit(ckpt_path=...).
-One optimizer and automatic optimization only; anything else stops with an error saying so.
+One optimizer, automatic optimization, no sync_batchnorm; anything else stops with an error
+saying so.
 Lightning is optional: `import poseidon` never imports it.
 """
 import contextlib
@@ -94,6 +98,7 @@ class PoseidonStrategy(ParallelStrategy):
     def __init__(self, accelerator=None, parallel_devices=None, checkpoint_io=None, precision_plugin=None, **options):
         inspect.signature(DistributedModel).bind_partial(None, None, **options)  # an unknown keyword: TypeError now
         runtime.init()  # the ranks: Lightning asks for them as soon as the Trainer is made
+        rank_zero_only.rank = runtime.rank()  # Lightning's start-up messages on rank 0 only
         super().__init__(accelerator=accelerator, parallel_devices=parallel_devices,
                          cluster_environment=PoseidonEnvironment(), checkpoint_io=checkpoint_io,
                          precision_plugin=precision_plugin)
@@ -128,6 +133,9 @@ class PoseidonStrategy(ParallelStrategy):
         fitting = trainer.state.fn == TrainerFn.FITTING
         if fitting:
             self.setup_optimizers(trainer)
+            # rank 0's parameters now (DistributedModel's start would, at the first training
+            # step): the sanity check's validation runs before it, as it does after DDP's wrap.
+            broadcast_parameters(self.lightning_module.state_dict(), root_rank=0)
             self.model = self._distributed(trainer)
         else:  # every rank evaluates rank 0's parameters, as DDP's start does
             broadcast_parameters(self.lightning_module.state_dict(), root_rank=0)
@@ -143,12 +151,31 @@ class PoseidonStrategy(ParallelStrategy):
         if len(self.optimizers) != 1:
             raise ValueError(f"PoseidonStrategy trains with one optimizer; configure_optimizers returned "
                              f"{len(self.optimizers)}")
+        if self._layer_sync is not None:
+            raise ValueError("PoseidonStrategy: Trainer(sync_batchnorm=True) is not supported; BatchNorm's buffers "
+                             "follow DistributedModel's buffers option ('broadcast', as DDP, or 'average')")
+        passes = self._options.get("backward_passes_per_step", trainer.accumulate_grad_batches)
+        if passes != trainer.accumulate_grad_batches or any(
+                type(c).__name__ == "GradientAccumulationScheduler" for c in trainer.callbacks):
+            raise ValueError("PoseidonStrategy takes its backward passes per step from Trainer(accumulate_grad_batches="
+                             "N), fixed for the run: drop backward_passes_per_step and GradientAccumulationScheduler")
         options = dict(self._options)
         if self._resumed_mode and options.get("mode", "auto") == "auto":
             options["mode"] = self._resumed_mode  # the saved run's decision: the resumed steps are its steps
         options.setdefault("backward_passes_per_step", trainer.accumulate_grad_batches)
         options.setdefault("name", type(module).__name__)
         return DistributedModel(module, self.optimizers[0], **options)
+
+    def on_train_start(self):
+        """A DistributedModel's iteration is accumulate_grad_batches passes, every one: Lightning
+        steps early at an epoch's end when the batches do not divide, which it cannot follow."""
+        trainer = self.lightning_module.trainer
+        passes, batches = trainer.accumulate_grad_batches, trainer.num_training_batches
+        if passes > 1 and batches != float("inf") and batches % passes:
+            raise ValueError(f"PoseidonStrategy: {batches} training batches per epoch do not split into groups of "
+                             f"accumulate_grad_batches={passes} (Lightning would step early on the last group): make "
+                             f"the batches per epoch a multiple of it (limit_train_batches, the batch size, drop_last)")
+        super().on_train_start()
 
     def model_to_device(self):
         self.model.to(self.root_device)

@@ -578,7 +578,8 @@ class DistributedModel(AutoMode, OptimizerState, torch.nn.Module):
             raise RuntimeError("the model has not run a forward yet (the session starts with the first one)")
 
 
-DistributedModel.__doc__ = DistributedModel.__doc__.format(options=textwrap.indent(keywords_doc(), "    "))
+if DistributedModel.__doc__:  # None under python -OO
+    DistributedModel.__doc__ = DistributedModel.__doc__.format(options=textwrap.indent(keywords_doc(), "    "))
 
 
 def _tensors_of(value):

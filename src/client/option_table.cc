@@ -84,14 +84,14 @@ std::vector<OptionSpec> schemeRows() {
       row("cost_model", &Options::cost_model, K::kText, kBoth, kSchemes,
           "How auto decides: bytes (the paper's rule: fewest floats moved), time (bytes over {bandwidth} plus the "
           "SFB reconstruction GEMM at {gemm_flops}), or schedule (the SFB/PS plan whose simulated iteration, "
-          "WFBP's overlap included, is shortest; needs {schedule_plan})"),
+          "WFBP's overlap included, is shortest; needs measured layer times: {schedule_plan})"),
       row("bandwidth", &Options::bandwidth, K::kRate, kBoth, kSchemes,
           "Link rate for {cost_model=time}, e.g. 1gbit (0: measured at start-up)"),
       row("gemm_flops", &Options::gemm_flops, K::kFlops, kBoth, kSchemes,
           "GEMM rate in flop/s for {cost_model=time}, e.g. 50G (0: measured at start-up)"),
       withFlag(row("wfbp", &Options::wfbp, K::kBool, kBoth, kSchemes,
-                   "Wait-free backpropagation: each layer's sync starts as autograd finishes its gradient (off: "
-                   "every layer after the whole backward pass)"),
+                   "Wait-free backpropagation, on by default: each layer's sync starts as autograd finishes its "
+                   "gradient; {wfbp=false} syncs every layer after the whole backward pass"),
                "--no-wfbp"),
       serverOnly(row("overlap_step", &Options::overlap_step, K::kBool, kPy, kSchemes,
                      "Server mode: off, optimizer.step() returns once every parameter holds its new value, as under "
@@ -126,7 +126,8 @@ std::vector<OptionSpec> networkRows() {
           "How gradients travel: fp32 (exact), bf16 or fp16 (half the bytes, as DDP's compression hooks: PS "
           "gradients and each step's update in 16 bits, sums and steps in fp32, every replica equal to the "
           "servers'; an allreduce's slices summed in fp32 by their owners; SFB factors rounded alike for every "
-          "worker: the same bits on every rank; fp16 with a power-of-two scale per piece, so nothing overflows)"),
+          "worker: the same bits on every rank; in gradient mode the mean gradient comes back in 16 bits, the "
+          "same bits on every rank; fp16 with a power-of-two scale per piece, so nothing overflows)"),
       row("error_feedback", &Options::error_feedback, K::kBool, kBoth, kNetwork,
           "With {wire=bf16} or fp16: what each rounding lost is added to the next push and update of the same PS "
           "pair and the next sum of the same allreduce bucket, so it arrives late instead of never (as PowerSGD "

@@ -132,7 +132,7 @@ void setOption(Options& o, const OptionSpec& s, const std::string& text) {
 std::string cliFlag(const OptionSpec& s) { return s.flag ? s.flag : dashes(s.name); }
 
 std::string sayInCli(const std::string& field, const std::string& value) {
-  if (field == "schedule_plan") return "--profile FILE";
+  if (field == "schedule_plan") return "--profile FILE (or --emulate-compute FILE)";
   const OptionSpec* s = findOption(field);
   if (s && !(s->fronts & kCliFront) && s->cli_words) return s->cli_words;
   const std::string flag = s && (s->fronts & kCliFront) ? cliFlag(*s) : dashes(field);
@@ -145,9 +145,16 @@ std::string sayInPython(const std::string& field, const std::string& value) {
   if (field == "schedule_plan") return "profile=FILE";
   const OptionSpec* s = findOption(field);
   if (s && s->kind == OptionKind::kBool) {
-    const bool on = value.empty() ? !boolFrom(*s, optionText(*s, Options{})) : boolFrom(*s, value);
-    if (s->python_words) return s->python_words;
-    return field + (on ? "=True" : "=False");
+    // No value: the message is about the non-default setting. Never parsed (a message about
+    // a bad value must not fail in the saying).
+    const auto [yes, no] = boolWords(*s);
+    const std::string v = lower(value);
+    const std::string said = value.empty() ? (optionText(*s, Options{}) == yes ? "False" : "True")
+                             : v == yes || v == "true" || v == "1" ? "True"
+                             : v == no || v == "false" || v == "0" ? "False"
+                                                                   : value;
+    if (s->python_words && said == "True") return s->python_words;
+    return field + "=" + said;
   }
   if (s && s->python_words) return value.empty() ? s->python_words : s->python_words + ("=" + value);
   return value.empty() ? field : field + "=" + value;

@@ -45,6 +45,11 @@ void checkNetwork(const Options& o) {
   }
   if (o.bandwidth < 0) throw OptionError("{bandwidth} must not be negative (0: measure)");
   if (o.gemm_flops < 0) throw OptionError("{gemm_flops} must not be negative (0: measure)");
+  // Under a megaflop per second no CPU or GPU runs: surely a unit slip ("50" for "50G").
+  if (o.gemm_flops > 0 && o.gemm_flops < 1e6) {
+    throw OptionError(detail::cat("{gemm_flops} of ", o.gemm_flops,
+                                  " flop/s is under a megaflop: give a rate with its unit, e.g. 50G"));
+  }
   if (o.devices_per_node < 0) {
     throw OptionError(opt("devices_per_node", o.devices_per_node) + ": give ranks per node (1: flat; 0: by host)");
   }

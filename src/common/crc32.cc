@@ -30,6 +30,9 @@ Tables makeTables() {
 
 }  // namespace
 
+// The 8-byte step reads little-endian words (x86-64 and arm64 Linux, where Poseidon runs).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "crc32Portable's slicing-by-8 assumes little-endian");
+
 std::uint32_t crc32Portable(std::uint32_t crc, const void* data, std::size_t bytes) {
   static const Tables tables = makeTables();  // constant data, made once
   const auto& t = tables.t;

@@ -24,15 +24,15 @@ env=$tmp/env
 export PATH="$env/bin:$PATH" POSEIDON_MPI=pip POSEIDON_BLAS=torch POSEIDON_CMAKE_ARGS="-DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON"
 cd "$tmp"
 start=$SECONDS
-"$env/bin/python" -m pip wheel --no-build-isolation --no-deps --no-index -w "$tmp/dist" "$src" > "$tmp/pip.log" 2>&1 \
+"$env/bin/python" -m pip wheel -v --no-build-isolation --no-deps --no-index -w "$tmp/dist" "$src" > "$tmp/pip.log" 2>&1 \
   || { tail -40 "$tmp/pip.log"; exit 1; }
 built=$((SECONDS - start))
 wheel=$(ls "$tmp"/dist/poseidon-*.whl)
 "$env/bin/python" -m pip install -q --no-deps --no-index "$wheel"
 echo "pip_wheel_mpi: wheel built in ${built} s, $(du -k "$wheel" | cut -f1) KiB: $(basename "$wheel")"
-grep -E "Poseidon: GEMM from|Could NOT find ZLIB|Found MPI_CXX" "$tmp/pip.log" | sed 's/^/pip_wheel_mpi: cmake: /' || true
+grep -E "Poseidon: GEMM from|ZLIB|Found MPI_CXX" "$tmp/pip.log" | sed 's/^/pip_wheel_mpi: cmake: /' || true
 ldd "$("$env/bin/python" -c 'import poseidon._C as c; print(c.__file__)' 2>/dev/null || find "$env" -name '_C*.so' | head -1)" \
-  | grep -E "libmpi|libz\.|blas" | sed 's/^/pip_wheel_mpi: links /' || true
+  | grep -E "libmpi|blas" | sed 's/^/pip_wheel_mpi: links /' || true
 cat > "$tmp/job.py" <<'PY'
 import torch
 import poseidon

@@ -134,6 +134,25 @@ def checkpoint_and_resume(tmp):
     assert diff == 0, f"the resumed run ends {diff:.3g} away from the straight one"
 
 
+def refusals():
+    """What PoseidonStrategy cannot follow stops every rank with one clear error, before any step."""
+    for kwargs, strategy_options, words in (
+            ({"accumulate_grad_batches": 4}, {}, "do not split into groups of accumulate_grad_batches=4"),
+            ({}, {"backward_passes_per_step": 2}, "drop backward_passes_per_step")):
+        net = Net()
+        trainer = pl.Trainer(strategy=PoseidonStrategy(**strategy_options), accelerator="cpu", max_epochs=1,
+                             logger=False, enable_progress_bar=False, enable_model_summary=False,
+                             enable_checkpointing=False, num_sanity_val_steps=0, **kwargs)
+        try:
+            trainer.fit(net, loader())
+        except ValueError as e:
+            assert words in str(e), e
+        else:
+            raise AssertionError(f"{kwargs or strategy_options}: trained instead of refusing")
+    if poseidon.rank() == 0:
+        print("refusals: accumulation that Lightning would cut short, a second accumulation setting", flush=True)
+
+
 def failing_job():
     """A rank's exception in training_step: the job ends, non-zero, within a minute, saying it."""
     started = time.monotonic()
@@ -169,6 +188,7 @@ def main():
     try:
         compare(a, cases, tmp)
         checkpoint_and_resume(tmp)
+        refusals()
     finally:
         poseidon.barrier()
         if poseidon.rank() == 0:

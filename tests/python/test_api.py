@@ -200,11 +200,17 @@ def test_the_option_keywords_are_the_core_table():
         poseidon.DistributedModel(net, optimizer, staleness=1.5)
     with pytest.raises(ValueError, match="node_memory=maybe: use"):
         poseidon.DistributedModel(net, optimizer, node_memory="maybe")
+    with pytest.raises(ValueError, match="fusion_bytes=False: give a whole number"):  # a bool is no number
+        poseidon.DistributedModel(net, optimizer, fusion_bytes=False)
+    with pytest.raises(ValueError, match="gemm_flops of 50 flop/s is under a megaflop"):
+        poseidon.DistributedModel(net, optimizer, gemm_flops=50)
     model = poseidon.DistributedModel(net, optimizer, staleness=np.int64(2), timeout=7.5, gemm_flops="50G",
-                                      send_window_bytes=0, node_memory=False, kvstore_comms=3, kvstore_outstanding=3)
+                                      fusion_bytes=4e6, send_window_bytes=0, node_memory=False, kvstore_comms=3,
+                                      kvstore_outstanding=3)
     o = model.options
     assert (o.staleness, o.timeout.total_seconds(), o.gemm_flops, o.send_window_bytes) == (2, 7.5, 50e9, 0)
     assert (o.node_memory, o.kvstore_comms, model.mode) == (False, 3, "server")  # staleness: server-only
+    assert o.fusion_bytes == 4000000
     model.close()
 
 

@@ -27,8 +27,12 @@ TEST(Crc32, PortableEqualsZlibAtEveryLengthAndSplit) {
   EXPECT_EQ(crc32Portable(0, "123456789", 9), 0xCBF43926u);  // the CRC-32 check value
 }
 
-TEST(Gemm, TransposedAEqualsTheDefinition) {
-  const int m = 5, n = 7, k = 3, lda = m, ldb = n, ldc = n;
+// Leading dimensions wider than the product (SFB's reconstruction takes rows r0.. of U, whose
+// leading dimension is the layer's M), as well as tight ones.
+class Gemm : public ::testing::TestWithParam<int> {};
+
+TEST_P(Gemm, TransposedAEqualsTheDefinition) {
+  const int m = 5, n = 7, k = 3, pad = GetParam(), lda = m + pad, ldb = n + pad, ldc = n + pad;
   std::vector<float> a(k * lda), b(k * ldb), c(m * ldc);
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = 0.25f * static_cast<float>(i % 11) - 1.0f;
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = 0.5f * static_cast<float>(i % 5) - 0.75f;
@@ -41,6 +45,8 @@ TEST(Gemm, TransposedAEqualsTheDefinition) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(LeadingDimensions, Gemm, ::testing::Values(0, 3));
 
 }  // namespace
 }  // namespace poseidon

@@ -76,7 +76,9 @@ TEST(OptionTable, EachFrontSaysOptionsInItsWords) {
   EXPECT_EQ(sayInCli("backward_passes_per_step", "0"), "--backward-passes 0");
   EXPECT_EQ(sayInCli("wfbp", "false"), "--no-wfbp");
   EXPECT_EQ(sayInCli("lr_decay_iterations", ""), "--lr-schedule");
-  EXPECT_EQ(sayInCli("schedule_plan", ""), "--profile FILE");
+  EXPECT_EQ(sayInCli("schedule_plan", ""), "--profile FILE (or --emulate-compute FILE)");
+  EXPECT_EQ(sayInPython("wfbp", "maybe"), "wfbp=maybe");  // a bad value is said, not parsed
+  EXPECT_EQ(sayInPython("gradient_mode", "false"), "gradient_mode=False");
   EXPECT_EQ(sayInCli("checkpoint_every", "-1"), "--checkpoint-every -1");
   EXPECT_EQ(sayInPython("wfbp", "false"), "wfbp=False");
   EXPECT_EQ(sayInPython("error_feedback", ""), "error_feedback=True");
