@@ -35,7 +35,6 @@ import inspect
 import torch
 
 try:
-    import lightning.pytorch as pl
     from lightning.fabric.plugins.environments import ClusterEnvironment
     from lightning.fabric.utilities.optimizer import _optimizers_to_device
     from lightning.pytorch.strategies import ParallelStrategy
