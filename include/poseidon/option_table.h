@@ -73,8 +73,4 @@ std::string cliFlag(const OptionSpec& spec);
 std::string sayInCli(const std::string& field, const std::string& value);
 std::string sayInPython(const std::string& field, const std::string& value);
 
-// `text` with each "{field}" or "{field=value}" said by `say` (OptionError's rendering).
-std::string sayOptions(const std::string& text,
-                       const std::function<std::string(const std::string& field, const std::string& value)>& say);
-
 }  // namespace poseidon

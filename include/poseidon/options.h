@@ -157,6 +157,11 @@ class OptionError : public InputError {
   std::string text_;
 };
 
+// `text` with each "{field}" or "{field=value}" said by `say`: OptionError's rendering, and
+// the option table's help in each front's words (option_table.h).
+std::string sayOptions(const std::string& text,
+                       const std::function<std::string(const std::string& field, const std::string& value)>& say);
+
 // Every check of the options that needs no model and no other rank (the session runs it
 // first; front ends may run it earlier to fail before loading data). Throws OptionError.
 void validate(const Options& options);

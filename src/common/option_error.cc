@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "poseidon/option_table.h"
+#include "poseidon/options.h"
 
 namespace poseidon {
 
