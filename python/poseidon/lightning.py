@@ -129,15 +129,13 @@ class PoseidonStrategy(ParallelStrategy):
         self.accelerator.setup(trainer)
         self.model = self.precision_plugin.convert_module(self.model)
         self.model_to_device()
+        # Rank 0's parameters on every rank now, as after DDP's wrap: fitting's sanity check and
+        # validate/test run the module before DistributedModel's own start (its first training step).
+        broadcast_parameters(self.lightning_module.state_dict(), root_rank=0)
         fitting = trainer.state.fn == TrainerFn.FITTING
         if fitting:
             self.setup_optimizers(trainer)
-            # rank 0's parameters now (DistributedModel's start would, at the first training
-            # step): the sanity check's validation runs before it, as it does after DDP's wrap.
-            broadcast_parameters(self.lightning_module.state_dict(), root_rank=0)
             self.model = self._distributed(trainer)
-        else:  # every rank evaluates rank 0's parameters, as DDP's start does
-            broadcast_parameters(self.lightning_module.state_dict(), root_rank=0)
         self.setup_precision_plugin()
         if fitting:
             _optimizers_to_device(self.optimizers, self.root_device)
