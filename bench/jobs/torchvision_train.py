@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """One system training a torchvision model for --iterations on synthetic data (batch per
-rank --batch), one process per rank under mpirun (in or out of `poseidon lab`); rank 0
+rank --batch), or a transformer decoder (llama-mini, gpt2-mini: benchlib/language_models.py)
+on Zipf-distributed token batches of --batch sequences of --seq tokens with the causal-LM
+loss, one process per rank under mpirun (in or out of `poseidon lab`); rank 0
 prints a JSON line with s_per_iter_median and images_per_s. The side of
 bench/papers/papers_models_vs_ddp.py (and of the other lab benchmarks of torchvision models)
 that runs inside each job. Systems:
@@ -37,6 +39,7 @@ import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: benchlib
 from benchlib.env import arguments  # noqa: E402
+from benchlib.language_models import LANGUAGE_MODELS, build_language_model, zipf_batch  # noqa: E402
 from benchlib.torch_loop import rank_and_size, timed_steps, traced_step, warm_median  # noqa: E402
 
 SYSTEMS = ("ddp", "ddp-fp16", "ddp-powersgd", "poseidon", "poseidon-server", "poseidon-fifo", "poseidon-sfb-host",
@@ -45,6 +48,8 @@ TRAFFIC = {"compute-traffic16": torch.float16, "compute-traffic32": torch.float3
 
 
 def build(name):
+    if name in LANGUAGE_MODELS:
+        return build_language_model(name)
     kwargs = {"num_classes": 1000}  # the papers' FC shapes (AlexNet 9216-4096-4096-1000, VGG 25088-...)
     if name in ("googlenet", "inception_v3"):
         kwargs.update(aux_logits=False, init_weights=False)
@@ -125,7 +130,8 @@ def main():
     ap.add_argument("--system", required=True, choices=SYSTEMS)
     ap.add_argument("--model", required=True)
     ap.add_argument("--image-size", type=int, required=True)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=None, help="examples per rank (32 images, 8 sequences)")
+    ap.add_argument("--seq", type=int, default=128, help="language models: tokens per sequence")
     ap.add_argument("--iterations", type=int, default=10, help="timed steps (at least 2)")
     ap.add_argument("--scheme", default="auto")
     ap.add_argument("--port", type=int, default=29533)
@@ -139,6 +145,8 @@ def main():
                     "and writes its Chrome trace (CPU threads and GPU streams) here")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     a = ap.parse_args()
+    language = a.model in LANGUAGE_MODELS
+    a.batch = a.batch or (8 if language else 32)
     if a.iterations < 2:
         ap.error("--iterations: at least 2")
     if (a.profile_out or a.timeline_out) and not a.system.startswith("poseidon"):
@@ -155,8 +163,11 @@ def main():
     model = wrap(a.system, net, optimizer, a)
     rank, size = rank_and_size()
     g = torch.Generator().manual_seed(rank)
-    x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g).to(device)
-    y = torch.randint(0, 1000, (a.batch,), generator=g).to(device)
+    if language:
+        x, y = (t.to(device) for t in zipf_batch(a.batch, a.seq, net.vocab, g))
+    else:
+        x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g).to(device)
+        y = torch.randint(0, 1000, (a.batch,), generator=g).to(device)
     # Bytes per iteration from the steps past the first two: the start-up broadcast of
     # rank 0's parameters is not an iteration's traffic (it made 8-iteration runs read 25-40% high).
     poseidon_run = a.system.startswith("poseidon")

@@ -30,6 +30,10 @@ struct LayerInfo {
   // leading dimensions past the batch: K = batch * rows_per_example).
   bool factorable = true;
   std::int64_t rows_per_example = 1;
+  // A layer whose gradient touches only the rows its input names (an embedding's lookup,
+  // one tensor, rows x width): the most distinct rows one worker's batch touched when the
+  // adapter looked (its probe), which the cost model weighs sparse rows by; 0 for any other.
+  std::int64_t rows_touched = 0;
   std::int64_t numel() const;
 };
 

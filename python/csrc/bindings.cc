@@ -46,6 +46,7 @@ struct PyLayer {
   std::int64_t M = 0, N = 0;
   bool factorable = false;
   std::int64_t rows_per_example = 1;
+  std::int64_t rows_touched = 0;  // an embedding's lookup: the distinct rows one batch touched
 };
 
 LayerKind kindFrom(const std::string& kind) {
@@ -83,6 +84,7 @@ ModelTensors modelTensors(const std::string& name, const std::vector<PyLayer>& l
     info.N = l.N;
     info.factorable = l.factorable;
     info.rows_per_example = l.rows_per_example;
+    info.rows_touched = l.rows_touched;
     m.info.layers.push_back(std::move(info));
     m.params.push_back(std::move(params));
   }
@@ -355,7 +357,8 @@ void bindModel(py::module_& m) {
       .def_readwrite("M", &PyLayer::M)
       .def_readwrite("N", &PyLayer::N)
       .def_readwrite("factorable", &PyLayer::factorable)
-      .def_readwrite("rows_per_example", &PyLayer::rows_per_example);
+      .def_readwrite("rows_per_example", &PyLayer::rows_per_example)
+      .def_readwrite("rows_touched", &PyLayer::rows_touched);
   const auto unlocked = py::call_guard<py::gil_scoped_release>();
   py::class_<PyModel>(m, "Model")
       .def(py::init<std::shared_ptr<Runtime>, const std::string&, const std::vector<PyLayer>&, const NamedTensors&,

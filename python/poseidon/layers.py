@@ -14,6 +14,9 @@ and watches every torch function call. From it Poseidon learns, per layer:
   - for a Linear, whether its parameters are used only by its own forward (then its input
     and output gradient are its sufficient factors) and how many factor rows one example
     makes (a Linear on [B, T, E] makes T: the cost model's K is batch x T);
+  - for an Embedding or EmbeddingBag whose weight only its own lookup reads, how many
+    distinct rows the batch touched: its gradient is zero elsewhere, and the cost model
+    weighs sending just those rows (sparse rows) against the dense gradient;
   - the order in which layers are first used (the coordinator's forward order).
 What it cannot vouch for goes the safe way: a layer used outside its module's forward is
 waited for before the whole forward; a Linear whose forward does not run, whose parameters
@@ -29,6 +32,7 @@ import torch.utils.checkpoint
 from torch.overrides import TorchFunctionMode
 
 _CONV = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+_LOOKUPS = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Layer:
     rows_per_example: int = 1
     self_waited: bool = False
     used: bool = False  # the probe's forward used its parameters
+    lookup: bool = False  # an Embedding/EmbeddingBag training its weight alone, dense gradient
+    rows_touched: int = -1  # a lookup's distinct rows in the probe's batch; -1: not row-sparse
 
 
 def find_layers(module):
@@ -71,6 +77,9 @@ def find_layers(module):
             layer.why_not_factors = "its forward, hooks or trainable tensors are not Linear's own"
         elif isinstance(m, _CONV):
             layer.kind = "conv"
+        elif isinstance(m, _LOOKUPS) and type(m).forward in (l.forward for l in _LOOKUPS):
+            # sparse=True makes a sparse gradient (refused later); max_norm rewrites rows in forward.
+            layer.lookup = [n for n, _ in params] == ["weight"] and not m.sparse and m.max_norm is None
         layers.append(layer)
     return layers
 
@@ -198,11 +207,14 @@ def probe(root, layers, args, kwargs):
     index_of = {id(layer.module): i for i, layer in enumerate(layers)}
     watch = _Watch(owner)
     rows = {}
+    ids = {}  # lookup layer -> the ids its forwards read
     handles = []
 
     def pre(module, inputs):
         watch.stack.append(module)
         i = index_of.get(id(module))
+        if i is not None and layers[i].lookup and inputs and isinstance(inputs[0], torch.Tensor):
+            ids.setdefault(i, []).append(inputs[0].detach().reshape(-1))
         if i is not None:
             watch.first_use.setdefault(i, len(watch.first_use))
             if watch.checkpointed:
@@ -249,6 +261,9 @@ def probe(root, layers, args, kwargs):
             layer.factorable = not layer.why_not_factors
         if i in rows:
             layer.rows_per_example = max(1, rows[i] // max(1, batch))
+        # A lookup whose weight another module reads too (a tied LM head) has a dense gradient.
+        if layer.lookup and i not in watch.foreign and i not in watch.outside:
+            layer.rows_touched = int(torch.cat(ids[i]).unique().numel()) if i in ids else 0
     order = sorted(watch.first_use, key=watch.first_use.get)
     return order + [i for i in range(len(layers)) if i not in watch.first_use], batch
 
@@ -270,7 +285,8 @@ def agree(layers, order, batch, allgather):
     the session's start-up check then names the first difference."""
     mine = {"model": [[l.name, [list(p.shape) for _, p in l.params]] for l in layers],
             "order": [i for i in order if layers[i].used], "batch": int(batch),
-            "layers": [[l.used, l.why_not_factors, l.rows_per_example, l.self_waited] for l in layers]}
+            "layers": [[l.used, l.why_not_factors, l.rows_per_example, l.self_waited, l.rows_touched]
+                       for l in layers]}
     ranks = [json.loads(b) for b in allgather(json.dumps(mine).encode())]
     if any(r["model"] != mine["model"] for r in ranks):
         return order, batch
@@ -284,6 +300,8 @@ def agree(layers, order, batch, allgather):
         layer.used = bool(users)
         layer.self_waited = bool(users) and all(s[3] for s in users)
         layer.rows_per_example = max(s[2] for s in seen)
+        # Row-sparse where every rank found it so; the cost model weighs the most rows any touched.
+        layer.rows_touched = -1 if any(s[4] < 0 for s in seen) else max(s[4] for s in seen)
         if layer.linear:
             # A rank that used its parameters without running its forward saw a reason too.
             reasons = [s[1] for s in users if s[1]] or ([] if users else [seen[0][1]])

@@ -203,6 +203,7 @@ class DistributedModel(AutoMode, OptimizerState, Iteration, torch.nn.Module):
             c = _C.Layer()
             c.name, c.kind, c.params = layer.name, layer.kind, list(layer.params)
             c.M, c.N, c.factorable, c.rows_per_example = layer.M, layer.N, layer.factorable, layer.rows_per_example
+            c.rows_touched = max(0, layer.rows_touched)
             core_layers.append(c)
         trainable = {id(p) for layer in self._layers for _, p in layer.params}
         frozen = [(n, p) for n, p in self.module.named_parameters() if id(p) not in trainable]
@@ -323,7 +324,8 @@ class DistributedModel(AutoMode, OptimizerState, Iteration, torch.nn.Module):
         """What the probe and the coordinator decided, one line per layer: its kind and
         scheme, where the forward waits for it (inside its own module's forward, overlapping
         the syncs of the layers after it, or before the whole forward when its parameters
-        are read elsewhere) and, for a Linear not sent by factors, why not."""
+        are read elsewhere), for a Linear not sent by factors, why not, and for an embedding
+        whose gradient touches only its batch's rows, how many and what sparse rows cost."""
         self._started()
         plans = self._core.plan()
         why = self.mode_reason or "auto: the first iteration decides; gradient mode until then"
@@ -334,6 +336,8 @@ class DistributedModel(AutoMode, OptimizerState, Iteration, torch.nn.Module):
             line = f"  {layer.name:32s} {layer.kind:5s} {plan['scheme']:9s} waits {where}"
             if layer.why_not_factors:
                 line += f"; no factors: {layer.why_not_factors}"
+            if layer.rows_touched >= 0:
+                line += f"; sparse rows: {layer.rows_touched} of {layer.params[0][1].shape[0]} touched ({plan['reason']})"
             lines.append(line)
         return "\n".join(lines)
 

@@ -8,6 +8,7 @@
 #include "poseidon/errors.h"
 #include "poseidon/timeline.h"
 #include "sfb/sfb_syncer.h"
+#include "sparse/rows_syncer.h"
 
 namespace poseidon {
 
@@ -74,6 +75,10 @@ std::unique_ptr<LayerSyncer> Client::makeSyncer(int layer, Scheme scheme, Parame
   if (scheme == Scheme::kSFB) {
     return std::make_unique<SfbSyncer>(layer, book_, transport_, params, options_.sgd, options_.timeout, failure_,
                                        options_.start_iteration, options_.factor_wire);
+  }
+  if (scheme == Scheme::kRows) {
+    return std::make_unique<RowsSyncer>(layer, book_, transport_, params, options_.sgd, options_.timeout, failure_,
+                                        options_.start_iteration);
   }
   if (book_.pairsOfLayer(layer).empty()) return nullptr;  // nothing on the servers to sync
   return std::make_unique<PsSyncer>(
@@ -255,7 +260,7 @@ void Client::onLocalFresh(std::uint32_t key, std::uint64_t version) {
   syncer(static_cast<int>(layer_of_key_.at(key))).localFresh(key, version);
 }
 
-void Client::onFactors(Message message) {
+void Client::onLayerMessage(Message message) {
   const int layer = static_cast<int>(message.layer());  // before the message moves
   deliver(layer, std::move(message));
 }

@@ -78,7 +78,8 @@ class Client : public Worker {
 
   void onParams(Message message);
   void onLocalFresh(std::uint32_t key, std::uint64_t version);
-  void onFactors(Message message);
+  // A message for one layer's syncer from a peer: factors (SFB) or rows (sparse rows).
+  void onLayerMessage(Message message);
 
   std::uint64_t iteration() const override { return iteration_; }
   // SSP: the most iterations' updates any read of this worker lacked (at most staleness).

@@ -93,9 +93,11 @@ struct Dispatch {
         return;
       case MsgType::kFactors:
       case MsgType::kFactors16:
+      case MsgType::kRows:
         if (!client)
-          throw CommError(detail::cat("rank ", m.header().source, " sent factors to a rank that does not train"));
-        client->onFactors(std::move(m));
+          throw CommError(detail::cat("rank ", m.header().source, " sent a layer's factors or rows to a rank that "
+                                      "does not train"));
+        client->onLayerMessage(std::move(m));
         return;
       case MsgType::kNodeGrad:
       case MsgType::kNodeGradShared:

@@ -52,6 +52,7 @@ KeyKind keyKind(MsgType type) {
     case MsgType::kFactors:
     case MsgType::kFactors16:
     case MsgType::kPushFactors:
+    case MsgType::kRows:
       return KeyKind::kLayer;
     case MsgType::kControl:
     case MsgType::kWhere:

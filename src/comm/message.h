@@ -30,11 +30,12 @@ enum class MsgType : std::uint16_t {
   kMomentum = 18,          // one piece of the answer (client/momentum_gather.h); header's iteration: the answer's pieces
   kUseAsk = 19,            // a rank that did not use some layer asks which layers a peer used in an iteration (client/layer_use.h)
   kUse = 20,               // the answer: a byte per layer, 1 if used (header's iteration: the iteration)
-  kLastType = kUse,
+  kRows = 21,              // worker -> worker: the rows one layer's gradient touched and their indices (sparse/)
+  kLastType = kRows,
 };
 
 // What a header's key names, by the message's type: a KV pair of the information book
-// (kPushGrad, kPushGrad16, kParams, kParams16, kMeanGrad16), a layer (kFactors, kFactors16, kPushFactors), a piece of a layer (the kNode*
+// (kPushGrad, kPushGrad16, kParams, kParams16, kMeanGrad16), a layer (kFactors, kFactors16, kPushFactors, kRows), a piece of a layer (the kNode*
 // types: node/pieces.h's PieceKey), or a control message's or a question's sequence number
 // (kControl, kWhere, kHere, kMomentumAsk, kMomentum, kUseAsk, kUse).
 enum class KeyKind { kPair, kLayer, kPiece, kSequence };

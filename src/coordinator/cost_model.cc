@@ -1,19 +1,26 @@
 #include "coordinator/cost_model.h"
 
+#include <algorithm>
+
 #include "common/names.h"
 
 namespace poseidon {
 
 const char* schemeName(Scheme scheme) {
-  static constexpr NameTable<Scheme, 4> kSchemes{{{Scheme::kPS, "ps"},
+  static constexpr NameTable<Scheme, 5> kSchemes{{{Scheme::kPS, "ps"},
                                                   {Scheme::kSFB, "sfb"},
                                                   {Scheme::kFactorPush, "factor-push"},
-                                                  {Scheme::kAllreduce, "allreduce"}}};
+                                                  {Scheme::kAllreduce, "allreduce"},
+                                                  {Scheme::kRows, "rows"}}};
   return nameIn(kSchemes, scheme);
 }
 
 double CostModel::factorPushFloats(std::int64_t M, std::int64_t N, std::int64_t K) {
   return static_cast<double>(K) * static_cast<double>(M + N) + static_cast<double>(M) * static_cast<double>(N);
+}
+
+double CostModel::rowsFloats(std::int64_t rows, std::int64_t width, int P1) {
+  return 2.0 * (P1 - 1) * static_cast<double>(rows) * static_cast<double>(width + 1);
 }
 
 double CostModel::allreduceFloats(std::int64_t M, std::int64_t N, int P1) {
@@ -91,6 +98,10 @@ double predictedBytesSent(const InformationBook& book, Scheme scheme, int l, int
            pushed * static_cast<double>(wireBytesPerFloat(pushes));
   }
   // Half of the cost model's sent + received: 2 (P-1)/P of the layer, sent, in the sums' width.
+  if (scheme == Scheme::kRows) {
+    const std::int64_t width = li.tensors.empty() ? 0 : li.numel() / std::max<std::int64_t>(1, li.tensors[0].shape[0]);
+    return CostModel::rowsFloats(li.rows_touched, width, cluster.workers()) / 2 * sizeof(float);
+  }
   if (scheme == Scheme::kAllreduce)
     return CostModel::allreduceFloats(li.numel(), 1, cluster.workers()) / 2 * replicated_bytes;
   // Factor push with sharded servers: the factors go to every other shard that holds a pair of

@@ -27,6 +27,9 @@ struct CostModel {
   // Per node, send + receive, ring allreduce of M*N floats over P1 workers: each sends
   // 2*M*N*(P1-1)/P1 (reduce-scatter, then allgather) and receives as much.
   static double allreduceFloats(std::int64_t M, std::int64_t N, int P1);
+  // Per node, send + receive, sparse rows: each of P1 workers sends `rows` rows of `width`
+  // floats and their indices (one float's bytes each) to every other, and receives theirs.
+  static double rowsFloats(std::int64_t rows, std::int64_t width, int P1);
 
   // ATC'17 Algorithm 1: SFB if the layer is FC and SFB moves no more than PS.
   static Scheme bestScheme(const LayerInfo& layer, int P1, int P2, std::int64_t K, PsRole role);

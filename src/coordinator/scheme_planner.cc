@@ -58,6 +58,7 @@ struct Planning {
   PsRole role;        // a typical worker's, for Table 1's per-node counts
   bool time_rule;     // the schedule rule starts from the time rule's choice
   bool allreduce_ok;  // the collectives run among all ranks: every rank must train
+  bool rows_ok;       // sparse rows for the layers that have them
 };
 
 // Whether allreduce's cost `a` wins against `rival`: strictly less, or no more when ties go
@@ -76,6 +77,31 @@ std::string format(const char* fmt, Args... args) {
 // (2*M*N*(P1+P2-2)/P2), equal to the ring when every rank holds a shard, more when shards
 // are fewer than workers. That is where allreduce wins, and on the tie with
 // PlanRequest::allreduce_on_ties.
+// The floats of what `choice` moves: PS at its busiest node.
+double floatsOf(const LayerPlan& p, Scheme choice, double ps_busiest) {
+  if (choice == Scheme::kSFB) return p.sfb_floats;
+  if (choice == Scheme::kAllreduce) return p.allreduce_floats;
+  return ps_busiest;
+}
+
+// Sparse rows, where the layer has them: the touched rows and their indices to every other
+// worker. Chosen when strictly fewer bytes (time: seconds) than the dense choice.
+void costOfRows(LayerPlan& p, const LayerInfo& layer, double ps_busiest, const Planning& c) {
+  if (!c.rows_ok || layer.rows_touched <= 0 || layer.tensors.size() != 1 || layer.tensors[0].shape.size() != 2) return;
+  p.rows_floats = CostModel::rowsFloats(layer.rows_touched, layer.tensors[0].shape[1], c.P1);
+  if (p.rows_floats < floatsOf(p, p.bytes_choice, ps_busiest)) p.bytes_choice = Scheme::kRows;
+  if (!c.req.rates.known()) {
+    p.time_choice = p.bytes_choice;
+    return;
+  }
+  const double bw = c.req.rates.bandwidth_bytes_per_s;
+  p.rows_seconds = p.rows_floats / 2 * sizeof(float) / bw;
+  const double rival = p.time_choice == Scheme::kSFB         ? p.sfb_seconds
+                       : p.time_choice == Scheme::kAllreduce ? p.allreduce_seconds
+                                                             : ps_busiest / 2 * sizeof(float) / bw;
+  if (p.rows_seconds < rival) p.time_choice = Scheme::kRows;
+}
+
 void costInBytes(LayerPlan& p, const LayerInfo& layer, bool fc, std::int64_t K, double ps_busiest, const Planning& c) {
   p.ps_floats = CostModel::psFloats(layer.numel(), 1, c.P1, c.P2, c.role) * c.req.ps_wire_share;
   if (fc) {
@@ -86,7 +112,7 @@ void costInBytes(LayerPlan& p, const LayerInfo& layer, bool fc, std::int64_t K, 
   }
   if (!c.allreduce_ok) return;
   p.allreduce_floats = CostModel::allreduceFloats(layer.numel(), 1, c.P1) * c.req.allreduce_wire_share;
-  const double best = p.bytes_choice == Scheme::kSFB ? p.sfb_floats : ps_busiest;
+  const double best = floatsOf(p, p.bytes_choice, ps_busiest);
   if (beats(p.allreduce_floats, best, c.req.allreduce_on_ties && p.bytes_choice == Scheme::kPS)) {
     p.bytes_choice = Scheme::kAllreduce;
   }
@@ -157,6 +183,11 @@ std::string reasonFor(const LayerPlan& p, const LayerInfo& layer, bool fc, const
     why = format("bytes: sfb %.0f floats vs ps %.0f", p.sfb_floats, p.ps_floats);
     if (c.allreduce_ok) why += format(" vs allreduce %.0f", p.allreduce_floats);
   }
+  if (p.rows_floats > 0) {
+    why += c.time_rule ? format(" vs rows %.4f s", p.rows_seconds)
+                       : format(" vs rows %.0f floats (%lld rows touched)", p.rows_floats,
+                                static_cast<long long>(layer.rows_touched));
+  }
   if (c.req.ps_wire_share != 1.0 && c.P1 > 1) {
     why += format(" (a 16-bit wire: ps x%.2f, sfb x%.2f, allreduce x%.2f of fp32's bytes)", c.req.ps_wire_share,
                   c.req.sfb_wire_share, c.req.allreduce_wire_share);
@@ -172,7 +203,8 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
                    cluster.shards(),
                    cluster.hasShard(0) ? PsRole::kServerAndWorker : PsRole::kWorkerOnly,
                    req.rule != CostRule::kBytes,
-                   cluster.workers() > 1 && cluster.serverOnly() == 0};
+                   cluster.workers() > 1 && cluster.serverOnly() == 0,
+                   req.sparse_rows && cluster.workers() > 1 && cluster.serverOnly() == 0};
   if (c.time_rule && req.mode == SchemeMode::kAuto && !req.rates.known()) {
     throw InputError(
         detail::cat("the ", costRuleName(req.rule), " cost model needs the link bandwidth and the GEMM rate"));
@@ -190,6 +222,7 @@ std::vector<LayerPlan> planSchemes(const ModelInfo& model, const ClusterInfo& cl
         CostModel::psFloats(layer.numel(), 1, c.P1, c.P2, PsRole::kServerAndWorker) * req.ps_wire_share;
     costInBytes(p, layer, fc, K, ps_busiest, c);
     costInTime(p, layer, fc, K, ps_busiest, c);
+    costOfRows(p, layer, ps_busiest, c);
     p.scheme = chosen(p, fc, c);
     p.reason = reasonFor(p, layer, fc, c);
     plans.push_back(p);

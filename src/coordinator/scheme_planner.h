@@ -62,6 +62,10 @@ struct PlanRequest {
   // a tie keeps PS: SSP and straggler dropping work on PS layers only, through a node's
   // leaders allreduce measured slower, and the simulator models PS and SFB alone.
   bool allreduce_on_ties = false;
+  // A layer with LayerInfo::rows_touched may go by sparse rows (auto, when they move fewer
+  // bytes): on flat BSP runs where every rank trains, as allreduce; the schedule rule's
+  // simulator does not model them.
+  bool sparse_rows = false;
 
   void setWire(const WireShares& shares) {
     ps_wire_share = shares.ps;
@@ -70,7 +74,8 @@ struct PlanRequest {
   }
 };
 
-// One plan per layer of `model`. Only FC layers can go by SFB or factor push; allreduce needs every
+// One plan per layer of `model`. Only FC layers can go by SFB or factor push, only layers
+// with rows_touched by sparse rows (under auto, with PlanRequest::sparse_rows); allreduce needs every
 // rank to be a worker; with one worker every layer stays on PS (nobody to exchange with).
 // "auto" takes the cheapest; on a tie PS before SFB before allreduce, but allreduce before
 // PS with PlanRequest::allreduce_on_ties.

@@ -99,6 +99,7 @@ SessionPlan planSession(ControlChannel& control, int rank, int ranks, const Opti
   // (docs/benchmarks/nodes-hierarchical-vs-flat.txt).
   request.allreduce_on_ties = options.staleness == 0 && options.straggler_timeout.count() == 0 &&
                               rule != CostRule::kSchedule && !nodes.hierarchical();
+  request.sparse_rows = request.allreduce_on_ties;  // the same runs: flat BSP, a per-layer rule
   out.layers = nodes.hierarchical() ? planForNodes(model, nodes.nodes(), per_node, request)
                                     : planSchemes(model, cluster, request);
   if (mode == SchemeMode::kAuto && rule == CostRule::kSchedule) {

@@ -18,6 +18,8 @@ Cases (--cases):
                    and the optimizer skips it
   resume_state     Horovod's resume: rank 0 saves optimizer.state_dict() after 4 steps, a new run
                    loads it on rank 0, broadcasts parameters and optimizer state, trains 4 more
+  resume_rows      the same with pad_per_rank's model, whose embedding goes by sparse rows
+                   (its momentum replicated on every rank)
   compile_first    model = torch.compile(model), then wrapped (PyTorch's order for DDP)
   compile_after    wrapped, then torch.compile of the wrapper
   scheduler_first  the LR scheduler built before wrapping (Hugging Face's order): no warning DDP
@@ -45,10 +47,10 @@ import poseidon  # noqa: E402
 from ddp_parity import end_comparison, horovod_reload, start_comparison, worst  # noqa: E402
 
 CASES = ("pad_per_rank", "batch_per_rank", "embedding_bag", "tokens_sfb", "branch_one_rank", "branch_none",
-         "resume_state", "compile_first", "compile_after", "scheduler_first")
+         "resume_state", "resume_rows", "compile_first", "compile_after", "scheduler_first")
 STEPS = 8
 DEVICE = torch.device("cpu")
-VOCAB, WIDTH, CLASSES = 50, 16, 4
+VOCAB, WIDTH, CLASSES = 200, 16, 4  # a batch touches a few of the rows: sparse rows win
 
 
 class Tokens(torch.nn.Module):
@@ -140,7 +142,7 @@ def dense_batches(rank, sizes):
 
 def case_setup(case, rank):
     """(module class, this rank's batches, extra forward arguments per step, find_unused_parameters)."""
-    if case == "pad_per_rank":
+    if case in ("pad_per_rank", "resume_rows"):
         return Tokens, token_batches(rank), None, False
     if case == "tokens_sfb":
         return WideTokens, token_batches(rank, batch=2, longest=3), None, False
@@ -194,13 +196,13 @@ def ddp_run(case, initial, batches, extra, find_unused, scale=None):
 
 
 def poseidon_run(case, scheme, initial, batches, extra, mode="auto"):
-    """(what the loop read, the digest, the warnings the run printed)."""
+    """(what the loop read, the digest, the schemes in use, the warnings the run printed)."""
     net = copy.deepcopy(initial).to(DEVICE)
     optimizer = make_optimizer(net)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if case == "resume_state":
-            digest = resumed_run(scheme, net, optimizer, batches, extra, mode)
+        if case in ("resume_state", "resume_rows"):
+            digest, schemes = resumed_run(scheme, net, optimizer, batches, extra, mode)
         else:
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 3, 0.5) if case == "scheduler_first" else None
             wrapped = torch.compile(net) if case == "compile_first" else net
@@ -208,11 +210,11 @@ def poseidon_run(case, scheme, initial, batches, extra, mode="auto"):
             runner = torch.compile(model) if case == "compile_after" else model
             train(runner, optimizer, batches, extra, scheduler=scheduler)
             model.synchronize()
-            digest = model.digest()
+            digest, schemes = model.digest(), schemes_of(model)
             model.close()
     gc.collect()
     # CUDA's notes on kernels without a deterministic variant are DDP's too (local_gpu asks for them).
-    return read(net), digest, [str(w.message).splitlines()[0] for w in caught if w.category is not DeprecationWarning
+    return read(net), digest, schemes, [str(w.message).splitlines()[0] for w in caught if w.category is not DeprecationWarning
                                and "deterministic" not in str(w.message)]
 
 
@@ -234,12 +236,18 @@ def resumed_run(scheme, net, optimizer, batches, extra, mode):
     model = poseidon.DistributedModel(fresh, fresh_optimizer, scheme=scheme, mode=mode)
     train(model, fresh_optimizer, batches, extra, first_step=STEPS // 2)
     model.synchronize()
-    digest = model.digest()
+    digest, schemes = model.digest(), schemes_of(model)
     with torch.no_grad():
         for a, b in zip(net.parameters(), fresh.parameters()):
             a.copy_(b)  # what the caller reads
     model.close()
-    return digest
+    return digest, schemes
+
+
+def schemes_of(model):
+    """The schemes the run's layers went by, each with its count (sfb 1, rows 1: what was exercised)."""
+    plan = [p["scheme"] for p in model.plan()]
+    return ", ".join(f"{s} {plan.count(s)}" for s in sorted(set(plan)))
 
 
 def main():
@@ -261,13 +269,13 @@ def main():
         for scheme in a.schemes.split(","):
             digests = set()
             for _ in range(a.repeats):
-                got, digest, warned = poseidon_run(case, scheme, initial, batches, extra, a.mode)
+                got, digest, schemes, warned = poseidon_run(case, scheme, initial, batches, extra, a.mode)
                 digests.add(digest)
                 rel, name = worst(expected, got)
                 ok = rel <= bound and len(digests) == 1 and not warned
                 if rank == 0:
                     print(f"np{size} {case:15s} {scheme:9s}: worst relative difference {rel:.2e} ({name}), bound "
-                          f"{bound:.0e}, digest {digest[:12]}{' warned: ' + '; '.join(warned) if warned else ''} "
+                          f"{bound:.0e}, digest {digest[:12]} ({schemes}){' warned: ' + '; '.join(warned) if warned else ''} "
                           f"{'ok' if ok else 'FAIL'}", flush=True)
                 if not ok:
                     failures.append(f"{case}/{scheme}")
