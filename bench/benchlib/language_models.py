@@ -11,10 +11,15 @@ loop takes: the module returns the logits of every position but the last, flatte
   llama-tiny, gpt2-tiny  the same structure at test size (hidden 32, 2 layers, vocab 512)
 
 Token ids are Zipf-distributed (p(rank r) ~ 1/r, as words in text are), so a batch touches
-a few hundred to a few thousand distinct rows of the embedding, as real text does."""
-import torch
+a few hundred to a few thousand distinct rows of the embedding, as real text does.
+torch is imported where used: the lab's drivers read LANGUAGE_MODELS and batch_of without it."""
 
 LANGUAGE_MODELS = ("llama-mini", "gpt2-mini", "llama-tiny", "gpt2-tiny")
+
+
+def batch_of(model):
+    """Examples per rank the benchmarks train with: 8 sequences of a language model, 32 images."""
+    return 8 if model in LANGUAGE_MODELS else 32
 
 
 def _sizes(name):
@@ -37,27 +42,29 @@ def _decoder(name):
     return transformers.GPT2LMHeadModel(config)
 
 
-class CausalLM(torch.nn.Module):
-    """A Hugging Face causal LM as ids -> next-token logits, [batch * (seq - 1), vocab]."""
-
-    def __init__(self, name):
-        super().__init__()
-        self.decoder = _decoder(name)
-        self.vocab = self.decoder.config.vocab_size
-
-    def forward(self, ids):
-        logits = self.decoder(input_ids=ids).logits
-        return logits[:, :-1].reshape(-1, self.vocab)
-
-
 def build_language_model(name):
+    """A Hugging Face causal LM as ids -> next-token logits, [batch * (seq - 1), vocab]; its
+    `vocab` says the vocabulary's size."""
+    import torch
     if name not in LANGUAGE_MODELS:
         raise ValueError(f"unknown language model {name}: one of {', '.join(LANGUAGE_MODELS)}")
-    return CausalLM(name)
+
+    class CausalLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.decoder = _decoder(name)
+            self.vocab = self.decoder.config.vocab_size
+
+        def forward(self, ids):
+            logits = self.decoder(input_ids=ids).logits
+            return logits[:, :-1].reshape(-1, self.vocab)
+
+    return CausalLM()
 
 
 def zipf_batch(batch, seq, vocab, generator, exponent=1.0):
     """(ids [batch, seq], targets [batch * (seq - 1)]): ids drawn with p(id r) ~ 1/(r+1)^exponent."""
+    import torch
     weights = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64) ** exponent
     ids = torch.multinomial(weights, batch * seq, replacement=True, generator=generator).view(batch, seq)
     return ids, ids[:, 1:].reshape(-1)

@@ -18,6 +18,11 @@ compute-traffic32 (the same with 32-bit bytes, as many as an exact scheme moves:
 ceiling of fp32 Poseidon, and of DDP), the same for poseidon.
 Writes papers-models.{md,csv,png} into --out.
   sudo bench/papers/papers_models_vs_ddp.py --models alexnet,vgg19,resnet50,googlenet --bandwidths 1gbit,10gbit
+The transformer decoders (bench/benchlib/language_models.py: llama-mini, untied embedding;
+gpt2-mini, tied), batch 8 sequences x 128 Zipf-distributed tokens per rank, causal-LM loss;
+their "images/s" are sequences/s:
+  sudo bench/papers/papers_models_vs_ddp.py --models llama-mini,gpt2-mini --bandwidths 100mbit,1gbit \
+      --iterations 5 --repeats 3 --systems ddp,ddp-fp16,ddp-powersgd,poseidon,poseidon-bf16,compute
 On a GPU (--device cuda): every rank shares the host's GPU (each its own CUDA context, so the
 GPU time-slices between them), images 224x224, and the files are papers-models-gpu.*:
   sudo bench/papers/papers_models_vs_ddp.py --device cuda --models vgg19,resnet50 --bandwidths 10gbit,25gbit
@@ -30,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from benchlib.env import (arguments, ENV, PYTHON, ROOT, command_line, like_poseidon, machine, script_name,  # noqa: E402
                           use_build_python)
 from benchlib.jobs import bytes_per_s, torchvision_train  # noqa: E402
+from benchlib.language_models import batch_of  # noqa: E402
 from benchlib.lab import run_ranks  # noqa: E402
 from benchlib.report import pyplot, write_csv  # noqa: E402
 from benchlib.rounds import median  # noqa: E402
@@ -113,8 +119,9 @@ def measure(a, model, bw, systems):
             row[prefix + "vs_best_ddp"] = row[system] / max(variants)
         if "compute" in row and sent.get(system):
             row[prefix + "bytes_per_iter"] = median(sent[system])
-            compute_s = a.ranks * 32 / row["compute"]
-            row[prefix + "bound"] = a.ranks * 32 / max(compute_s, row[prefix + "bytes_per_iter"] / bytes_per_s(bw))
+            examples = a.ranks * batch_of(model)  # per iteration, all ranks
+            compute_s = examples / row["compute"]
+            row[prefix + "bound"] = examples / max(compute_s, row[prefix + "bytes_per_iter"] / bytes_per_s(bw))
             row[prefix + "of_bound"] = row[system] / row[prefix + "bound"]
     for bits, system, prefix in (("16", "poseidon-bf16", "bf16_"), ("32", "poseidon", "fp32_")):
         ceiling = "compute-traffic" + bits
@@ -236,14 +243,14 @@ def write(out, rows, systems, a):
         if a.from_log:
             # The logs do not record their hosts or settings: only the rounds can be told.
             f.write(f"Rebuilt from {', '.join(os.path.basename(p) for p in a.from_log)}; each row from the last log "
-                    "that has it, medians of its alternated rounds (column rounds); batch 32 per rank; images/s of "
+                    "that has it, medians of its alternated rounds (column rounds); batch 32 per rank (the language models: 8 sequences of 128 tokens, their images/s are sequences/s); images/s of "
                     "all ranks. The hosts and settings are those of the logs' runs (docs/benchmarks/README.md "
                     f"says which), not this rebuild's ({host}).\n\n")
             if a.drop_bound:
                 f.write("The bound is left out: these runs counted rank 0's start-up broadcast of the parameters "
                         "in its bytes per iteration, which made the bound read low.\n\n")
         else:
-            f.write(f"{host}; batch 32 per rank, {a.iterations} iterations per run, medians of {a.repeats} "
+            f.write(f"{host}; batch 32 per rank (language models: 8 sequences), {a.iterations} iterations per run, medians of {a.repeats} "
                     f"alternated rounds; images/s of all ranks; malloc {ENV['MALLOC_MMAP_THRESHOLD_']}/"
                     f"{ENV['MALLOC_TRIM_THRESHOLD_']} and OpenBLAS {ENV.get('OPENBLAS_CORETYPE', 'as detected')} for "
                     "every system.\n\n")

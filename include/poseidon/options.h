@@ -38,7 +38,8 @@ struct Options {
   // 0 keeps it constant.
   std::int64_t lr_decay_iterations = 0;
   // Per-layer scheme: "ps", "sfb" (FC layers by sufficient factors), "allreduce" (MPI
-  // collectives among the workers), "auto" (the cheapest per layer) or "factor-push" (the 2015 paper's strategy after
+  // collectives among the workers), "auto" (the cheapest per layer; it may also send an
+  // embedding's touched rows, Scheme::kRows, which no scheme forces) or "factor-push" (the 2015 paper's strategy after
   // Project Adam: factors to the servers, matrices back); "auto"
   // decides by "bytes" (the paper's rule), "time", or "schedule" (the plan whose simulated
   // iteration, WFBP's overlap included, is shortest; needs schedule_plan below).

@@ -77,7 +77,8 @@ std::vector<OptionSpec> schemeRows() {
       row("scheme", &Options::scheme, K::kText, kBoth, kSchemes,
           "Per layer: auto (the cheapest of PS, sufficient factors and allreduce by the cost model; where PS and "
           "allreduce move as many bytes, allreduce, whose buckets fuse small layers, unless {staleness} or "
-          "{straggler_timeout} needs PS), ps (all through the parameter server), sfb (every FC layer by "
+          "{straggler_timeout} needs PS; an embedding whose batch touches few of its rows, from Python, by sparse "
+          "rows: those rows and their indices to every worker), ps (all through the parameter server), sfb (every FC layer by "
           "sufficient factors, the others by PS), allreduce (collectives among the workers through the KVStore "
           "and the dependency engine), factor-push (the CLI's comparison from the 2015 paper, after Project "
           "Adam: FC factors to the servers, full matrices back)"),
