@@ -33,6 +33,7 @@ struct LayerInfo {
   // A layer whose gradient touches only the rows its input names (an embedding's lookup,
   // one tensor, rows x width): the most distinct rows one worker's batch touched when the
   // adapter looked (its probe), which the cost model weighs sparse rows by; 0 for any other.
+  // Data, not model: describe() leaves it out (a resumed run's first batch is another).
   std::int64_t rows_touched = 0;
   std::int64_t numel() const;
 };

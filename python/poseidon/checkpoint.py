@@ -45,6 +45,9 @@ class Checkpoints:
         self.runtime = runtime
         self.ranks = runtime.size()
         self.pending = None  # (iteration, random state) of a save to write at the next forward
+        # What the plan was made from beyond the model: each lookup layer's rows touched in the
+        # probe's batch (layers.py), saved so that a resumed run plans as the saving run did.
+        self.rows_touched = {}
         self.info, self.saved, self.random = None, None, None
         if self.resume_dir:
             self.info, self.saved, self.random = _read_resume(str(self.resume_dir), runtime)
@@ -52,6 +55,11 @@ class Checkpoints:
     @property
     def start_iteration(self):
         return int(self.info.iteration) if self.info else 0
+
+    def saved_rows_touched(self):
+        """The resumed checkpoint's rows touched per lookup layer ({} for none, or a checkpoint
+        written before they were saved): every rank read the same, the saving ranks' agreed figures."""
+        return dict((self.saved or {}).get("rows_touched", {}))
 
     def due(self, iteration):
         return self.every > 0 and iteration % self.every == 0
@@ -78,7 +86,8 @@ class Checkpoints:
             random = random or _random_state()
         except Exception as e:  # noqa: BLE001
             bad = f"taking torch's random state: {e}"
-        state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects], "mode": mode}
+        state = {"optimizer": optimizer.state_dict(), "objects": [o.state_dict() for o in self.objects], "mode": mode,
+                 "rows_touched": dict(self.rows_touched)}
         # Nothing is written that a resume would refuse, and every rank stops together.
         bad = bad or _not_plain(state)
         if not all_agree(self.runtime, bad is None):

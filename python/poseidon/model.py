@@ -187,6 +187,13 @@ class DistributedModel(AutoMode, OptimizerState, Iteration, torch.nn.Module):
             layers_mod.outside_compiled_forward(self._layers)
         with _C.Collectives(self._runtime, self.options.timeout.total_seconds()) as job:  # one plan for all
             order, batch = layers_mod.agree(self._layers, order, batch, job.allgather_bytes)
+        # The rows touched are the first batch's: a resumed run takes the saving run's, so that
+        # its plan (sparse rows or not) is the one its checkpoint was written under.
+        saved_rows = self._checkpoints.saved_rows_touched()
+        for layer in self._layers:
+            if layer.rows_touched >= 0:
+                layer.rows_touched = saved_rows.get(layer.name, layer.rows_touched)
+        self._checkpoints.rows_touched = {l.name: l.rows_touched for l in self._layers if l.rows_touched >= 0}
         self._layers = [self._layers[i] for i in order]
         self.options.batch = int(batch) * self.options.backward_passes_per_step
         self._open_core()

@@ -49,11 +49,18 @@ inline bool skipsSendWindow(MsgType type) {
   return type == MsgType::kWhere || type == MsgType::kHere || type == MsgType::kUseAsk || type == MsgType::kUse;
 }
 
+// Largest payload a received header may announce (the transports Runtime makes): KV pairs
+// are capped well below this, broadcasts of tensors and of a JobChannel's strings are
+// chunked to ControlChannel::kMaxChunkBytes, a layer's sparse rows are planned only for
+// tables whose whole gradient fits (scheme_planner); the other control messages are small.
+inline constexpr std::size_t kMaxPayloadBytes = 256u << 20;
+
 struct MessageHeader {
   static constexpr std::uint32_t kMagic = 0x4e445350;  // "PSDN"
   // 2: kMeanGrad16, and large external payloads sent apart from their header (MpiTransport).
   // 3: kFactors16. 4: kWhere, kHere. 5: kHere's byte (waits in a sync). 6: kMomentumAsk, kMomentum, kUseAsk, kUse.
-  static constexpr std::uint16_t kVersion = 6;
+  // 7: kRows.
+  static constexpr std::uint16_t kVersion = 7;
 
   std::uint32_t magic = kMagic;
   std::uint16_t version = kVersion;

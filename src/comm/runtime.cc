@@ -11,10 +11,6 @@
 namespace poseidon {
 
 namespace {
-// Largest payload a received header may announce: KV pairs are capped well below this,
-// broadcasts of tensors and of a JobChannel's strings are chunked to
-// ControlChannel::kMaxChunkBytes; the other control messages are small.
-constexpr std::size_t kMaxPayloadBytes = 256u << 20;
 }  // namespace
 
 Runtime::Runtime(int* argc, char*** argv)

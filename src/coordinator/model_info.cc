@@ -43,7 +43,6 @@ std::string ModelInfo::describe() const {
     if (l.kind == LayerKind::kFC && (!l.factorable || l.rows_per_example != 1)) {
       os << (l.factorable ? "" : "!sfb") << "x" << l.rows_per_example;
     }
-    if (l.rows_touched > 0) os << "rows" << l.rows_touched;
   }
   return os.str();
 }

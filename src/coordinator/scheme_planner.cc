@@ -1,5 +1,7 @@
 #include "coordinator/scheme_planner.h"
 
+#include "comm/message.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -88,6 +90,8 @@ double floatsOf(const LayerPlan& p, Scheme choice, double ps_busiest) {
 // worker. Chosen when strictly fewer bytes (time: seconds) than the dense choice.
 void costOfRows(LayerPlan& p, const LayerInfo& layer, double ps_busiest, const Planning& c) {
   if (!c.rows_ok || layer.rows_touched <= 0 || layer.tensors.size() != 1 || layer.tensors[0].shape.size() != 2) return;
+  // A worker whose step touched most rows sends the whole gradient in one message: it must fit.
+  if (static_cast<double>(layer.numel()) * sizeof(float) + 8 > static_cast<double>(kMaxPayloadBytes)) return;
   p.rows_floats = CostModel::rowsFloats(layer.rows_touched, layer.tensors[0].shape[1], c.P1);
   if (p.rows_floats < floatsOf(p, p.bytes_choice, ps_busiest)) p.bytes_choice = Scheme::kRows;
   if (!c.req.rates.known()) {

@@ -45,6 +45,7 @@ LayerSyncer::SendFn RowsSyncer::gradientsReady(std::uint64_t t, std::vector<floa
   POSEIDON_ENFORCE_EQ(grads.size(), std::size_t{1}, "gradients of sparse-rows layer ", layer());
   grad_ = grads[0];
   grad_owner_ = std::move(owner);
+  skip_[t % 2] = unused_before_ == t + 1;
   auto rows = std::make_shared<Message>(packRows(layer(), transport_.rank(), t, grad_, rows_, width_));
   return [this, t, rows] { Send(t, std::move(*rows)); };
 }
@@ -110,7 +111,7 @@ void RowsSyncer::Move(std::uint64_t iteration) {
   for (const auto& m : arrived) addRows(rowsOf(m, rows_, width_), sum_.data(), width_);
   const SgdOptions o = options_.at(iteration);
   const float scale = 1.0f / static_cast<float>(workers_ * o.devices);
-  const bool skip = unused_before_ == iteration + 1;  // no rank used it: left as it is (DDP's rule)
+  const bool skip = skip_[iteration % 2];  // no rank used it: left as it is (DDP's rule)
   if (o.gradient_only) {
     // The mean gradient for the user's optimizer, into the gradient this worker handed over.
     if (!skip) sgdStep(grad_, nullptr, {sum_.data()}, scale, rows_ * width_, o, false);

@@ -61,6 +61,10 @@ class RowsSyncer final : public LayerSyncer {
   std::vector<float> momentum_;  // replicated (server mode, momentum != 0)
   bool first_step_;
   std::uint64_t unused_before_ = 0;  // 1 + the iteration no rank used this layer in
+  // Whether iteration t's step is skipped (no rank used the layer), by t's parity: decided at
+  // t's hand-over, which comes after usedByNoRank(t), while Move(t-1) may still run (a later
+  // usedByNoRank must not reach it).
+  bool skip_[2] = {false, false};
   int workers_;
 
   // Between gradientsReady and Move of the same iteration: the gradient (gradient mode

@@ -10,6 +10,9 @@ replicas in the checkpoint), Adam in gradient mode with an LR scheduler passed a
 checkpoint object. The model has BatchNorm (buffers) and Dropout (random state). Then bad
 resumes: another optimizer, no checkpoint in the folder; each must fail with its message and
 leave the folder as it was. Exits 1 naming what failed. --device cuda: on this rank's GPU.
+--model tokens: an Embedding of 200 rows (sparse rows under auto) on token batches whose
+length changes each step, so the resumed run's first batch touches other rows than the
+saving run's: its plan must still be the saved one.
 """
 import argparse
 import hashlib
@@ -24,10 +27,23 @@ import poseidon
 
 SETUPS = [("sgd", "sfb"), ("sgd", "ps"), ("sgd", "auto"), ("adam", "auto")]
 DEVICE = torch.device("cpu")  # main() sets it from --device
+MODEL = "convnet"  # main() sets it from --model
+
+
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(200, 16)
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.embed(ids)).mean(dim=1))
 
 
 def build(seed):
     torch.manual_seed(seed)
+    if MODEL == "tokens":
+        return Tokens().to(DEVICE)
     return torch.nn.Sequential(
         torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 96), torch.nn.ReLU(), torch.nn.Dropout(0.3),
@@ -36,6 +52,9 @@ def build(seed):
 
 def batch(iteration, rank):
     g = torch.Generator().manual_seed(1000 * iteration + rank)
+    if MODEL == "tokens":
+        ids = torch.randint(0, 200, (16, 2 + 3 * (iteration % 4)), generator=g)
+        return ids.to(DEVICE), torch.randint(0, 10, (16,), generator=g).to(DEVICE)
     return torch.randn(16, 1, 16, 16, generator=g).to(DEVICE), torch.randint(0, 10, (16,), generator=g).to(DEVICE)
 
 
@@ -84,6 +103,7 @@ def one_setup(kind, scheme, total, folder, failures):
     model, opt, scheds = wrap(build(1), kind, scheme)
     train(model, opt, scheds, 0, total)
     straight = state_of(model, opt)
+    schemes = sorted({p["scheme"] for p in model.plan()})
     model.close()
 
     model, opt, scheds = wrap(build(1), kind, scheme, checkpoint_dir=folder, checkpoint_every=half)
@@ -99,7 +119,7 @@ def one_setup(kind, scheme, total, folder, failures):
     model.close()
     ok = resumed == straight
     if poseidon.rank() == 0:
-        print(f"{kind}/{scheme}: straight {straight[0][:16]} resumed {resumed[0][:16]} "
+        print(f"{kind}/{scheme} ({', '.join(schemes)}): straight {straight[0][:16]} resumed {resumed[0][:16]} "
               f"optimizer {'equal' if resumed[1] == straight[1] else 'DIFFERENT'}", flush=True)
     if not ok:
         failures.append(f"{kind}/{scheme}: the resumed job ends elsewhere than the straight one")
@@ -136,9 +156,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--model", default="convnet", choices=("convnet", "tokens"))
     args = ap.parse_args()
     poseidon.init()
-    global DEVICE
+    global DEVICE, MODEL
+    MODEL = args.model
     if args.device == "cuda":
         torch.cuda.set_device(poseidon.local_rank() % torch.cuda.device_count())
         DEVICE = torch.device("cuda", torch.cuda.current_device())

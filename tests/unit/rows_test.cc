@@ -109,6 +109,17 @@ TEST(RowsPlan, AnEmbeddingGoesByRowsWhileItsBatchTouchesFewRows) {
   EXPECT_EQ(planSchemes(lookupAndLinear(600, 128), cluster, off)[0].scheme, Scheme::kPS);
 }
 
+TEST(RowsPlan, NotForATableWhoseWholeGradientOverflowsOneMessage) {
+  // 300000 x 256 floats: 307 MB, over the 256 MiB a transport takes in one message, which a
+  // worker whose step touched most rows would send.
+  ModelInfo m;
+  m.name = "big";
+  LayerInfo embed{"embed", LayerKind::kOther, {{"weight", {300000, 256}}}};
+  embed.rows_touched = 600;
+  m.layers = {embed};
+  EXPECT_EQ(planSchemes(m, ClusterInfo(4, 0, 0), request(8))[0].scheme, Scheme::kAllreduce);
+}
+
 TEST(RowsPlan, ALinearGoesByFactorsOnlyWhileItsTokensAreFew) {
   const ClusterInfo cluster(4, 0, 0);
   // 8 sequences x 128 tokens per worker: K = 1024 factor rows, 2 K (P1-1)(M+N) = 3.1M floats
