@@ -42,6 +42,7 @@ Message packRows(int layer, int source, std::uint64_t iteration, const float* gr
     std::memcpy(out, grad, value_bytes);
     return m;
   }
+  if (n == 0) return m;  // an unused layer: no rows (and no memcpy from an empty vector's null data)
   std::memcpy(out, touched.data(), index_bytes);
   auto* values = reinterpret_cast<float*>(out + index_bytes);
   for (std::int64_t i = 0; i < n; ++i) {
