@@ -47,10 +47,10 @@ LayerSyncer::SendFn RowsSyncer::gradientsReady(std::uint64_t t, std::vector<floa
   grad_owner_ = std::move(owner);
   skip_[t % 2] = unused_before_ == t + 1;
   auto rows = std::make_shared<Message>(packRows(layer(), transport_.rank(), t, grad_, rows_, width_));
-  return [this, t, rows] { Send(t, std::move(*rows)); };
+  return [this, rows] { Send(std::move(*rows)); };
 }
 
-void RowsSyncer::Send(std::uint64_t iteration, Message rows) {
+void RowsSyncer::Send(Message rows) {
   const int me = transport_.rank();
   rows.setPriority(layer());
   for (int w = 0; w < workers_; ++w) {
@@ -58,7 +58,6 @@ void RowsSyncer::Send(std::uint64_t iteration, Message rows) {
     transport_.send(w, rows);
     bytes_sent_ += rows.wireBytes();
   }
-  (void)iteration;
   deliver(std::move(rows));  // this worker's share, read as the peers read it
 }
 

@@ -48,7 +48,7 @@ class RowsSyncer final : public LayerSyncer {
   void momentumSeeded() override { first_step_ = false; }
 
  private:
-  void Send(std::uint64_t iteration, Message rows);
+  void Send(Message rows);
 
   const InformationBook& book_;
   Transport& transport_;
