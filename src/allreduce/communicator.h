@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "allreduce/step_by_owner.h"
 #include "bandwidth/token_bucket.h"
@@ -20,9 +21,8 @@ struct Feedback;
 
 
 // What one rank sends in an allreduce of `count` floats over P ranks: 2 (P-1)/P of the
-// buffer, a ring's figure (reduce-scatter, then allgather) and MpiCommunicator's (the
-// other ranks' slices to their owners, then its own sum to every rank; slices as even as
-// integers allow, so a rank may send a few floats more or less). The lab's NIC counters
+// buffer, a ring's figure (reduce-scatter, then allgather: MpiCommunicator's; slices as
+// even as integers allow, so a rank may send a few floats more or less). The lab's NIC counters
 // confirm the mean (test mpi.lab_nic_bytes).
 inline std::uint64_t allreduceBytesSent(std::size_t count, int P) {
   return P <= 1 ? 0 : static_cast<std::uint64_t>(2.0 * (P - 1) / P * static_cast<double>(count) * sizeof(float));
@@ -44,8 +44,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // recv[i] = sum over ranks of send[i] in rank order ((send_0 + send_1) + ...), for
-  // `count` floats; send == recv sums in place.
+  // recv[i] = sum over ranks of send[i] in the ring's order (ring_order.h: slice s from rank
+  // s+1's value around to rank s's), for `count` floats; send == recv sums in place.
   virtual void allreduceSum(const float* send, float* recv, std::size_t count) = 0;
   // data = root's data on every rank.
   virtual void broadcast(float* data, std::size_t count, int root) = 0;
@@ -56,15 +56,15 @@ class Communicator {
   // MpiCommunicator's moves half a ring's bytes.
   virtual void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                               sum16::Feedback* feedback);
-  // The step by owner (issue 38): rank s gets slice s of every rank's `send` (the slices of
-  // sum16::Slices, no scales), calls `step` on them, which updates slice s of `targets` from
-  // their rank-order sum, and sends the updated slice to every rank. So each rank steps a P-th of
+  // The step by owner (issue 38): rank s gets the ring-order sum (ring_order.h) of slice s
+  // of every rank's `send` (the slices of sum16::Slices, no scales), calls `step` on it,
+  // which updates slice s of `targets` from it, and sends the updated slice to every rank. So each rank steps a P-th of
   // the buffer, and the ranks' targets end equal, bit for bit, with a ring's bytes moved
   // (the updated values in place of the sums). This generic version sends every rank's `send`
-  // to every rank (a broadcast from each), steps its own slice from the P contributions,
-  // and broadcasts it from its owner; MPI's sends
-  // only the owners' shares and gathers the updated values through a buffer of its own,
-  // copied into the targets (MPI never holds the targets, which the caller may free).
+  // to every rank (broadcastEach), steps its own slice from their ring-order sum, and
+  // broadcasts it from its owner; MPI's is a ring's reduce-scatter and allgather through a
+  // buffer of its own, copied into the targets (MPI never holds the targets, which the
+  // caller may free).
   virtual void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step);
   // The step by owner on a 16-bit wire (`format` bf16 or fp16; step_by_owner.h): rank s
   // gets slice s of every rank's rounded `send` (sum16.h's alltoall, `feedback->sent` as
@@ -125,6 +125,10 @@ class Communicator {
     TrafficCounters* traffic_;
     TokenBucket* budget_;
   };
+
+  // Every rank's `count` floats of `send`, by rank, each broadcast from its rank, uncounted:
+  // the generic collectives' way for communicators without point-to-point (the loopback).
+  std::vector<std::vector<float>> broadcastEach(const float* send, std::size_t count);
 
   void counted(std::uint64_t bytes) {
     if (traffic_) traffic_->countCollective(bytes);

@@ -1,11 +1,14 @@
 // A Communicator for threads-as-ranks unit tests, on the loopback transport's rendezvous
-// (comm/loopback_rendezvous.h), which sums in rank order and checks that every rank
-// called the same collective.
+// (comm/loopback_rendezvous.h), which broadcasts and checks that every rank called the
+// same collective. Its sums add in the ring's order (ring_order.h), as MPI's do.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "allreduce/communicator.h"
+#include "allreduce/ring_order.h"
+#include "allreduce/sum16.h"
 #include "comm/loopback_rendezvous.h"
 
 namespace poseidon {
@@ -17,11 +20,17 @@ class LoopbackCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return rendezvous_->size(); }
   void allreduceSum(const float* send, float* recv, std::size_t count) override {
-    rendezvous_->run(rank_, 0, send, recv, count, 0);
+    const std::vector<std::vector<float>> all = broadcastEach(send, count);
+    const sum16::Slices slices(count, size());
+    for (int s = 0; s < size(); ++s) {
+      std::vector<const float*> from;
+      for (const auto& values : all) from.push_back(values.data() + slices.begin(s));
+      addInRingOrder(from, s, slices.length(s), recv + slices.begin(s));
+    }
     counted(allreduceBytesSent(count, size()));  // what MPI would move: counted alike
   }
   void broadcast(float* data, std::size_t count, int root) override {
-    rendezvous_->run(rank_, 1, data, data, count, root);
+    rendezvous_->run(rank_, data, count, root);
     counted(broadcastBytesSent(count, size()));
   }
 

@@ -14,26 +14,6 @@
 namespace poseidon {
 
 namespace {
-// Block size of the owner's sum: the running sums stay in L1 while the P slices are added.
-constexpr std::size_t kSumBlock = 1024;
-
-// out[i] = ((from[0][i] + from[1][i]) + from[2][i]) + ...: rank order, the order the
-// loopback communicator and the 16-bit path add in. `out` may be one of the `from` slices
-// (in place): each block is read whole before it is written.
-void addInRankOrder(const std::vector<const float*>& from, std::size_t n, float* out) {
-  float acc[kSumBlock];
-  for (std::size_t start = 0; start < n; start += kSumBlock) {
-    const std::size_t len = std::min(kSumBlock, n - start);
-    const float* f0 = from[0] + start;
-    for (std::size_t i = 0; i < len; ++i) acc[i] = f0[i];
-    for (std::size_t r = 1; r < from.size(); ++r) {
-      const float* fr = from[r] + start;
-      for (std::size_t i = 0; i < len; ++i) acc[i] += fr[i];
-    }
-    std::memcpy(out + start, acc, len * sizeof(float));
-  }
-}
-
 // Poll interval of a collective in flight: one ring step of a few MB takes milliseconds,
 // so 20 us adds little latency and leaves the core to computation. Not backed off: a
 // backoff to 160 us, side by side with this in one build, read 1.04x at 10 gbit and 0.97x
@@ -115,13 +95,13 @@ struct Grown {
 };
 }  // namespace
 
-// What MPI reads and writes during an allreduce by owner (fp32 or 16 bits), counts and
+// What MPI reads and writes during an allreduce (the fp32 ring, the 16-bit owners'), counts and
 // displacements included, kept across calls: fresh buffers per bucket would fault their
 // pages in every iteration. Leaked, never freed, once a call gave up on a collective MPI
 // still holds.
 struct MpiCommunicator::OwnerSumBuffers {
-  Grown<float> gathered;                 // fp32: the other ranks' slices of this rank's, in rank order
-  Grown<float> stepped;                  // the fp32 step by owner: the bucket's stepped values, gathered
+  Grown<float> gathered;                 // fp32: the ring step's partial sums from the left
+  Grown<float> stepped;                  // the fp32 step by owner: the ring's buffer (sums, then stepped values)
   Grown<std::uint16_t> mine16, gathered16, sum16;  // 16 bits: this rank's encoding, the others' slices, its sum or update
   owner16::Scratch scratch;              // the 16-bit step by owner's (never MPI's)
   // Slice s of the buffer: slice_counts[s] elements from slice_displs[s] (the allgather's
@@ -152,38 +132,49 @@ MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers() {
   return *owner_sum_;
 }
 
-std::vector<const float*> MpiCommunicator::ownerSlices(const float* send, const sum16::Slices& slices,
-                                                       OwnerSumBuffers& b, Clock::time_point until) {
-  const int own = b.layOut(rank_, size_, [&](int s) { return slices.length(s); }, [&](int s) { return slices.begin(s); });
-  float* gathered = b.gathered.atLeast(static_cast<std::size_t>(own) * static_cast<std::size_t>(size_ - 1));
-  MPI_Request request;
-  check(MPI_Ialltoallv(send, b.send_counts.data(), b.slice_displs.data(), MPI_FLOAT, gathered, b.recv_counts.data(),
-                       b.recv_displs.data(), MPI_FLOAT, comm_, &request),
-        "MPI_Ialltoallv");
-  wait(request, "MPI_Ialltoallv (fp32 slices to their owners)", until);
-  std::vector<const float*> from(size_);
-  for (int r = 0; r < size_; ++r) from[r] = r == rank_ ? send + slices.begin(r) : gathered + b.recv_displs[r];
-  return from;
+void MpiCommunicator::ringStep(const float* out, std::size_t out_count, float* in, std::size_t in_count,
+                               const char* what, Clock::time_point until) {
+  const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  MPI_Request requests[2];
+  check(MPI_Irecv(in, static_cast<int>(in_count), MPI_FLOAT, left, kRingTag, comm_, &requests[0]), "MPI_Irecv");
+  check(MPI_Isend(out, static_cast<int>(out_count), MPI_FLOAT, right, kRingTag, comm_, &requests[1]), "MPI_Isend");
+  wait(requests[0], what, until);
+  wait(requests[1], what, until);
+}
+
+void MpiCommunicator::ringReduceScatter(float* acc, const sum16::Slices& slices, OwnerSumBuffers& b,
+                                        Clock::time_point until) {
+  const int P = size_;
+  float* in = b.gathered.atLeast(slices.length(P - 1));  // the longest slice (the last)
+  for (int k = 0; k + 1 < P; ++k) {
+    const int out_slice = ringSlice(rank_ - k - 1), in_slice = ringSlice(rank_ - k - 2);
+    const std::size_t n = slices.length(in_slice);
+    ringStep(acc + slices.begin(out_slice), slices.length(out_slice), in, n,
+             "the ring's reduce-scatter (fp32 partial sums to the right)", until);
+    float* sum = acc + slices.begin(in_slice);
+    for (std::size_t i = 0; i < n; ++i) sum[i] = in[i] + sum[i];  // the ring's sum so far, then this rank's
+  }
+}
+
+void MpiCommunicator::ringAllgather(float* acc, const sum16::Slices& slices, Clock::time_point until) {
+  for (int k = 0; k + 1 < size_; ++k) {
+    const int out_slice = ringSlice(rank_ - k), in_slice = ringSlice(rank_ - k - 1);
+    ringStep(acc + slices.begin(out_slice), slices.length(out_slice), acc + slices.begin(in_slice),
+             slices.length(in_slice), "the ring's allgather (finished slices to the right)", until);
+  }
 }
 
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
-  if (size_ == 1) {
-    if (send != recv) std::memcpy(recv, send, count * sizeof(float));
-    return;
-  }
+  if (send != recv) std::memcpy(recv, send, count * sizeof(float));
+  if (size_ == 1) return;
   const std::uint64_t bytes = allreduceBytesSent(count, size_);
   paced(bytes, &failure_);
   const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
   OwnerSumBuffers& b = ownerSumBuffers();
   const auto until = deadline();  // after the pacing: the budget's wait is not the peers'
-  addInRankOrder(ownerSlices(send, slices, b, until), slices.length(rank_), recv + slices.begin(rank_));
-  // Every owner's sum to every rank, in place: this rank's slice of `recv` is its own sum.
-  MPI_Request request;
-  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, b.slice_counts.data(), b.slice_displs.data(),
-                        MPI_FLOAT, comm_, &request),
-        "MPI_Iallgatherv");
-  wait(request, "MPI_Iallgatherv (the fp32 sums to every rank)", until);
+  ringReduceScatter(recv, slices, b, until);
+  ringAllgather(recv, slices, until);
   counted(bytes);
 }
 
@@ -204,17 +195,13 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   // into freed tensors (the address sanitizer's fault-injection case). The price is a copy
   // of the bucket through a buffer that stays in cache slice by slice.
   float* stepped = b.stepped.atLeast(count);
+  std::memcpy(stepped, send, count * sizeof(float));
   const std::size_t mine = slices.begin(rank_), own = slices.length(rank_);
   const auto until = deadline();
-  std::vector<GradientView> from;
-  for (const float* slice : ownerSlices(send, slices, b, until)) from.push_back(GradientView{slice, {}});
-  step(mine, own, from);
+  ringReduceScatter(stepped, slices, b, until);
+  step(mine, own, {GradientView{stepped + mine, {}}});
   targets.copyTo(mine, own, stepped + mine);
-  MPI_Request request;
-  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, stepped, b.slice_counts.data(), b.slice_displs.data(),
-                        MPI_FLOAT, comm_, &request),
-        "MPI_Iallgatherv");
-  wait(request, "MPI_Iallgatherv (the stepped slices to every rank)", until);
+  ringAllgather(stepped, slices, until);
   for (int s = 0; s < size_; ++s) {
     if (s != rank_) targets.copyFrom(slices.begin(s), slices.length(s), stepped + slices.begin(s));
   }

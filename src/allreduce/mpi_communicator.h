@@ -1,5 +1,5 @@
 // A Communicator over a duplicate of Poseidon's MPI communicator. Collectives are issued
-// non-blocking (MPI_Ialltoallv, MPI_Iallgatherv, MPI_Ibcast) and completed by polling
+// non-blocking (MPI_Isend/MPI_Irecv ring steps, MPI_Ialltoallv, MPI_Iallgatherv, MPI_Ibcast) and completed by polling
 // MPI_Test with a short sleep between polls: a blocking MPI call busy-waits, and on an
 // oversubscribed machine a spinning rank takes the core its neighbours compute on. With a
 // poller (the transport's progress thread, mpi_request_poller.h) the calling thread does not
@@ -34,23 +34,24 @@ class MpiCommunicator final : public Communicator {
   // Completes this communicator's requests from here on (it must outlive the communicator's
   // calls); until then, and whenever it does not poll, the calling thread polls them itself.
   void pollWith(MpiRequestPoller* poller) { poller_ = poller; }
-  // By owner, as the 16-bit path in fp32: an MPI_Ialltoallv of slice s of every rank's
-  // buffer to rank s, the owner's sum in rank order, an MPI_Iallgatherv of the sums in place.
-  // Not MPI_Iallreduce: Open MPI 4.1's libnbc takes Rabenseifner's algorithm at 4+ ranks,
-  // whose first step copies the whole send buffer (a memmove of every bucket on the comm
-  // threads: ~0.18 core-s of resnet50's iteration on 4 ranks, docs/benchmarks), its
-  // binomial one (not bandwidth-optimal) for MPI_IN_PLACE, and the order of its additions
-  // depends on the algorithm and the rank count. By owner each float is the rank-order sum
-  // the loopback communicator computes, bit for bit, on every run; it moves a ring's bytes
-  // (2 (P-1)/P of the buffer per rank) in two steps, in place or not.
+  // A ring in `recv`: the reduce-scatter, after which this rank's slice holds its ring-order
+  // sum (ring_order.h), then the allgather; 2 (P-1)/P of the buffer sent per rank in
+  // 2 (P-1) steps, in place or not. A ring rather than the owners' all-to-all the 16-bit path
+  // takes: at 100 mbit it carried 10.1 MB/s of 12.5 where the all-to-all carried 8.4
+  // (docs/design.md). Not MPI_Iallreduce: Open MPI 4.1's libnbc takes Rabenseifner's
+  // algorithm at 4+ ranks, whose first step copies the whole send buffer (~0.18 core-s of
+  // resnet50's iteration on 4 ranks, docs/benchmarks), its binomial one (not
+  // bandwidth-optimal) for MPI_IN_PLACE, and the order of its additions depends on the
+  // algorithm and the rank count.
   void allreduceSum(const float* send, float* recv, std::size_t count) override;
-  // The fp32 alltoall as above, the owner's step from the gathered slices (summed in rank
-  // order as the step reads them: no sum written), then an MPI_Iallgatherv of the stepped
-  // slices through a staging buffer of the communicator's, copied into the targets.
+  // The ring's reduce-scatter in a staging buffer of the communicator's, the owner's step
+  // from its slice's sum, then the ring's allgather of the stepped slices, copied into the
+  // targets.
   void allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) override;
   void broadcast(float* data, std::size_t count, int root) override;
-  // An MPI_Ialltoallv of the 16-bit slices to their owners, the owner's sum, an
-  // MPI_Iallgatherv of the rounded sums (sum16.h).
+  // An MPI_Ialltoallv of the 16-bit slices to their owners, the owner's sum in rank order,
+  // an MPI_Iallgatherv of the rounded sums (sum16.h): the values are rounded once each
+  // before any addition, which a ring's partial sums would not keep.
   void allreduceSum16(WireFormat format, const float* send, float* recv, std::size_t count,
                       sum16::Feedback* feedback) override;
   // The same alltoall, the owner's step from the slices' fp32 sum (step_by_owner.h), an
@@ -71,10 +72,19 @@ class MpiCommunicator final : public Communicator {
     Clock::time_point until;
   };
   Call16 begin16(std::size_t count);
-  // The fp32 alltoall of `send`'s slices to their owners (b laid out for fp32 slices on the
-  // way); every rank's slice of this rank's share, in rank order.
-  std::vector<const float*> ownerSlices(const float* send, const sum16::Slices& slices, OwnerSumBuffers& b,
-                                        Clock::time_point until);
+  // The ring (fp32): one step sends `out_count` floats from `out` to the right neighbour and
+  // receives `in_count` into `in` from the left one. Each TCP connection then carries bulk
+  // data one way only, so Open MPI's rendezvous handshakes never queue behind the other
+  // direction's bulk in a capped link's buffer, as they do in an all-to-all (docs/design.md).
+  void ringStep(const float* out, std::size_t out_count, float* in, std::size_t in_count, const char* what,
+                Clock::time_point until);
+  // P-1 steps after which this rank's slice of `acc` holds the ring-order sum (ring_order.h)
+  // of every rank's `acc`; the other slices hold partial sums.
+  void ringReduceScatter(float* acc, const sum16::Slices& slices, OwnerSumBuffers& b, Clock::time_point until);
+  // P-1 steps after which every slice of `acc` holds its owner's.
+  void ringAllgather(float* acc, const sum16::Slices& slices, Clock::time_point until);
+  int ringSlice(int s) const { return ((s % size_) + size_) % size_; }
+  static constexpr int kRingTag = 7;
   // The 16-bit alltoall of `send`'s encoded slices to their owners (b laid out for 16-bit
   // slices on the way); the encoded slices of this rank's share, in rank order.
   std::vector<const std::uint16_t*> ownerSlices16(WireFormat format, const float* send, const sum16::Slices& slices,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "allreduce/communicator.h"
+#include "allreduce/ring_order.h"
 #include "allreduce/sum16.h"
 #include "common/half.h"
 
@@ -26,25 +27,32 @@ void PiecedBuffer::copyFrom(std::size_t from, std::size_t len, const float* in) 
   });
 }
 
-// The generic way, for communicators without an alltoall (the loopback): every rank's
-// buffer to every rank, the owner's step of its slice from the P contributions (as MPI's
-// owner gets them), then each owner's slice broadcast from it. Counted once as itself, a
+std::vector<std::vector<float>> Communicator::broadcastEach(const float* send, std::size_t count) {
+  const Uncounted quiet(*this);
+  std::vector<std::vector<float>> all(size());
+  for (int r = 0; r < size(); ++r) {
+    all[r] = r == rank() ? std::vector<float>(send, send + count) : std::vector<float>(count);
+    if (count > 0) broadcast(all[r].data(), count, r);
+  }
+  return all;
+}
+
+// The generic way, for communicators without point-to-point (the loopback): every rank's
+// buffer to every rank, the owner's step of its slice from their ring-order sum (as MPI's
+// owner gets it), then each owner's slice broadcast from it. Counted once as itself, a
 // ring's bytes, as MPI's override moves.
 void Communicator::allreduceStepped(const float* send, const PiecedBuffer& targets, const OwnerStep& step) {
   const int P = size(), me = rank();
   const std::size_t count = targets.count();
   const sum16::Slices slices(count, P);
-  std::vector<std::vector<float>> all(P);
-  std::vector<float> slice;
+  const std::vector<std::vector<float>> all = broadcastEach(send, count);
+  std::vector<float> slice(slices.length(me));
   {
     const Uncounted quiet(*this);
-    for (int r = 0; r < P; ++r) {
-      all[r] = r == me ? std::vector<float>(send, send + count) : std::vector<float>(count);
-      if (count > 0) broadcast(all[r].data(), count, r);
-    }
-    std::vector<GradientView> from;
-    for (int r = 0; r < P; ++r) from.push_back(GradientView{all[r].data() + slices.begin(me), {}});
-    step(slices.begin(me), slices.length(me), from);
+    std::vector<const float*> from;
+    for (int r = 0; r < P; ++r) from.push_back(all[r].data() + slices.begin(me));
+    addInRingOrder(from, me, slice.size(), slice.data());
+    step(slices.begin(me), slices.length(me), {GradientView{slice.data(), {}}});
     for (int s = 0; s < P; ++s) {
       const std::size_t begin = slices.begin(s);
       slice.resize(slices.length(s));

@@ -8,32 +8,24 @@
 namespace poseidon {
 
 LoopbackRendezvous::LoopbackRendezvous(int size, std::chrono::milliseconds timeout)
-    : size_(size), timeout_(timeout), send_(size), recv_(size), count_(size), op_(size) {}
+    : size_(size), timeout_(timeout), data_(size), count_(size), root_(size) {}
 
-void LoopbackRendezvous::run(int rank, int op, const float* send, float* recv, std::size_t count, int root) {
+void LoopbackRendezvous::run(int rank, float* data, std::size_t count, int root) {
   std::unique_lock<std::mutex> lock(mu_);
   // The previous collective must be over for everybody before its slots are reused.
   waitFor(
       lock, cv_, [&] { return !draining_; }, timeout_, nullptr, "loopback collective: previous one to drain");
-  send_[rank] = send;
-  recv_[rank] = recv;
+  data_[rank] = data;
   count_[rank] = count;
-  op_[rank] = op;
+  root_[rank] = root;
   const std::uint64_t generation = generation_;
   if (++arrived_ == size_) {
     mismatch_ = false;
-    for (int r = 1; r < size_; ++r) mismatch_ |= count_[r] != count_[0] || op_[r] != op_[0];
+    for (int r = 1; r < size_; ++r) mismatch_ |= count_[r] != count_[0] || root_[r] != root_[0];
     if (!mismatch_) {
-      std::vector<float> result(count);
-      if (op == 0) {
-        for (std::size_t i = 0; i < count; ++i) result[i] = send_[0][i];
-        for (int r = 1; r < size_; ++r) {
-          for (std::size_t i = 0; i < count; ++i) result[i] += send_[r][i];
-        }
-      } else {
-        std::memcpy(result.data(), send_[root], count * sizeof(float));
+      for (int r = 0; r < size_; ++r) {
+        if (r != root && count > 0) std::memcpy(data_[r], data_[root], count * sizeof(float));
       }
-      for (int r = 0; r < size_; ++r) std::memcpy(recv_[r], result.data(), count * sizeof(float));
     }
     draining_ = true;
     ++generation_;

@@ -1,7 +1,8 @@
-// The in-process transport's collectives: the ranks (threads) of one channel meet here and
-// the last to arrive does the arithmetic for all of them, summing in rank order. It also
-// checks what MPI cannot: that every rank called the same collective with the same count,
-// so a test of an ordering design fails with a message instead of hanging.
+// The in-process transport's collective: the ranks (threads) of one channel meet here and
+// the last to arrive copies the root's values to all of them (a broadcast: the loopback
+// communicator builds its sums from broadcasts). It also checks what MPI cannot: that
+// every rank called the same collective with the same count and root, so a test of an
+// ordering design fails with a message instead of hanging.
 #pragma once
 
 #include <chrono>
@@ -17,8 +18,8 @@ namespace poseidon {
 class LoopbackRendezvous {
  public:
   LoopbackRendezvous(int size, std::chrono::milliseconds timeout);
-  // op: 0 allreduce, 1 broadcast.
-  void run(int rank, int op, const float* send, float* recv, std::size_t count, int root);
+  // data = root's data on every rank.
+  void run(int rank, float* data, std::size_t count, int root);
   int size() const { return size_; }
 
  private:
@@ -26,10 +27,9 @@ class LoopbackRendezvous {
   const std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<const float*> send_;
-  std::vector<float*> recv_;
+  std::vector<float*> data_;
   std::vector<std::size_t> count_;
-  std::vector<int> op_;
+  std::vector<int> root_;
   int arrived_ = 0;
   int left_ = 0;
   bool draining_ = false;

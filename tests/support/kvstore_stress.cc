@@ -9,6 +9,7 @@
 
 #include "allreduce/communicator.h"
 #include "allreduce/communicators.h"
+#include "allreduce/ring_order.h"
 #include "comm/gradient16.h"
 #include "comm/transport.h"
 #include "engine/external_event.h"
@@ -36,7 +37,7 @@ const std::vector<std::size_t> kSizes = {1, 7, 1000, 65536, 3, 400000, 128, 1 <<
 // Eighths: fp32 sums of them stay exact, while bf16 (8 significant bits) drops them from 32
 // up, so a rank's own rounding loses something too, not only the sum's. One value in 11 adds
 // +-2^25 (rank + 1), where fp32's spacing is 4 or more: there the sum depends on the order
-// of the additions, and only the rank order the reference takes gives its bits.
+// of the additions, and only the order the reference takes gives its bits.
 float value(int rank, std::size_t key, int iteration, std::size_t i) {
   const float eighths =
       static_cast<float>((rank + 1) * (static_cast<int>(key) + 1) + iteration + static_cast<int>(i % 7)) +
@@ -51,16 +52,18 @@ float rounded(WireFormat wire, float x) {
   return x;
 }
 
-// The sum of value() over the ranks in rank order: in fp32 as the communicators add. On bf16 (sum16.h, which has no scale,
-// so it can be written per value) each rank's value rounded, added in rank order, the sum
-// rounded: values past 256 lose bits, so the 16-bit path's slicing and order are checked.
-// The owner's fp32 sum before its rounding: every rank's value as the wire carries it,
-// added in rank order.
+// The sum of value() over the ranks: in fp32 in the ring's order (ring_order.h: from the
+// rank after the owner of the value's slice around to the owner), as the communicators add.
+// On bf16 (sum16.h, which has no scale, so it can be written per value) each rank's value
+// rounded, added in rank order, the sum rounded: values past 256 lose bits, so the 16-bit
+// path's slicing and order are checked. The owner's fp32 sum before its rounding: every
+// rank's value as the wire carries it, added in the wire's order.
 float ownersSum(WireFormat wire, int P, std::size_t key, int iteration, std::size_t i) {
+  const int first = wire == WireFormat::kFp32 ? ringFirst(sliceOf(i, kSizes[key], P), P) : 0;
   float sum = 0;
-  for (int r = 0; r < P; ++r) {
-    const float v = rounded(wire, value(r, key, iteration, i));
-    sum = r == 0 ? v : sum + v;
+  for (int j = 0; j < P; ++j) {
+    const float v = rounded(wire, value((first + j) % P, key, iteration, i));
+    sum = j == 0 ? v : sum + v;
   }
   return sum;
 }

@@ -2,7 +2,7 @@
 // real mpirun test: every iteration pushes the push/pull tasks of every key in one fixed
 // order (descending keys, as back-propagation would), then makes the keys' "gradients"
 // ready in an order and with delays drawn at random per rank and iteration, and checks
-// every pulled sum bit for bit against the rank-order sum (multiples of 1/8, one value in 11
+// every pulled sum bit for bit against the ring-order sum (multiples of 1/8, one value in 11
 // with +-2^25 (rank + 1) added, where fp32's sum depends on the order; on a bf16 wire, the
 // 16-bit allreduce's roundings reproduced value by value, with error feedback's residuals
 // too when the options ask for it). Then one sum of each size in place (send == recv), straight

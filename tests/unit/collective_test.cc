@@ -12,6 +12,7 @@
 #include "allreduce/communicators.h"
 #include "allreduce/fusion.h"
 #include "allreduce/kvstore.h"
+#include "allreduce/ring_order.h"
 #include "allreduce/sum16.h"
 #include "comm/gradient16.h"
 #include "comm/loopback_transport.h"
@@ -76,6 +77,37 @@ TEST(GroupCommunicator, OnlyTheMembersMeet) {
   EXPECT_EQ(sums, (std::vector<float>{4, 6, 4, 6}));  // 1 + 3 and 2 + 4
   EXPECT_EQ(ranks, (std::vector<int>{0, 0, 1, 1}));
   EXPECT_THROW(newGroupCommunicator(hub.transport(0), {1, 2}, std::chrono::seconds(1), failure), CommError);
+}
+
+// The fp32 sums' order (ring_order.h): slice s from rank s+1's value around to rank s's,
+// here where the order shows: 2^24 + 1 rounds back to 2^24. Rank order would give 0 in
+// every slice; the ring's gives (1 - 2^24) + 2^24 = 1 in slice 0, (-2^24 + 2^24) + 1 = 1 in
+// slice 1 and (2^24 + 1) - 2^24 = 0 in slice 2. Every rank gets the same.
+TEST(RingOrder, SumsAddFromTheOwnersRightNeighbourAroundTheRing) {
+  constexpr int P = 3;
+  const float value[P] = {16777216.0f, 1.0f, -16777216.0f};
+  LoopbackHub hub(P);
+  FailureState failure;
+  std::vector<std::vector<float>> got(P, std::vector<float>(P));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = newCommunicator(hub.transport(r), std::chrono::seconds(10), failure);
+      const std::vector<float> mine(P, value[r]);
+      comm->allreduceSum(mine.data(), got[r].data(), P);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < P; ++r) EXPECT_EQ(got[r], (std::vector<float>{1, 1, 0})) << "rank " << r;
+  for (std::size_t count : {1u, 2u, 3u, 7u, 10u, 1001u}) {
+    for (int parts : {2, 3, 4}) {
+      const sum16::Slices slices(count, parts);
+      for (std::size_t i = 0; i < count; ++i) {
+        const int s = sliceOf(i, count, parts);
+        EXPECT_TRUE(slices.begin(s) <= i && i < slices.begin(s) + slices.length(s)) << count << " " << parts << " " << i;
+      }
+    }
+  }
 }
 
 // The 16-bit allreduce (sum16.h): per slice, each rank's values rounded alone, added in
