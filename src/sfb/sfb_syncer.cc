@@ -31,13 +31,13 @@ SfbSyncer::SfbSyncer(int layer, const InformationBook& book, Transport& transpor
       wire_(wire),
       tensors_(params.size()),
       first_step_(start_iteration == 0),
+      shares_(book.cluster().workers(), layer, "factors"),
       applied_(start_iteration),
       released_(start_iteration) {
   auto host = std::make_unique<HostFactorApplier>(M_, N_, params);
   host_ = host.get();
   applier_ = std::move(host);
   for (int r = 0; r < book.cluster().workers(); ++r) workers_.push_back(r);
-  for (auto& a : arrived_) a.resize(workers_.size());
 }
 
 void SfbSyncer::setGradientTarget(std::vector<float*> grads) {
@@ -93,26 +93,12 @@ void SfbSyncer::deliver(Message m) {
     LayerSyncer::deliver(std::move(m));
     return;
   }
-  const auto& h = m.header();
   // Zero rows: the worker did not use the layer this iteration (a zero contribution).
   // Throws for a size of no whole rows, or a width other than this run's wire.
   factorRows(m, wire_, M_, N_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (h.source >= workers_.size()) {
-      throw CommError(detail::cat("rank ", h.source, " sent factors for layer ", layer(), " but is no worker"));
-    }
-    if (h.iteration != applied_ && h.iteration != applied_ + 1) {
-      throw CommError(detail::cat("layer ", layer(), ": factors of iteration ", h.iteration, " from rank ", h.source,
-                                  " while applying iteration ", applied_, " (BSP allows only that one and the next)"));
-    }
-    auto& slot = arrived_[h.iteration % 2][h.source];
-    if (!slot.empty()) {
-      throw CommError(
-          detail::cat("layer ", layer(), ": rank ", h.source, " sent factors twice for iteration ", h.iteration));
-    }
-    slot = std::move(m);
-    ++count_[h.iteration % 2];
+    shares_.keep(std::move(m), applied_);
   }
   cv_.notify_all();
 }
@@ -127,9 +113,8 @@ void SfbSyncer::release(std::uint64_t iteration) {
 
 void SfbSyncer::Receive(std::uint64_t iteration) {
   std::unique_lock<std::mutex> lock(mu_);
-  const int parity = static_cast<int>(iteration % 2);
   waitFor(
-      lock, cv_, [&] { return count_[parity] == static_cast<int>(workers_.size()); }, timeout_, &failure_,
+      lock, cv_, [&] { return shares_.complete(iteration); }, timeout_, &failure_,
       detail::cat("rank ", transport_.rank(), ": factors of layer '", book_.model().layers[layer()].name,
                   "' from every worker for iteration ", iteration));
   // The weight may change only once autograd has used it for this iteration's input gradient.
@@ -142,9 +127,7 @@ void SfbSyncer::Move(std::uint64_t iteration) {
   std::vector<Message> mine;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    mine.swap(arrived_[iteration % 2]);
-    arrived_[iteration % 2].resize(workers_.size());
-    count_[iteration % 2] = 0;
+    mine = shares_.take(iteration);
   }
   // Stack every worker's U and V in rank order: the same bytes, hence the same sums, everywhere.
   std::int64_t rows = 0;

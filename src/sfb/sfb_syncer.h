@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sync/layer_syncer.h"
+#include "sync/worker_shares.h"
 #include "comm/transport.h"
 #include "common/wait.h"
 #include "coordinator/information_book.h"
@@ -80,10 +81,7 @@ class SfbSyncer final : public LayerSyncer {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  // A fast peer's factors for t+1 can arrive while this worker still applies t, so arrivals
-  // are kept by iteration parity. Guarded by mu_.
-  std::vector<Message> arrived_[2];  // by worker rank
-  int count_[2] = {0, 0};
+  WorkerShares shares_;  // every worker's factors, by iteration parity; guarded by mu_
   std::uint64_t applied_ = 0;   // iterations whose step has been applied here
   std::uint64_t released_ = 0;  // iterations whose backward pass is past this layer
 };

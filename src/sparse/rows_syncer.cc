@@ -35,9 +35,9 @@ RowsSyncer::RowsSyncer(int layer, const InformationBook& book, Transport& transp
       sum_(static_cast<std::size_t>(rows_ * width_)),
       first_step_(start_iteration == 0),
       workers_(book.cluster().workers()),
+      shares_(workers_, layer, "rows"),
       moved_(start_iteration) {
   if (!options_.gradient_only && options_.momentum != 0.0f) momentum_.assign(sum_.size(), 0.0f);
-  for (auto& a : arrived_) a.resize(static_cast<std::size_t>(workers_));
 }
 
 LayerSyncer::SendFn RowsSyncer::gradientsReady(std::uint64_t t, std::vector<float*> grads,
@@ -66,33 +66,18 @@ void RowsSyncer::deliver(Message m) {
     LayerSyncer::deliver(std::move(m));
     return;
   }
-  const auto& h = m.header();
   rowsOf(m, rows_, width_);  // throws on a malformed message, before it is kept
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (h.source >= static_cast<std::uint32_t>(workers_)) {
-      throw CommError(detail::cat("rank ", h.source, " sent rows for layer ", layer(), " but is no worker"));
-    }
-    if (h.iteration != moved_ && h.iteration != moved_ + 1) {
-      throw CommError(detail::cat("layer ", layer(), ": rows of iteration ", h.iteration, " from rank ", h.source,
-                                  " while at iteration ", moved_, " (BSP allows only that one and the next)"));
-    }
-    auto& slot = arrived_[h.iteration % 2][h.source];
-    if (!slot.empty()) {
-      throw CommError(detail::cat("layer ", layer(), ": rank ", h.source, " sent rows twice for iteration ",
-                                  h.iteration));
-    }
-    slot = std::move(m);
-    ++count_[h.iteration % 2];
+    shares_.keep(std::move(m), moved_);
   }
   cv_.notify_all();
 }
 
 void RowsSyncer::Receive(std::uint64_t iteration) {
   std::unique_lock<std::mutex> lock(mu_);
-  const int parity = static_cast<int>(iteration % 2);
   waitFor(
-      lock, cv_, [&] { return count_[parity] == workers_; }, timeout_, &failure_,
+      lock, cv_, [&] { return shares_.complete(iteration); }, timeout_, &failure_,
       detail::cat("rank ", transport_.rank(), ": rows of layer '", book_.model().layers[layer()].name,
                   "' from every worker for iteration ", iteration));
 }
@@ -101,9 +86,7 @@ void RowsSyncer::Move(std::uint64_t iteration) {
   std::vector<Message> arrived;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    arrived.swap(arrived_[iteration % 2]);
-    arrived_[iteration % 2].resize(static_cast<std::size_t>(workers_));
-    count_[iteration % 2] = 0;
+    arrived = shares_.take(iteration);
   }
   // Every worker's rows in rank order into a zeroed sum: the same additions everywhere.
   std::fill(sum_.begin(), sum_.end(), 0.0f);

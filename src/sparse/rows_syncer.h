@@ -27,6 +27,7 @@
 #include "coordinator/information_book.h"
 #include "poseidon/sgd_options.h"
 #include "sync/layer_syncer.h"
+#include "sync/worker_shares.h"
 
 namespace poseidon {
 
@@ -74,9 +75,7 @@ class RowsSyncer final : public LayerSyncer {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  // A fast peer's rows for t+1 can arrive while this worker still moves t: kept by parity.
-  std::vector<Message> arrived_[2];  // by worker rank; guarded by mu_
-  int count_[2] = {0, 0};
+  WorkerShares shares_;  // every worker's rows, by iteration parity; guarded by mu_
   std::uint64_t moved_ = 0;  // iterations moved here
 };
 

@@ -1,5 +1,6 @@
 // Sparse rows: the wire form of one worker's touched rows (sparse/row_message.h), and the
-// cost model's choice of sparse rows and of factors for token-limited Linears.
+// cost model's choice of sparse rows and of factors for token-limited Linears, and the
+// peers' shares a rows (or SFB) syncer keeps (sync/worker_shares.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "coordinator/scheme_planner.h"
 #include "poseidon/errors.h"
 #include "sparse/row_message.h"
+#include "sync/worker_shares.h"
 
 namespace poseidon {
 namespace {
@@ -129,6 +131,30 @@ TEST(RowsPlan, ALinearGoesByFactorsOnlyWhileItsTokensAreFew) {
   const auto few = planSchemes(lookupAndLinear(600, 8), cluster, request(2));
   EXPECT_EQ(few[1].scheme, Scheme::kSFB);
   EXPECT_EQ(few[1].sfb_floats, 2.0 * 16 * 3 * (256 + 256));
+}
+
+// What a syncer that steps its own replica (rows, SFB) keeps of its peers' shares
+// (sync/worker_shares.h): BSP's this iteration and the next, by parity, each worker once.
+TEST(WorkerShares, KeepsThisIterationAndTheNextEachWorkerOnce) {
+  const auto g = gradientWithRows({2});
+  const auto share = [&](std::uint32_t source, std::uint64_t t) { return packRows(3, source, t, g.data(), kRows, kWidth); };
+  WorkerShares shares(2, 3, "rows");
+  shares.keep(share(1, 6), 5);  // a fast peer's share of the next iteration
+  shares.keep(share(0, 5), 5);
+  EXPECT_FALSE(shares.complete(5));
+  EXPECT_FALSE(shares.complete(6));
+  shares.keep(share(1, 5), 5);
+  EXPECT_TRUE(shares.complete(5));
+  const std::vector<Message> taken = shares.take(5);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].header().source, 0u);
+  EXPECT_EQ(taken[1].header().source, 1u);
+  EXPECT_FALSE(shares.complete(5));  // emptied for iteration 7
+  EXPECT_THROW(shares.keep(share(1, 6), 6), CommError);  // twice for iteration 6
+  EXPECT_THROW(shares.keep(share(2, 6), 6), CommError);  // no worker
+  EXPECT_THROW(shares.keep(share(0, 8), 6), CommError);  // beyond the next iteration
+  shares.keep(share(0, 6), 6);
+  EXPECT_TRUE(shares.complete(6));
 }
 
 }  // namespace
