@@ -93,7 +93,8 @@ class AllreduceBuckets {
   static bool stepByOwner(const AllreduceOptions& options);
   void copyIn(Layer& layer, Bucket& bucket, std::int64_t offset, std::uint64_t t);
   // By owner: iteration t's step of values [begin, begin + n) of the bucket from every
-  // rank's contribution (OwnerStep), summed in rank order as the step reads them.
+  // rank's contribution (OwnerStep: their fp32 ring sum, or the 16-bit contributions added
+  // in rank order as the step reads them).
   void stepSlice(Bucket& bucket, std::uint64_t t, std::size_t begin, std::size_t n,
                  const std::vector<GradientView>& from);
   void apply(Bucket& bucket, std::uint64_t t);

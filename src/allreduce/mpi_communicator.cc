@@ -135,11 +135,18 @@ MpiCommunicator::OwnerSumBuffers& MpiCommunicator::ownerSumBuffers() {
 void MpiCommunicator::ringStep(const float* out, std::size_t out_count, float* in, std::size_t in_count,
                                const char* what, Clock::time_point until) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-  MPI_Request requests[2];
-  check(MPI_Irecv(in, static_cast<int>(in_count), MPI_FLOAT, left, kRingTag, comm_, &requests[0]), "MPI_Irecv");
-  check(MPI_Isend(out, static_cast<int>(out_count), MPI_FLOAT, right, kRingTag, comm_, &requests[1]), "MPI_Isend");
-  wait(requests[0], what, until);
-  wait(requests[1], what, until);
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  try {
+    check(MPI_Irecv(in, static_cast<int>(in_count), MPI_FLOAT, left, kRingTag, comm_, &requests[0]), "MPI_Irecv");
+    check(MPI_Isend(out, static_cast<int>(out_count), MPI_FLOAT, right, kRingTag, comm_, &requests[1]), "MPI_Isend");
+    wait(requests[0], what, until);
+    wait(requests[1], what, until);
+  } catch (...) {
+    // The other request may still be pending (a failed receive leaves the send): its
+    // buffers stay with MPI until the job ends, as an abandoned collective's do.
+    abandoned_ = true;
+    throw;
+  }
 }
 
 void MpiCommunicator::ringReduceScatter(float* acc, const sum16::Slices& slices, OwnerSumBuffers& b,

@@ -37,7 +37,7 @@ class MpiCommunicator final : public Communicator {
   // A ring in `recv`: the reduce-scatter, after which this rank's slice holds its ring-order
   // sum (ring_order.h), then the allgather; 2 (P-1)/P of the buffer sent per rank in
   // 2 (P-1) steps, in place or not. A ring rather than the owners' all-to-all the 16-bit path
-  // takes: at 100 mbit it carried 10.1 MB/s of 12.5 where the all-to-all carried 8.4
+  // takes: at 100 mbit it carried 10.07 MB/s of 12.5 where the all-to-all carried 7.58
   // (docs/design.md). Not MPI_Iallreduce: Open MPI 4.1's libnbc takes Rabenseifner's
   // algorithm at 4+ ranks, whose first step copies the whole send buffer (~0.18 core-s of
   // resnet50's iteration on 4 ranks, docs/benchmarks), its binomial one (not

@@ -46,10 +46,10 @@ struct PiecedBuffer {
 };
 
 // The owner's part of an allreduce whose result is a step (allreduceStepped): from every
-// rank's contribution to values [begin, begin + n) of the buffer (`from`, in rank order, or
-// one that is their rank-order sum already), update the same range of the targets. The
-// step sums the contributions in rank order as it reads them (sgdStepViews), so no sum is
-// written and read back; the floats are the same as the sum's, bit for bit.
+// rank's contribution to values [begin, begin + n) of the buffer, update the same range of
+// the targets. `from` is one view, their sum already (fp32: the ring's, ring_order.h), or on
+// a 16-bit wire every rank's rounded contribution in rank order, which the step adds in fp32
+// in that order as it reads them (sgdStepViews), so no sum is written and read back.
 using OwnerStep = std::function<void(std::size_t begin, std::size_t n, const std::vector<GradientView>& from)>;
 
 namespace owner16 {

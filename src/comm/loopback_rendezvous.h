@@ -1,8 +1,9 @@
 // The in-process transport's collective: the ranks (threads) of one channel meet here and
 // the last to arrive copies the root's values to all of them (a broadcast: the loopback
 // communicator builds its sums from broadcasts). It also checks what MPI cannot: that
-// every rank called the same collective with the same count and root, so a test of an
-// ordering design fails with a message instead of hanging.
+// every rank's broadcast has the same count and root, so most tests of an ordering design
+// that call collectives in different orders fail with a message instead of hanging (an
+// allreduce is P broadcasts: one meeting a lone broadcast from root 0 is not told apart).
 #pragma once
 
 #include <chrono>

@@ -118,7 +118,7 @@ def test_bad_kvstore(args):
 @pytest.mark.ctest(TIMEOUT=300, SKIP_RETURN_CODE=None)
 @pytest.mark.parametrize("design", ["funnel", "concurrent", "chained", "bf16", "bf16_ef"])
 def test_kvstore_stress(args, design):
-    # fp32: every sum the rank-order sum, bit for bit (values where the order shows);
+    # fp32: every sum the ring-order sum (ring_order.h), bit for bit (values where the order shows);
     # bf16: the chained design's collectives as 16-bit allreduces (sum16.h), buffers from one
     # value (fewer than the ranks: empty slices) to a few MB, every sum checked bit for bit;
     # bf16_ef: the funnel's, with error feedback (each rank's and each owner's residuals).
@@ -126,7 +126,7 @@ def test_kvstore_stress(args, design):
              "bf16_ef": ["--kvstore", "funnel", "--wire", "bf16", "--error-feedback", "1"]}.get(design,
                                                                                           ["--kvstore", design])
     # fp32 at 4 ranks too: Open MPI's own allreduce (Rabenseifner there) adds in another order
-    # than the rank order the check wants of the fp32 sums (MpiCommunicator::allreduceSum).
+    # than the ring order the check wants of the fp32 sums (MpiCommunicator::allreduceSum).
     for ranks in [2, 3] if design.startswith("bf16") else [2, 3, 4]:
         # With error feedback fewer rounds: its values round from the first (CI's time).
         cmd = mpirun(ranks) + [args.stress] + flags + ["--iterations", "40" if design == "bf16_ef" else "80"]
