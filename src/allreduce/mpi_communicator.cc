@@ -149,17 +149,20 @@ void MpiCommunicator::ringStep(const float* out, std::size_t out_count, float* i
   }
 }
 
-void MpiCommunicator::ringReduceScatter(float* acc, const sum16::Slices& slices, OwnerSumBuffers& b,
-                                        Clock::time_point until) {
+void MpiCommunicator::ringReduceScatter(const float* send, float* acc, const sum16::Slices& slices,
+                                        OwnerSumBuffers& b, Clock::time_point until) {
   const int P = size_;
   float* in = b.gathered.atLeast(slices.length(P - 1));  // the longest slice (the last)
   for (int k = 0; k + 1 < P; ++k) {
+    // Step 0 sends this rank's own values of a slice; each later step the slice it summed
+    // in the step before. Each slice is received once, so its own values are still `send`'s.
     const int out_slice = ringSlice(rank_ - k - 1), in_slice = ringSlice(rank_ - k - 2);
     const std::size_t n = slices.length(in_slice);
-    ringStep(acc + slices.begin(out_slice), slices.length(out_slice), in, n,
+    ringStep((k == 0 ? send : acc) + slices.begin(out_slice), slices.length(out_slice), in, n,
              "the ring's reduce-scatter (fp32 partial sums to the right)", until);
+    const float* mine = send + slices.begin(in_slice);
     float* sum = acc + slices.begin(in_slice);
-    for (std::size_t i = 0; i < n; ++i) sum[i] = in[i] + sum[i];  // the ring's sum so far, then this rank's
+    for (std::size_t i = 0; i < n; ++i) sum[i] = in[i] + mine[i];  // the ring's sum so far, then this rank's
   }
 }
 
@@ -173,14 +176,16 @@ void MpiCommunicator::ringAllgather(float* acc, const sum16::Slices& slices, Clo
 
 void MpiCommunicator::allreduceSum(const float* send, float* recv, std::size_t count) {
   POSEIDON_ENFORCE(count <= static_cast<std::size_t>(INT_MAX), "one collective carries at most 2^31 floats");
-  if (send != recv) std::memcpy(recv, send, count * sizeof(float));
-  if (size_ == 1) return;
+  if (size_ == 1) {
+    if (send != recv) std::memcpy(recv, send, count * sizeof(float));
+    return;
+  }
   const std::uint64_t bytes = allreduceBytesSent(count, size_);
   paced(bytes, &failure_);
   const sum16::Slices slices(count, size_);  // the same cut as the 16-bit path's, without scales
   OwnerSumBuffers& b = ownerSumBuffers();
   const auto until = deadline();  // after the pacing: the budget's wait is not the peers'
-  ringReduceScatter(recv, slices, b, until);
+  ringReduceScatter(send, recv, slices, b, until);
   ringAllgather(recv, slices, until);
   counted(bytes);
 }
@@ -202,10 +207,9 @@ void MpiCommunicator::allreduceStepped(const float* send, const PiecedBuffer& ta
   // into freed tensors (the address sanitizer's fault-injection case). The price is a copy
   // of the bucket through a buffer that stays in cache slice by slice.
   float* stepped = b.stepped.atLeast(count);
-  std::memcpy(stepped, send, count * sizeof(float));
   const std::size_t mine = slices.begin(rank_), own = slices.length(rank_);
   const auto until = deadline();
-  ringReduceScatter(stepped, slices, b, until);
+  ringReduceScatter(send, stepped, slices, b, until);
   step(mine, own, {GradientView{stepped + mine, {}}});
   targets.copyTo(mine, own, stepped + mine);
   ringAllgather(stepped, slices, until);

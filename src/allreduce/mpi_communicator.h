@@ -79,8 +79,10 @@ class MpiCommunicator final : public Communicator {
   void ringStep(const float* out, std::size_t out_count, float* in, std::size_t in_count, const char* what,
                 Clock::time_point until);
   // P-1 steps after which this rank's slice of `acc` holds the ring-order sum (ring_order.h)
-  // of every rank's `acc`; the other slices hold partial sums.
-  void ringReduceScatter(float* acc, const sum16::Slices& slices, OwnerSumBuffers& b, Clock::time_point until);
+  // of every rank's `send`; the others but the left neighbour's hold partial sums (that one
+  // is left unwritten). `acc` may be `send` (in place).
+  void ringReduceScatter(const float* send, float* acc, const sum16::Slices& slices, OwnerSumBuffers& b,
+                         Clock::time_point until);
   // P-1 steps after which every slice of `acc` holds its owner's.
   void ringAllgather(float* acc, const sum16::Slices& slices, Clock::time_point until);
   int ringSlice(int s) const { return ((s % size_) + size_) % size_; }

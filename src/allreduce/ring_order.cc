@@ -32,4 +32,11 @@ void addInRingOrder(const std::vector<const float*>& from, int slice, std::size_
   }
 }
 
+void addSliceInRingOrder(const std::vector<std::vector<float>>& all, std::size_t count, int slice, float* out) {
+  const sum16::Slices slices(count, static_cast<int>(all.size()));
+  std::vector<const float*> from;
+  for (const auto& values : all) from.push_back(values.data() + slices.begin(slice));
+  addInRingOrder(from, slice, slices.length(slice), out);
+}
+
 }  // namespace poseidon

@@ -22,4 +22,8 @@ int sliceOf(std::size_t i, std::size_t count, int P);
 // by rank). `out` may be one of them.
 void addInRingOrder(const std::vector<const float*>& from, int slice, std::size_t n, float* out);
 
+// out[0, length of slice s) = the ring-order sum of slice s of every rank's whole buffer
+// (`all`, by rank; sum16::Slices(count, P) cuts them).
+void addSliceInRingOrder(const std::vector<std::vector<float>>& all, std::size_t count, int slice, float* out);
+
 }  // namespace poseidon

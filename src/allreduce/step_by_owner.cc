@@ -49,9 +49,7 @@ void Communicator::allreduceStepped(const float* send, const PiecedBuffer& targe
   std::vector<float> slice(slices.length(me));
   {
     const Uncounted quiet(*this);
-    std::vector<const float*> from;
-    for (int r = 0; r < P; ++r) from.push_back(all[r].data() + slices.begin(me));
-    addInRingOrder(from, me, slice.size(), slice.data());
+    addSliceInRingOrder(all, count, me, slice.data());
     step(slices.begin(me), slices.length(me), {GradientView{slice.data(), {}}});
     for (int s = 0; s < P; ++s) {
       const std::size_t begin = slices.begin(s);
@@ -115,12 +113,13 @@ void Communicator::allreduceStepped16(WireFormat format, const float* send, cons
   const std::size_t count = targets.count();
   const sum16::Slices slices(count, P);
   const std::size_t floats = (slices.totalWords() + 1) / 2;
-  std::vector<std::vector<float>> all(P, std::vector<float>(floats));
-  const auto words = [&](int r) { return reinterpret_cast<std::uint16_t*>(all[r].data()); };
-  sum16::encode(format, send, slices, words(rank()), feedback != nullptr ? &feedback->sent : nullptr);
+  std::vector<float> mine(floats);  // this rank's encoding, in floats' storage as broadcast carries it
+  sum16::encode(format, send, slices, reinterpret_cast<std::uint16_t*>(mine.data()),
+                feedback != nullptr ? &feedback->sent : nullptr);
+  const std::vector<std::vector<float>> all = broadcastEach(mine.data(), floats);
+  const auto words = [&](int r) { return reinterpret_cast<const std::uint16_t*>(all[r].data()); };
   {
     const Uncounted quiet(*this);
-    for (int r = 0; r < P; ++r) broadcast(all[r].data(), floats, r);
     const int me = rank();
     std::vector<const std::uint16_t*> from;
     for (int r = 0; r < P; ++r) from.push_back(words(r) + slices.offset(me));

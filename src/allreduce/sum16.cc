@@ -135,13 +135,10 @@ void Communicator::allreduceSum16(WireFormat format, const float* send, float* r
   const int P = size();
   const sum16::Slices slices(count, P);
   const std::size_t floats = (slices.totalWords() + 1) / 2;
-  std::vector<std::vector<float>> all(P, std::vector<float>(floats));
-  sum16::encode(format, send, slices, reinterpret_cast<std::uint16_t*>(all[rank()].data()),
+  std::vector<float> mine(floats);  // this rank's encoding, in floats' storage as broadcast carries it
+  sum16::encode(format, send, slices, reinterpret_cast<std::uint16_t*>(mine.data()),
                 feedback != nullptr ? &feedback->sent : nullptr);
-  {
-    const Uncounted quiet(*this);
-    for (int r = 0; r < P; ++r) broadcast(all[r].data(), floats, r);
-  }
+  const std::vector<std::vector<float>> all = broadcastEach(mine.data(), floats);
   std::vector<std::uint16_t> reduced(slices.totalWords());
   for (int s = 0; s < P; ++s) {
     std::vector<const std::uint16_t*> from;
